@@ -1,0 +1,2 @@
+"""elmoc: ELMo with continuous outputs."""
+__version__ = "0.1.0"

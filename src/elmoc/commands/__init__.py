@@ -1,0 +1,1 @@
+"""Subcommands of the `elmoc` CLI, one module each (see elmoc.cli)."""

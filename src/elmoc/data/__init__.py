@@ -1,0 +1,1 @@
+"""Corpus, vocabulary, word vectors and batches."""

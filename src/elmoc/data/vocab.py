@@ -1,0 +1,107 @@
+"""Word vocabulary: frequency-sorted tokens after four fixed specials.
+
+Ids follow the paper's code (spec 1.2): ``<pad>``=0, ``<s>``=1, ``</s>``=2,
+``<unk>``=3, then corpus words by descending count (ties broken by the token
+string, so the order is deterministic).  The file format is one token per line,
+``token<TAB>count`` (count optional), in id order; specials are written too, so
+line ``i+1`` holds id ``i``.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from elmoc.errors import InputFileError
+
+PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
+SPECIALS = (PAD, BOS, EOS, UNK)
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+
+
+class Vocabulary:
+    """Bidirectional token <-> id map.
+
+    Args:
+        tokens: tokens in id order; must start with ``SPECIALS`` and have no duplicates.
+        counts: optional corpus counts aligned with ``tokens`` (0 for specials).
+    """
+
+    def __init__(self, tokens: Sequence[str], counts: Sequence[int] | None = None):
+        tokens = list(tokens)
+        if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
+            raise ValueError(f"a vocabulary starts with {SPECIALS}, got {tuple(tokens[:4])}")
+        self.tokens = tokens
+        self.index = {t: i for i, t in enumerate(tokens)}
+        if len(self.index) != len(tokens):
+            dup = next(t for t, c in Counter(tokens).items() if c > 1)
+            raise ValueError(f"duplicate vocabulary token {dup!r}")
+        self.counts = list(counts) if counts is not None else [0] * len(tokens)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def __contains__(self, token: str) -> bool:
+        return token in self.index
+
+    def id(self, token: str) -> int:
+        """Id of ``token``, ``UNK_ID`` if absent."""
+        return self.index.get(token, UNK_ID)
+
+    def encode(self, tokens: Iterable[str]) -> list[int]:
+        get = self.index.get
+        return [get(t, UNK_ID) for t in tokens]
+
+    @classmethod
+    def from_counts(cls, counts: Counter, max_size: int | None = None, min_count: int = 1) -> "Vocabulary":
+        """Specials, then words with ``count >= min_count`` by descending count.
+
+        ``max_size`` caps the total size including the four specials.
+        """
+        words = [(w, c) for w, c in counts.items() if c >= min_count and w not in SPECIALS and w]
+        words.sort(key=lambda wc: (-wc[1], wc[0]))
+        if max_size is not None:
+            words = words[: max(0, max_size - len(SPECIALS))]
+        return cls(list(SPECIALS) + [w for w, _ in words], [0] * len(SPECIALS) + [c for _, c in words])
+
+    def save(self, path: str | Path) -> None:
+        """Write atomically (temp file + rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                for token, count in zip(self.tokens, self.counts):
+                    f.write(f"{token}\t{count}\n")
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Vocabulary":
+        path = Path(path)
+        if not path.is_file():
+            raise InputFileError(path, "vocabulary file not found; run `elmoc vocab` first")
+        tokens, counts = [], []
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                line = line.rstrip("\n")
+                if not line:
+                    raise InputFileError(path, "empty line in vocabulary file", lineno)
+                token, _, count = line.partition("\t")
+                if not token or any(ch.isspace() for ch in token):
+                    raise InputFileError(path, f"invalid token {token!r} (empty or with whitespace)", lineno)
+                try:
+                    counts.append(int(count) if count else 0)
+                except ValueError:
+                    raise InputFileError(path, f"count {count!r} is not an integer", lineno) from None
+                tokens.append(token)
+        if len(tokens) <= len(SPECIALS):
+            raise InputFileError(path, "vocabulary has no words beyond the special tokens")
+        try:
+            return cls(tokens, counts)
+        except ValueError as e:
+            raise InputFileError(path, str(e)) from None

@@ -1,0 +1,1 @@
+"""Small tensor helpers shared by modules (masks only)."""

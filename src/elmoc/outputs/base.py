@@ -1,0 +1,61 @@
+"""The one contract every output layer (and its loss) follows.
+
+An output layer turns encoder states into a loss against the next-token targets::
+
+    out = layer(hidden, targets, mask)   # -> OutputLoss
+
+so a single training loop serves CONT, FIXED, SAMPLED, ADAPTIVE and SUBWORD alike
+(the fairseq-criterion idea).  ``loss_sum`` is summed over valid tokens and
+``num_tokens`` counts them; the loop divides, so the mean is token-weighted and
+exact under data parallelism (see the trainer for the paper's per-replica mean).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+
+@dataclass
+class OutputLoss:
+    """Result of an output layer.
+
+    Attributes:
+        loss_sum: scalar, the loss summed over valid tokens (what is differentiated).
+        num_tokens: scalar float tensor, number of valid tokens.
+        logs: extra scalars to log (python floats or 0-d tensors), e.g. ``{"cosine": ...}``.
+    """
+
+    loss_sum: torch.Tensor
+    num_tokens: torch.Tensor
+    logs: dict[str, float | torch.Tensor] = field(default_factory=dict)
+
+
+class OutputLayer(nn.Module):
+    """Base class of output layers.
+
+    Subclasses implement :meth:`forward` and, for heldout evaluation,
+    :meth:`evaluate` (defaults to ``forward`` under ``torch.no_grad``).  The class
+    attribute ``heldout_metric`` names what :meth:`evaluate` measures:
+    ``"cosine"`` (mean cosine, higher is better) or ``"perplexity"``
+    (``exp(loss_sum/num_tokens)`` of a *full* softmax).
+
+    Shape:
+        hidden: (batch, time, input_dim) float encoder output.
+        targets: (batch, time) long next-token ids.
+        mask: (batch, time) bool, True for tokens that count.
+    """
+
+    heldout_metric: str = "loss"
+
+    def forward(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def evaluate(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
+        return self.forward(hidden, targets, mask)
+
+    def sparse_parameters(self) -> list[nn.Parameter]:
+        """Parameters that receive sparse gradients (need a sparse-capable optimizer)."""
+        return []

@@ -1,0 +1,1 @@
+"""elmoc.tables"""

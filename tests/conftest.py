@@ -1,0 +1,30 @@
+"""Shared pytest fixtures.
+
+``shared_data``: the folder of real public data (``../shared/data`` beside the
+repository, or ``$ELMOC_SHARED_DATA``).  Tests that need it skip when it is absent.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path:
+    return Path(os.environ.get("ELMOC_SHARED_DATA", REPO_ROOT.parent / "shared" / "data")).resolve()
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    path = shared_data_dir()
+    if not path.is_dir():
+        pytest.skip(f"shared data not found at {path} (set ELMOC_SHARED_DATA)")
+    return path
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    return REPO_ROOT
