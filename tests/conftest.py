@@ -28,3 +28,10 @@ def shared_data() -> Path:
 @pytest.fixture
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+def pytest_configure(config):
+    # Tiny models run fastest single-threaded, and CI has 2 cores: avoid oversubscription.
+    import torch
+
+    torch.set_num_threads(1)

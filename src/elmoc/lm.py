@@ -8,6 +8,8 @@ preset from ``config/lm/``)::
     output:  {type: cosine, ...}
     optimizer: {...}   # read by the trainer, ignored here
     train:     {...}   # read by the trainer, ignored here
+    data:      {train: results/corpus/train, heldout: results/corpus/heldout.txt}
+    vocab:     results/vocab/vocab.txt
 
 Build-time context handed to the registry (see :func:`elmoc.registry.build`):
 the input layer may take ``vocab``; the encoder takes ``input_dim``; the output
@@ -30,7 +32,7 @@ from elmoc.inputs.base import InputLayer
 from elmoc.outputs.base import OutputLayer, OutputLoss
 from elmoc.registry import build
 
-SPEC_SECTIONS = ("input", "encoder", "output", "optimizer", "train", "name", "description", "vocab")
+SPEC_SECTIONS = ("name", "description", "input", "encoder", "output", "optimizer", "train", "data", "vocab")
 
 
 @dataclass

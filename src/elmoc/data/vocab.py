@@ -5,6 +5,10 @@ Ids follow the paper's code (spec 1.2): ``<pad>``=0, ``<s>``=1, ``</s>``=2,
 string, so the order is deterministic).  The file format is one token per line,
 ``token<TAB>count`` (count optional), in id order; specials are written too, so
 line ``i+1`` holds id ``i``.
+
+Two ways to build one (``elmoc vocab``): :func:`count_tokens` over the train shards
+then :meth:`Vocabulary.from_counts`, or :meth:`Vocabulary.from_external_file` for a
+given list such as bilm-tf's ``vocab-2016-09-10.txt`` (the paper's vocabulary).
 """
 from __future__ import annotations
 
@@ -66,6 +70,43 @@ class Vocabulary:
             words = words[: max(0, max_size - len(SPECIALS))]
         return cls(list(SPECIALS) + [w for w, _ in words], [0] * len(SPECIALS) + [c for _, c in words])
 
+    @classmethod
+    def from_external_file(cls, path: str | Path, max_size: int | None = None) -> "Vocabulary":
+        """Vocabulary from a list file: one token per line, optional count after whitespace.
+
+        Semantics of the paper's code (spec 1.2, P6, P8) with one deliberate fix:
+
+        * the four lowercase specials come first (ids 0-3);
+        * then the first whitespace-separated field of every line, in file order;
+          duplicates (including a lowercase special listed in the file) are skipped
+          by exact string;
+        * the file's own ``<S>``, ``</S>``, ``<UNK>`` (bilm-tf's specials) and
+          ``!!!MAXTERMID`` stay ordinary, unused entries, as in ELMo-C;
+        * **fix:** blank lines are skipped.  ELMo-C's ``read().split("\\n")`` turns the
+          file's trailing newline into an empty-string word (793,476 entries instead
+          of 793,475); an empty token cannot be written to or read from our format
+          and never occurs in whitespace-tokenized text, so it is not added.
+
+        The optional second field is kept as the count (0 when absent or not an
+        integer).  ``max_size`` caps the total size including the specials.
+        """
+        from elmoc.data.readers import read_lines
+
+        tokens, counts = list(SPECIALS), [0] * len(SPECIALS)
+        seen = set(tokens)
+        for lineno, line in read_lines(path):
+            fields = line.split()
+            if not fields or fields[0] in seen:
+                continue
+            if max_size is not None and len(tokens) >= max_size:
+                break
+            seen.add(fields[0])
+            tokens.append(fields[0])
+            counts.append(int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0)
+        if len(tokens) == len(SPECIALS):
+            raise InputFileError(path, "vocabulary file has no tokens besides the specials")
+        return cls(tokens, counts)
+
     def save(self, path: str | Path) -> None:
         """Write atomically (temp file + rename)."""
         path = Path(path)
@@ -105,3 +146,25 @@ class Vocabulary:
             return cls(tokens, counts)
         except ValueError as e:
             raise InputFileError(path, str(e)) from None
+
+
+def count_tokens(paths: Iterable[str | Path], lowercase: bool = False) -> Counter:
+    """Whitespace-token counts over UTF-8 text files (e.g. the train shards).
+
+    Reads each file in blocks of lines (memory: one block); undecodable text is an
+    error naming the file and line.
+    """
+    from elmoc.data.readers import read_lines
+
+    counts: Counter = Counter()
+    for path in paths:
+        block: list[str] = []
+        for _, line in read_lines(path):
+            block.append(line)
+            if len(block) >= 65536:
+                text = " ".join(block)
+                counts.update((text.lower() if lowercase else text).split())
+                block.clear()
+        text = " ".join(block)
+        counts.update((text.lower() if lowercase else text).split())
+    return counts

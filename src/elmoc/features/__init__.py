@@ -1,1 +1,1 @@
-"""elmoc.features"""
+"""Contextual features: extraction to HDF5, reading them back, and layer mixing."""

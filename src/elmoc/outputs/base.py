@@ -59,3 +59,9 @@ class OutputLayer(nn.Module):
     def sparse_parameters(self) -> list[nn.Parameter]:
         """Parameters that receive sparse gradients (need a sparse-capable optimizer)."""
         return []
+
+    def direction_shared_parameters(self) -> list[nn.Parameter]:
+        """Parameters the paper's models share between the forward and backward LM
+        (bilm-tf's one softmax, ELMo-Sub's tied table); ``elmoc params`` counts them
+        once in the paper's convention.  Everything else is per direction."""
+        return []

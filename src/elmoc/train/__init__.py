@@ -1,1 +1,1 @@
-"""elmoc.train"""
+"""Pretraining: the LR schedule, optimizers, checkpoints and the one training loop."""

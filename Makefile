@@ -1,0 +1,30 @@
+# Two commands for a fresh machine (see README):
+#   make demo   set up .venv and run the offline CPU demo workflow (config/config.yaml)
+#   make test   set up .venv and run the test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CORES ?= all
+
+.PHONY: demo test shared-data dag clean-results
+
+$(BIN)/.elmoc-installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -e '.[test]'
+	touch $@
+
+demo: $(BIN)/.elmoc-installed
+	$(BIN)/snakemake --cores $(CORES)
+	@cat results/tables/downstream.md 2>/dev/null || cat results/tables/pretrain.md
+
+test: $(BIN)/.elmoc-installed
+	$(BIN)/python -m pytest -q
+
+shared-data: $(BIN)/.elmoc-installed
+	$(BIN)/snakemake --cores $(CORES) --configfile config/shared-data.yaml
+
+dag: $(BIN)/.elmoc-installed
+	$(BIN)/snakemake --rulegraph mermaid-js > docs/rulegraph.mmd
+
+clean-results:
+	rm -rf results logs .snakemake

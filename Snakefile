@@ -1,0 +1,31 @@
+# elmoc: ELMo with continuous outputs (Li et al., TACL 2019) and its softmax baselines.
+#
+#   snakemake --cores all                                   # offline CPU demo (config/config.yaml)
+#   snakemake --cores all --configfile config/shared-data.yaml
+#   snakemake --cores all --resources gpu=4 --configfile config/paper.yaml
+#   snakemake --workflow-profile workflow/profiles/slurm --configfile config/paper.yaml
+#
+# Thin by design: configuration, validation, and the rule files. Every rule calls
+# one `elmoc <command>`; the logic lives in src/elmoc.
+from snakemake.utils import min_version, validate
+
+min_version("9.19")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/pretrain.smk"
+include: "workflow/rules/features.smk"
+include: "workflow/rules/tables.smk"
+
+
+rule all:
+    input:
+        final_outputs(),
+    default_target: True

@@ -1,0 +1,85 @@
+"""``elmoc task``: train and evaluate one downstream task for one variant and seed."""
+from __future__ import annotations
+
+NAME = "task"
+HELP = "train a downstream task model on LM features and/or FastText vectors; write the metrics JSON"
+DESCRIPTION = (
+    "Trains the task model of tasks.<task> in --config (any registered task: sst, snli, ner, ...) on its "
+    "train split with early stopping on dev, restores the best epoch and scores test. Inputs: --features "
+    "(HDF5 from `elmoc extract`, mixed by a learned scalar mix), --fasttext (a fastText .bin model, or a .npy "
+    "table together with --vocab), or both (concatenated, like BCN's GloVe+ELMo). Writes "
+    '{"task", "variant", "seed", "metric", "dev", "test", "scale", "num_train", "num_test", "seconds", '
+    '"status", ...} to --output. A task whose data paths are not configured gets '
+    '"status": "no data: set tasks.<task>.<key>" instead of an error.'
+)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--task", required=True, help="task name, i.e. the key under `tasks:` in the config (e.g. sst5)")
+    parser.add_argument("--config", required=True, help="workflow config (uses tasks.<task> and scale) or a single task section YAML")
+    parser.add_argument("--variant", required=True, help="name recorded in the metrics JSON (LM variant, or 'fasttext')")
+    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    parser.add_argument("--output", required=True, help="metrics JSON to write (e.g. results/tasks/sst5/elmo-c/seed1.json)")
+    parser.add_argument("--features", help="HDF5 features of the task's sentences (results/features/{variant}/{task}.hdf5)")
+    parser.add_argument("--fasttext", help="static word vectors: fastText .bin model or .npy table (with --vocab)")
+    parser.add_argument("--vocab", help="vocabulary file the .npy table follows (results/vocab/vocab.txt)")
+    parser.add_argument("--scale", choices=["demo", "full"], help="label of the run (default: the config's `scale`, else demo)")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
+
+
+def run(args) -> int:
+    import json
+    import logging
+    import os
+    import tempfile
+    import time
+    from pathlib import Path
+
+    import torch
+
+    from elmoc.errors import ConfigError
+    from elmoc.tasks.config import build_task, load_task_section
+    from elmoc.tasks.embedder import TaskInputs
+    from elmoc.tasks.runner import TrainerConfig, run_task
+
+    log = logging.getLogger(__name__)
+    start = time.time()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    section, scale = load_task_section(args.config, args.task)
+    scale = args.scale or scale
+    task, trainer_options = build_task(section)
+    trainer = TrainerConfig.from_dict(trainer_options, task.default_trainer)
+    record = {"task": args.task, "variant": args.variant, "seed": args.seed, "metric": task.metric_name,
+              "scale": scale}
+    missing = task.missing_data()
+    if missing:
+        record.update({"dev": None, "test": None, "num_train": 0, "num_test": 0, "seconds": 0.0,
+                       "status": f"no data: set tasks.{args.task}.{missing}"})
+        log.warning("%s: %s", args.task, record["status"])
+    else:
+        if not args.features and not args.fasttext:
+            raise ConfigError("give --features (LM features) and/or --fasttext (word vectors)")
+        data = {split: task.read(split) for split in ("train", "dev", "test")}
+        sentences = [s for split in data.values() for s in task.sentences(split)]
+        inputs = TaskInputs.create(sentences, vectors=args.fasttext, vocab=args.vocab, features=args.features,
+                                   lowercase=getattr(task, "lowercase_words", False))
+        result = run_task(task, inputs, args.seed, trainer, data)
+        record.update(result)
+        record["seconds"] = round(time.time() - start, 2)
+        record["status"] = "ok"
+        record["inputs"] = {"features": args.features, "fasttext": args.fasttext}
+        log.info("%s/%s seed %d: dev %s %.4f, test %.4f (%.0f s)", args.task, args.variant, args.seed,
+                 task.metric_name, record["dev"], record["test"], record["seconds"])
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(record, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return 0

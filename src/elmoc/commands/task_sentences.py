@@ -1,0 +1,52 @@
+"""``elmoc task-sentences``: the distinct tokenized sentences a task needs features for."""
+from __future__ import annotations
+
+NAME = "task-sentences"
+HELP = "write every distinct tokenized sentence of a task (train/dev/test), one per line, for `elmoc extract`"
+DESCRIPTION = (
+    "Reads the task's train, dev and test data (paths from the task section of --config) and writes "
+    "each distinct sentence whose contextual features the task needs, tokens joined by single spaces, "
+    "one per line, in first-seen order. For SST with use_subtrees this includes every training phrase. "
+    "`elmoc extract` turns this file into results/features/{variant}/{task}.hdf5."
+)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--task", required=True, help="task name, i.e. the key under `tasks:` in the config (e.g. sst5)")
+    parser.add_argument("--config", required=True, help="workflow config (uses tasks.<task>) or a single task section YAML")
+    parser.add_argument("--output", required=True, help="sentences file to write (e.g. results/tasks/sst5/sentences.txt)")
+
+
+def run(args) -> int:
+    import logging
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from elmoc.errors import ConfigError
+    from elmoc.features.store import sentence_key
+    from elmoc.tasks.config import build_task, load_task_section
+
+    section, _ = load_task_section(args.config, args.task)
+    task, _ = build_task(section)
+    missing = task.missing_data()
+    if missing:
+        raise ConfigError(f"task {args.task!r} has no data: set tasks.{args.task}.{missing}")
+    seen: dict[str, None] = {}
+    for split in ("train", "dev", "test"):
+        for tokens in task.sentences(task.read(split)):
+            if tokens:
+                seen.setdefault(sentence_key(tokens), None)
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for sentence in seen:
+                f.write(sentence + "\n")
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    logging.getLogger(__name__).info("%s: %d distinct sentences -> %s", args.task, len(seen), out)
+    return 0

@@ -1,0 +1,38 @@
+"""``elmoc vectors``: the word-vector table aligned with the vocabulary."""
+from __future__ import annotations
+
+NAME = "vectors"
+HELP = "write a float32 [vocab, dim] .npy table from a fastText .bin (or N(0,1) random)"
+DESCRIPTION = (
+    "Row i is the fastText vector of vocabulary token i (get_word_vector: words outside the "
+    "fastText vocabulary are composed from character n-grams); rows that are still all-zero get "
+    "the vector of '<unk>' (if that is zero too, they stay zero and are counted in the log). "
+    "With --random: N(0,1) entries of size --dim from --seed (ELMo-C-RND targets). Written "
+    "atomically."
+)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--vocab", required=True, help="vocabulary file (results/vocab/vocab.txt)")
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="fastText .bin model")
+    src.add_argument("--random", action="store_true", help="N(0,1) random table instead")
+    parser.add_argument("--dim", type=int, default=300, help="dimension of the --random table (default 300)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the --random table (default 1)")
+    parser.add_argument("--out", required=True, help="output .npy, e.g. results/vectors/cc.npy")
+
+
+def run(args) -> int:
+    import logging
+
+    from elmoc.data.vectors import fasttext_table, random_table, save_table
+    from elmoc.data.vocab import Vocabulary
+
+    vocab = Vocabulary.load(args.vocab)
+    if args.random:
+        table = random_table(len(vocab), args.dim, args.seed)
+    else:
+        table, _ = fasttext_table(vocab, args.model)
+    save_table(args.out, table)
+    logging.getLogger("elmoc.vectors").info("wrote %s table to %s", tuple(table.shape), args.out)
+    return 0

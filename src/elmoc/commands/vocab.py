@@ -1,0 +1,55 @@
+"""``elmoc vocab``: the word vocabulary (specials first, then by frequency)."""
+from __future__ import annotations
+
+NAME = "vocab"
+HELP = "build the frequency-sorted vocabulary from train shards, or load an external list"
+DESCRIPTION = (
+    "Write OUT as 'token<TAB>count' lines in id order: <pad> <s> </s> <unk> (ids 0-3), then "
+    "either the words of the train shards under --corpus with count >= --min-count by "
+    "descending count (ties by token), or, with --from-file, the first field of every line of an "
+    "external list such as bilm-tf's vocab-2016-09-10.txt in file order (its <S> </S> <UNK> kept "
+    "as ordinary entries, duplicates and blank lines skipped). --max-size caps the total size "
+    "including the 4 specials."
+)
+
+
+def add_arguments(parser) -> None:
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--corpus", metavar="TRAIN_DIR", help="directory of shard_*.txt (results/corpus/train)")
+    src.add_argument("--from-file", metavar="PATH", help="external vocabulary list, one token per line")
+    parser.add_argument("--out", required=True, help="output vocabulary, e.g. results/vocab/vocab.txt")
+    parser.add_argument("--max-size", type=int, default=None, help="cap on the size incl. specials (default: none)")
+    parser.add_argument("--min-count", type=int, default=1, help="minimum corpus count (default 1; --corpus only)")
+
+
+def run(args) -> int:
+    import logging
+
+    from elmoc.data.corpus import shard_paths
+    from elmoc.data.vocab import SPECIALS, Vocabulary, count_tokens
+    from elmoc.errors import ConfigError, InputFileError
+
+    log = logging.getLogger("elmoc.vocab")
+    if args.max_size is not None and args.max_size <= len(SPECIALS):
+        raise ConfigError(f"--max-size must exceed the {len(SPECIALS)} specials, got {args.max_size}")
+    if args.min_count < 1:
+        raise ConfigError(f"--min-count must be >= 1, got {args.min_count}")
+    if args.from_file:
+        vocab = Vocabulary.from_external_file(args.from_file, max_size=args.max_size)
+    else:
+        shards = shard_paths(args.corpus)
+        counts = count_tokens(shards)
+        vocab = Vocabulary.from_counts(counts, max_size=args.max_size, min_count=args.min_count)
+        if len(vocab) == len(SPECIALS):
+            raise InputFileError(
+                args.corpus,
+                f"empty vocabulary: no token occurs >= {args.min_count} times in {len(shards)} shard(s); "
+                "check the corpus or lower --min-count",
+            )
+        covered = sum(vocab.counts)
+        total = sum(counts.values())
+        log.info("vocabulary covers %d of %d running tokens (%.2f%%); %d types seen",
+                 covered, total, 100.0 * covered / max(total, 1), len(counts))
+    vocab.save(args.out)
+    log.info("wrote %d entries to %s", len(vocab), args.out)
+    return 0

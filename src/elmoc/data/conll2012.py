@@ -1,0 +1,354 @@
+"""Reader of CoNLL-2012 (OntoNotes 5.0) ``*_gold_conll`` files for SRL and coreference.
+
+File format (one token per line, whitespace-separated columns, blank line between
+sentences, ``#begin document (<doc id>); part <NNN>`` ... ``#end document`` around
+each document part)::
+
+    0 doc id   1 part   2 word number   3 word   4 POS   5 parse bit
+    6 predicate lemma   7 predicate frameset id   8 word sense   9 speaker
+    10 named entities   11 .. N-2 one SRL column per predicate   N-1 coreference
+
+A line has at least 12 columns and every line of a sentence has the same number.
+
+SRL columns hold bracketed spans, one per predicate: ``(ARG0*`` opens, ``*)`` closes,
+``(V*)`` is a one-token span, ``*`` is inside or outside.  Each column's predicate is
+the first token of that column's own ``V`` span (the column identifies its predicate
+itself, so no alignment with the lemma column is needed).  Continuation
+(``C-ARG1``) and reference (``R-ARG0``) arguments are kept as role labels of their
+own (``B-C-ARG1``, ``B-R-ARG0``), which is what He et al. (2017) and AllenNLP train
+and score; :func:`continuation_without_base` reports a ``C-X`` with no preceding
+``X`` in the same frame, which the reader logs but accepts (OntoNotes has a few).
+
+The coreference column is ``-`` or ``|``-separated items ``(12``, ``12)`` or
+``(12)``; an item closes the most recent open mention of the same cluster id.
+Clusters are collected per document part (the unit e2e-coref trains on), with
+mention offsets counted over the whole part.  The genre is the first component of
+the document id (``bc/cctv/00/cctv_0001`` -> ``bc``).
+
+Every malformed line raises :class:`elmoc.errors.InputFileError` with the file and
+1-based line number.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from elmoc.errors import InputFileError
+
+logger = logging.getLogger(__name__)
+
+MIN_COLUMNS = 12
+_BEGIN = re.compile(r"^#begin document \((?P<doc>[^)]*)\);\s*part\s+(?P<part>\d+)\s*$")
+_END = re.compile(r"^#end document\s*$")
+_SRL_CELL = re.compile(r"^(?:\((?P<label>[^()*\s]+))?\*(?P<close>\))?$")
+_COREF_ITEM = re.compile(r"^(?P<open>\()?(?P<id>\d+)(?P<close>\))?$")
+
+
+@dataclass
+class ConllSentence:
+    """One sentence of a document part.
+
+    Attributes:
+        words: tokens.
+        pos_tags, lemmas, framesets, word_senses, speakers, named_entities: the
+            per-token columns 4, 6, 7, 8, 9, 10 verbatim (``-`` when empty).
+        srl_frames: one ``(predicate_index, bio_tags)`` per SRL column, in column order.
+        coref_spans: ``(cluster_id, start, end)`` with inclusive token offsets in
+            this sentence.
+        line: 1-based line number of the sentence's first token (for messages).
+    """
+
+    words: list[str]
+    pos_tags: list[str]
+    lemmas: list[str]
+    framesets: list[str]
+    word_senses: list[str]
+    speakers: list[str]
+    named_entities: list[str]
+    srl_frames: list[tuple[int, list[str]]]
+    coref_spans: list[tuple[int, int, int]]
+    line: int
+
+
+@dataclass
+class ConllDocument:
+    """One ``#begin document ... #end document`` part.
+
+    Attributes:
+        doc_id: the id of the ``#begin document`` line, e.g. ``bc/cctv/00/cctv_0001``.
+        part: the part number.
+        sentences: its sentences in order.
+        path: the file it came from.
+    """
+
+    doc_id: str
+    part: int
+    sentences: list[ConllSentence] = field(default_factory=list)
+    path: str = ""
+
+    @property
+    def doc_key(self) -> str:
+        """e2e-coref's key: ``<doc id>_<part>`` (``bc/cctv/00/cctv_0001_0``)."""
+        return f"{self.doc_id}_{self.part}"
+
+    @property
+    def genre(self) -> str:
+        """First component of the document id (``bc``, ``bn``, ``mz``, ``nw``, ``pt``, ``tc``, ``wb``)."""
+        return self.doc_id.split("/", 1)[0]
+
+    @property
+    def words(self) -> list[str]:
+        """All tokens of the part, sentence after sentence."""
+        return [w for s in self.sentences for w in s.words]
+
+    @property
+    def speakers(self) -> list[str]:
+        """Speaker of every token of the part."""
+        return [sp for s in self.sentences for sp in s.speakers]
+
+    @property
+    def sentence_starts(self) -> list[int]:
+        """Part-level offset of each sentence's first token."""
+        starts, offset = [], 0
+        for s in self.sentences:
+            starts.append(offset)
+            offset += len(s.words)
+        return starts
+
+    @property
+    def clusters(self) -> list[list[tuple[int, int]]]:
+        """Gold clusters as lists of inclusive ``(start, end)`` part-level offsets.
+
+        Ordered by cluster id; mentions inside a cluster in document order.  A
+        mention annotated twice with the same id is kept once.
+        """
+        by_id: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for offset, sentence in zip(self.sentence_starts, self.sentences):
+            for cluster_id, start, end in sentence.coref_spans:
+                span = (offset + start, offset + end)
+                if span not in by_id[cluster_id]:
+                    by_id[cluster_id].append(span)
+        return [sorted(by_id[k]) for k in sorted(by_id)]
+
+
+@dataclass
+class SrlInstance:
+    """One predicate of one sentence, with its argument structure as BIO tags.
+
+    Attributes:
+        words: tokens of the sentence.
+        predicate_index: token index of the predicate, or ``None`` for a sentence
+            without any predicate (kept, all ``O``, as AllenNLP does).
+        tags: BIO tags, one per token (``B-ARG0``, ``I-ARG0``, ``B-V``, ``B-C-ARG1``, ``O``).
+        doc_key, sentence_index: where it came from.
+    """
+
+    words: list[str]
+    predicate_index: int | None
+    tags: list[str]
+    doc_key: str = ""
+    sentence_index: int = 0
+
+
+def _parse_srl_column(cells: list[str], lines: list[int], path: str, column: int) -> list[str]:
+    """BIO tags of one SRL column; raises on a malformed or unbalanced cell."""
+    tags: list[str] = []
+    current: str | None = None
+    for cell, lineno in zip(cells, lines):
+        m = _SRL_CELL.match(cell)
+        if m is None:
+            raise InputFileError(
+                path,
+                f"SRL column {column + 1} has malformed cell {cell!r}; expected '*', '(LABEL*', '*)' or '(LABEL*)'",
+                lineno,
+            )
+        label, close = m.group("label"), m.group("close")
+        if label is not None:
+            if current is not None:
+                raise InputFileError(
+                    path, f"SRL column {column + 1} opens '{label}' while '{current}' is still open", lineno
+                )
+            tags.append("B-" + label)
+            current = label
+        elif current is not None:
+            tags.append("I-" + current)
+        else:
+            tags.append("O")
+        if close:
+            if current is None:
+                raise InputFileError(path, f"SRL column {column + 1} closes a span that was never opened", lineno)
+            current = None
+    if current is not None:
+        raise InputFileError(path, f"SRL column {column + 1}: span '{current}' is never closed in this sentence", lines[-1])
+    return tags
+
+
+def _parse_coref_column(cells: list[str], lines: list[int], path: str) -> list[tuple[int, int, int]]:
+    """``(cluster_id, start, end)`` mentions of one sentence's coreference column."""
+    spans: list[tuple[int, int, int]] = []
+    open_starts: dict[int, list[int]] = defaultdict(list)
+    for index, (cell, lineno) in enumerate(zip(cells, lines)):
+        if cell == "-":
+            continue
+        for item in cell.split("|"):
+            m = _COREF_ITEM.match(item)
+            if m is None or not (m.group("open") or m.group("close")):
+                raise InputFileError(
+                    path, f"malformed coreference item {item!r} in {cell!r}; expected '(N', 'N)', '(N)' or '-'", lineno
+                )
+            cluster_id = int(m.group("id"))
+            if m.group("open") and m.group("close"):
+                spans.append((cluster_id, index, index))
+            elif m.group("open"):
+                open_starts[cluster_id].append(index)
+            else:
+                if not open_starts[cluster_id]:
+                    raise InputFileError(path, f"coreference item {item!r} closes cluster {cluster_id} which is not open", lineno)
+                spans.append((cluster_id, open_starts[cluster_id].pop(), index))
+    unclosed = sorted(k for k, v in open_starts.items() if v)
+    if unclosed:
+        raise InputFileError(path, f"coreference cluster(s) {unclosed} opened but not closed in this sentence", lines[-1])
+    return sorted(spans, key=lambda s: (s[1], s[2], s[0]))
+
+
+def _build_sentence(rows: list[list[str]], lines: list[int], path: str, part: int) -> ConllSentence:
+    width = len(rows[0])
+    for row, lineno in zip(rows, lines):
+        if len(row) != width:
+            raise InputFileError(
+                path, f"line has {len(row)} columns but the sentence started with {width}; every token of a sentence needs the same columns", lineno
+            )
+        try:
+            row_part = int(row[1])
+            int(row[2])
+        except ValueError:
+            raise InputFileError(path, f"columns 2-3 (part, word number) must be integers, got {row[1]!r} {row[2]!r}", lineno) from None
+        if row_part != part:
+            raise InputFileError(path, f"part number {row_part} disagrees with the '#begin document' part {part}", lineno)
+    columns = list(zip(*rows))
+    frames = []
+    for k in range(11, width - 1):
+        tags = _parse_srl_column(list(columns[k]), lines, path, k)
+        v_positions = [i for i, t in enumerate(tags) if t == "B-V"]
+        if not v_positions:
+            raise InputFileError(path, f"SRL column {k + 1} has no '(V*' predicate span in this sentence", lines[0])
+        if len(v_positions) > 1:
+            raise InputFileError(path, f"SRL column {k + 1} has {len(v_positions)} '(V*' spans; one predicate per column", lines[0])
+        frames.append((v_positions[0], tags))
+    return ConllSentence(
+        words=list(columns[3]),
+        pos_tags=list(columns[4]),
+        lemmas=list(columns[6]),
+        framesets=list(columns[7]),
+        word_senses=list(columns[8]),
+        speakers=list(columns[9]),
+        named_entities=list(columns[10]),
+        srl_frames=frames,
+        coref_spans=_parse_coref_column(list(columns[width - 1]), lines, path),
+        line=lines[0],
+    )
+
+
+def read_conll2012_file(path: str | Path) -> list[ConllDocument]:
+    """Every document part of one ``*_gold_conll`` file, in file order."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(path, "CoNLL-2012 file not found")
+    documents: list[ConllDocument] = []
+    current: ConllDocument | None = None
+    rows: list[list[str]] = []
+    lines: list[int] = []
+
+    def flush() -> None:
+        if rows:
+            assert current is not None
+            current.sentences.append(_build_sentence(rows, lines, str(path), current.part))
+            rows.clear()
+            lines.clear()
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            for lineno, raw in enumerate(f, 1):
+                line = raw.strip()
+                if line.startswith("#begin document"):
+                    m = _BEGIN.match(line)
+                    if m is None:
+                        raise InputFileError(path, f"malformed header {line!r}; expected '#begin document (<id>); part <N>'", lineno)
+                    if current is not None:
+                        raise InputFileError(path, f"'#begin document' inside document {current.doc_id!r}; add '#end document' before it", lineno)
+                    current = ConllDocument(m.group("doc"), int(m.group("part")), path=str(path))
+                elif line.startswith("#end document"):
+                    if current is None or not _END.match(line):
+                        raise InputFileError(path, "'#end document' without a matching '#begin document'", lineno)
+                    flush()
+                    documents.append(current)
+                    current = None
+                elif not line:
+                    if current is not None:
+                        flush()
+                else:
+                    if current is None:
+                        raise InputFileError(path, "token line outside '#begin document' ... '#end document'", lineno)
+                    row = line.split()
+                    if len(row) < MIN_COLUMNS:
+                        raise InputFileError(
+                            path, f"line has {len(row)} columns; a *_gold_conll line has at least {MIN_COLUMNS} (11 fixed + coreference)", lineno
+                        )
+                    rows.append(row)
+                    lines.append(lineno)
+    except UnicodeDecodeError as e:
+        raise InputFileError(path, f"not UTF-8 text ({e.reason})") from None
+    if current is not None:
+        raise InputFileError(path, f"document {current.doc_id!r} part {current.part} has no '#end document'")
+    return documents
+
+
+def conll2012_files(path: str | Path) -> list[Path]:
+    """The file itself, or every ``*gold_conll`` file under a directory (sorted)."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*gold_conll") if p.is_file())
+        if not files:
+            raise InputFileError(path, "directory contains no *gold_conll files")
+        return files
+    raise InputFileError(path, "CoNLL-2012 path not found; point it at a *_gold_conll file or a directory of them")
+
+
+def read_conll2012(path: str | Path) -> list[ConllDocument]:
+    """Documents of a ``*_gold_conll`` file or of every such file under a directory."""
+    return [doc for file in conll2012_files(path) for doc in read_conll2012_file(file)]
+
+
+def continuation_without_base(tags: list[str]) -> list[str]:
+    """Labels ``C-X`` that open a span before any ``X`` span in the same frame."""
+    seen: set[str] = set()
+    bad = []
+    for tag in tags:
+        if tag.startswith("B-"):
+            label = tag[2:]
+            if label.startswith("C-") and label[2:] not in seen:
+                bad.append(label)
+            seen.add(label)
+    return bad
+
+
+def srl_instances(documents: Iterable[ConllDocument]) -> Iterator[SrlInstance]:
+    """One :class:`SrlInstance` per predicate (and one all-``O`` instance per
+    sentence without predicates), in document order."""
+    orphans = 0
+    for doc in documents:
+        for index, sentence in enumerate(doc.sentences):
+            if not sentence.srl_frames:
+                yield SrlInstance(sentence.words, None, ["O"] * len(sentence.words), doc.doc_key, index)
+                continue
+            for predicate, tags in sentence.srl_frames:
+                orphans += len(continuation_without_base(tags))
+                yield SrlInstance(sentence.words, predicate, tags, doc.doc_key, index)
+    if orphans:
+        logger.info("%d continuation argument(s) C-X without a preceding X; kept as their own label", orphans)

@@ -1,0 +1,187 @@
+"""FastText subword models: train on the corpus, or take a pretrained ``.bin``.
+
+Training uses the ``fasttext`` library (skipgram with character n-grams, spec 2.5:
+the ``.bin`` subword model is required because OOV words get vectors composed from
+their n-grams).  **Determinism:** fastText's Hogwild training is bit-reproducible
+only with ``thread=1`` (each thread updates shared weights without locks, so with
+more threads the result depends on scheduling); the configs default to 1 thread,
+and more threads are allowed but logged as non-deterministic.
+
+A pretrained model (the paper's ``crawl-300d-2M-subword.bin``, shipped inside a
+zip) is fetched with :mod:`elmoc.data.fetch` and linked (hard link, else symbolic
+link) to the output path rather than copied: it is several GB.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from elmoc.data.atomic import atomic_file, atomic_path
+from elmoc.data.fetch import FetchSpec, extract_members, obtain
+from elmoc.data.word_similarity import evaluate_pairs, read_similarity_file
+from elmoc.errors import ConfigError, InputFileError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class FastTextTrainConfig:
+    """fastText skipgram hyper-parameters (names as in the fastText CLI).
+
+    Args:
+        dim: vector size.  epoch: passes over the corpus.  minn/maxn: character
+        n-gram lengths (0/0 disables subwords).  minCount: minimum word count.
+        ws: context window.  neg: negative samples.  lr: learning rate.
+        bucket: number of n-gram hash buckets (2,000,000 in fastText; the .bin
+        holds bucket*dim floats, so small demos use fewer).  thread: training
+        threads (1 = deterministic).  seed: fastText's random seed.
+    """
+
+    dim: int = 100
+    epoch: int = 5
+    minn: int = 3
+    maxn: int = 6
+    minCount: int = 5  # noqa: N815 (fastText's own option name)
+    ws: int = 5
+    neg: int = 5
+    lr: float = 0.05
+    bucket: int = 2_000_000
+    thread: int = 1
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("dim", "epoch", "minCount", "ws", "neg", "bucket", "thread"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"fasttext {name} must be >= 1, got {getattr(self, name)}")
+        if self.minn < 0 or self.maxn < self.minn:
+            raise ConfigError(f"fasttext needs 0 <= minn <= maxn, got minn={self.minn} maxn={self.maxn}")
+        if not self.lr > 0:
+            raise ConfigError(f"fasttext lr must be > 0, got {self.lr}")
+
+
+def train_fasttext(shards: list[Path], out: str | Path, config: FastTextTrainConfig) -> dict:
+    """Train a skipgram subword model on the concatenated shards; save ``out`` (.bin).
+
+    Returns a summary (words, seconds, tokens/s) for logging.
+    """
+    out = Path(out)
+    if config.thread > 1:
+        log.warning("fasttext thread=%d: training is not bit-reproducible; use thread=1 for determinism",
+                    config.thread)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, corpus = tempfile.mkstemp(dir=out.parent, prefix=f".{out.stem}.", suffix=".train.txt")
+    try:
+        n_tokens = 0
+        with os.fdopen(fd, "w", encoding="utf-8") as dst:
+            for shard in shards:
+                with open(shard, encoding="utf-8") as src:
+                    for line in src:
+                        n_tokens += len(line.split())
+                        dst.write(line)
+        if n_tokens == 0:
+            raise InputFileError(shards[0].parent, "train shards contain no tokens")
+        start = time.perf_counter()
+        model = _train_skipgram(corpus, asdict(config))
+        seconds = time.perf_counter() - start
+    finally:
+        Path(corpus).unlink(missing_ok=True)
+    raise_if_empty(model, shards[0].parent, config.minCount)
+    with atomic_path(out) as tmp:
+        model.save_model(str(tmp))
+    summary = {"words": len(model.words), "tokens": n_tokens, "epochs": config.epoch,
+               "seconds": round(seconds, 2), "tokens_per_second": round(n_tokens * config.epoch / seconds)}
+    log.info("fasttext: %d words, %d tokens x %d epochs in %.1fs", summary["words"], n_tokens, config.epoch, seconds)
+    return summary
+
+
+def _train_skipgram(corpus: str, params: dict):
+    """``fasttext.train_unsupervised`` with ``seed`` honoured.
+
+    The 0.9.3 Python binding rejects ``seed`` as a keyword although the C++ trainer
+    reads it (each thread's RNG is seeded with ``thread_id + seed``), so the same
+    three steps as ``train_unsupervised`` are done here with the full argument set.
+    """
+    from fasttext import FastText as ft  # the binding's module (fasttext==0.9.3 pinned)
+    import fasttext_pybind
+
+    args = dict(ft.unsupervised_default)
+    args.update(params, input=corpus, model="skipgram", verbose=0)
+    built = ft._build_args(args, set(params) | {"input", "model"})
+    model = ft._FastText(args=built)
+    fasttext_pybind.train(model.f, built)
+    model.set_args(model.f.getArgs())
+    return model
+
+
+def raise_if_empty(model, corpus: Path, min_count: int) -> None:
+    if len(model.words) == 0:
+        raise InputFileError(corpus, f"fasttext learned no words (minCount={min_count}); lower minCount")
+
+
+def link_or_copy(src: Path, dst: Path) -> None:
+    """Place ``src`` at ``dst`` atomically: hard link, else symlink, else copy."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.link")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        try:
+            os.symlink(Path(src).resolve(), tmp)
+        except OSError:
+            shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
+
+
+def pretrained_fasttext(spec: FetchSpec, out: str | Path, cache: str | Path) -> Path:
+    """Fetch a pretrained ``.bin`` (optionally a member of a zip) and place it at ``out``."""
+    out = Path(out)
+    fetched = obtain(spec, cache)
+    if spec.members:
+        if len(spec.members) != 1:
+            raise ConfigError(f"a pretrained fastText source takes one member (the .bin), got {spec.members}")
+        member_dir = Path(cache) / f"{fetched.name}.extracted"
+        target = member_dir / Path(spec.members[0]).name
+        if not target.is_file():
+            from elmoc.data.atomic import atomic_directory
+
+            with atomic_directory(member_dir) as tmp:
+                extract_members(fetched, spec.members, tmp)
+        fetched = target
+    link_or_copy(fetched, out)
+    log.info("pretrained fastText model %s -> %s", fetched, out)
+    return out
+
+
+def evaluate_fasttext(
+    model_path: str | Path, datasets: dict[str, str | Path], out: str | Path, extra: dict | None = None
+) -> dict:
+    """Word-similarity Spearman for each named dataset; written as JSON to ``out``.
+
+    ``extra`` (e.g. the training summary) is stored under ``"training"``.
+    """
+    import fasttext
+
+    model_path = Path(model_path)
+    if not model_path.is_file():
+        raise InputFileError(model_path, "fastText model not found; run `elmoc fasttext` first")
+    model = fasttext.load_model(str(model_path))
+    words = set(model.words)
+    results = {"model": str(model_path), "dim": model.get_dimension(), "words": len(words),
+               "training": extra or {}, "datasets": {}}
+    for name, path in sorted(datasets.items()):
+        pairs = read_similarity_file(path)
+        scores = evaluate_pairs(pairs, model.get_word_vector, words.__contains__)
+        results["datasets"][name] = {"file": str(path), **scores}
+        log.info("%s: spearman %s on %d pairs (%d covered, %s)", name, scores["spearman_all"], scores["pairs"],
+                 scores["covered"], scores["spearman_covered"])
+    with atomic_file(out) as f:
+        json.dump(results, f, indent=1)
+        f.write("\n")
+    return results

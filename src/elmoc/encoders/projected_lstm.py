@@ -1,0 +1,238 @@
+"""Fast time loop of one projected LSTM layer (spec 1.1 math) with a hand-written backward.
+
+Per step, for gates ``z = x_t W_in^T + b + h_{t-1} W_s^T`` in the order i, f, g, o::
+
+    c_t = clip(i*g + f*c_{t-1}, cell_clip)        h~ = o * tanh(c_t)
+    p_t = clip(h~ W_P^T, proj_clip)               q_t = LayerNorm(p_t)   (optional)
+    r_t = q_t * dropout_mask                      (training only)
+    h_t, c_t = r_t, c_t where mask_t else h_{t-1}, c_{t-1};   out_t = r_t * mask_t
+
+Why a custom :class:`torch.autograd.Function` instead of autograd over a Python loop:
+
+* the input product ``x W_in^T + b`` for all time steps is one matrix multiply done
+  by the caller (this function receives it as ``input_gates``);
+* the forward loop runs without building an autograd graph and writes into
+  preallocated buffers (about a dozen kernels per step, one sigmoid for all four gates:
+  the candidate gate's pre-activation is doubled so that ``tanh(z) = 2*sigmoid(2z) - 1``);
+* everything in the backward that does not depend on the recurrence (LayerNorm
+  statistics, clip masks, gate derivatives) is computed for all steps at once
+  before the reverse loop, and the weight gradients ``dW_s``, ``dW_P``, LayerNorm's
+  ``gamma``/``beta`` and the input-gate gradient are single big products over all
+  time steps after it, instead of one small product per step.
+
+The reverse loop itself only carries ``dh``/``dc`` through two small matrix products
+per step.  Outputs and gradients match a plain per-step autograd loop to 1e-5
+(tests/encoders/test_elmo_lstm.py) and pass ``torch.autograd.gradcheck`` in float64.
+
+Under autocast the recurrence runs in float32: the memory cell accumulates over time
+and would lose precision in bf16; the large input product (and the output layer)
+still run in the autocast dtype.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["projected_lstm_layer"]
+
+
+def _ln_eps() -> float:
+    return 1e-5  # torch.nn.LayerNorm default, used by spec 1.1
+
+
+class _ProjectedLstmFunction(torch.autograd.Function):
+    """Autograd function over one window of one layer (time-major tensors).
+
+    Inputs (time-major): input_gates (time, batch, 4*cell) already containing the bias;
+    mask (time, batch) bool; h0 (batch, proj); c0 (batch, cell); state_weight (4*cell, proj);
+    proj_weight (proj, cell); ln_weight/ln_bias (proj,) or None; dropout (batch, proj) or None.
+    Outputs: out (time, batch, proj), h_T (batch, proj), c_T (batch, cell).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, input_gates, mask, h0, c0, state_weight, proj_weight, ln_weight, ln_bias,
+                dropout, cell_clip, proj_clip):
+        steps, batch, four_cell = input_gates.shape
+        cell = four_cell // 4
+        proj = proj_weight.shape[0]
+        all_valid = bool(mask.all())
+        # Double the candidate-gate rows so that one sigmoid serves all four gates.
+        scale = input_gates.new_ones(four_cell)
+        scale[2 * cell : 3 * cell] = 2.0
+        xg = input_gates * scale
+        ws_t = (state_weight * scale[:, None]).t()  # (proj, 4*cell)
+        wp_t = proj_weight.t()  # (cell, proj)
+        acts = torch.empty_like(input_gates)  # (T, B, 4C) activated gates i, f, g, o
+        c_all = input_gates.new_empty(steps + 1, batch, cell)  # carried cell states
+        h_all = input_gates.new_empty(steps + 1, batch, proj)  # carried hidden states
+        tanh_c = input_gates.new_empty(steps, batch, cell)
+        h_tilde = input_gates.new_empty(steps, batch, cell)
+        p_all = input_gates.new_empty(steps, batch, proj)  # clipped projections
+        c_all[0] = c0
+        h_all[0] = h0
+        maskf = mask.to(input_gates.dtype).unsqueeze(-1)  # (T, B, 1)
+        for t in range(steps):
+            a = acts[t]
+            torch.addmm(xg[t], h_all[t], ws_t, out=a)
+            a.sigmoid_()
+            a[:, 2 * cell : 3 * cell].mul_(2.0).sub_(1.0)
+            i, f, g, o = a[:, :cell], a[:, cell : 2 * cell], a[:, 2 * cell : 3 * cell], a[:, 3 * cell :]
+            c = torch.addcmul(f * c_all[t], i, g)
+            if cell_clip is not None:
+                c.clamp_(-cell_clip, cell_clip)
+            torch.tanh(c, out=tanh_c[t])
+            torch.mul(o, tanh_c[t], out=h_tilde[t])
+            p = p_all[t]
+            torch.mm(h_tilde[t], wp_t, out=p)
+            if proj_clip is not None:
+                p.clamp_(-proj_clip, proj_clip)
+            r = F.layer_norm(p, (proj,), ln_weight, ln_bias, _ln_eps()) if ln_weight is not None else p
+            if dropout is not None:
+                r = r * dropout
+            if all_valid:
+                c_all[t + 1] = c
+                h_all[t + 1] = r
+            else:
+                m = mask[t].unsqueeze(-1)
+                torch.where(m, c, c_all[t], out=c_all[t + 1])
+                torch.where(m, r, h_all[t], out=h_all[t + 1])
+        out = h_all[1:] if all_valid else h_all[1:] * maskf
+        ctx.save_for_backward(mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, state_weight, proj_weight,
+                              ln_weight, dropout)
+        ctx.config = (cell_clip, proj_clip, all_valid)
+        return out.clone() if all_valid else out, h_all[steps].clone(), c_all[steps].clone()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad_out, grad_h, grad_c):
+        (mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, state_weight, proj_weight, ln_weight,
+         dropout) = ctx.saved_tensors
+        cell_clip, proj_clip, all_valid = ctx.config
+        steps, batch, four_cell = acts.shape
+        cell = four_cell // 4
+        proj = proj_weight.shape[0]
+        dtype = acts.dtype
+        if grad_out is None:
+            grad_out = acts.new_zeros(steps, batch, proj)
+        dh = acts.new_zeros(batch, proj) if grad_h is None else grad_h.clone()
+        dc = acts.new_zeros(batch, cell) if grad_c is None else grad_c.clone()
+        maskf = mask.to(dtype).unsqueeze(-1)  # (T, B, 1)
+
+        # ---- everything that does not depend on the reverse recurrence, for all steps ----
+        i, f, g, o = acts[..., :cell], acts[..., cell : 2 * cell], acts[..., 2 * cell : 3 * cell], acts[..., 3 * cell :]
+        # dZ = [dc_raw * (g i(1-i)), dc_raw * (c_prev f(1-f)), dc_raw * (i (1-g^2)), dh~ * (tanh_c o(1-o))]
+        k_cell = torch.cat([g * i * (1 - i), c_all[:-1] * f * (1 - f), i * (1 - g * g)], dim=-1)
+        k_cell = k_cell.view(steps, batch, 3, cell)
+        k_out = tanh_c * o * (1 - o)  # (T, B, C)
+        a_cell = o * (1 - tanh_c * tanh_c)  # d c / d h~ chain: dc += dh~ * o (1 - tanh^2)
+        f_gate = f.contiguous()
+        cmask = (c_all[1:].abs() < cell_clip).to(dtype) if cell_clip is not None else None
+        # The carried c equals the step's c where mask is True; masked rows get zero grads anyway.
+        pmask = (p_all.abs() < proj_clip).to(dtype) if proj_clip is not None else None
+        if ln_weight is not None:
+            mean = p_all.mean(-1, keepdim=True)
+            centered = p_all - mean
+            rstd = torch.rsqrt(centered.pow(2).mean(-1, keepdim=True) + _ln_eps())
+            xhat = centered * rstd  # (T, B, P)
+            row_scale = rstd if pmask is None else rstd * pmask  # (T, B, 1|P)
+            gain = ln_weight if dropout is None else ln_weight * dropout  # (P,) or (B, P)
+        else:
+            gain = dropout  # None or (B, P)
+            row_scale = pmask
+        dz = acts.new_empty(steps, batch, four_cell)
+        dp_all = acts.new_empty(steps, batch, proj)  # grads of the raw projection
+        dr_all = acts.new_empty(steps, batch, proj) if ln_weight is not None else None
+
+        for t in range(steps - 1, -1, -1):
+            dr = grad_out[t] + dh
+            if not all_valid:
+                m = maskf[t]
+                dh_pass = dh * (1 - m)
+                dc_pass = dc * (1 - m)
+                dr = dr * m
+                dc = dc * m
+            if dr_all is not None:
+                dr_all[t] = dr
+            dq = dr if gain is None else dr * gain
+            if ln_weight is not None:
+                xh = xhat[t]
+                dq = dq - dq.mean(-1, keepdim=True) - xh * (dq * xh).mean(-1, keepdim=True)
+            dp = dp_all[t]
+            if row_scale is None:
+                dp.copy_(dq)
+            else:
+                torch.mul(dq, row_scale[t], out=dp)
+            dht = torch.mm(dp, proj_weight)  # (B, C)
+            dc = torch.addcmul(dc, dht, a_cell[t])
+            if cmask is not None:
+                dc = dc * cmask[t]
+            dzt = dz[t]
+            torch.mul(dc.unsqueeze(1), k_cell[t], out=dzt[:, : 3 * cell].view(batch, 3, cell))
+            torch.mul(dht, k_out[t], out=dzt[:, 3 * cell :])
+            dc = dc * f_gate[t]
+            dh = torch.mm(dzt, state_weight)
+            if not all_valid:
+                dh = dh + dh_pass
+                dc = dc + dc_pass
+
+        # ---- weight gradients: one product over all time steps ----
+        flat_dz = dz.view(-1, four_cell)
+        d_state_weight = flat_dz.t() @ h_all[:-1].reshape(-1, proj)
+        d_proj_weight = dp_all.view(-1, proj).t() @ h_tilde.view(-1, cell)
+        d_ln_weight = d_ln_bias = None
+        if ln_weight is not None:
+            dq_all = dr_all if dropout is None else dr_all * dropout
+            d_ln_weight = (dq_all * xhat).sum((0, 1))
+            d_ln_bias = dq_all.sum((0, 1))
+        return (dz, None, dh, dc, d_state_weight, d_proj_weight, d_ln_weight, d_ln_bias, None, None, None)
+
+
+def projected_lstm_layer(
+    inputs: torch.Tensor,
+    mask: torch.Tensor,
+    h0: torch.Tensor,
+    c0: torch.Tensor,
+    input_weight: torch.Tensor,
+    state_weight: torch.Tensor,
+    state_bias: torch.Tensor,
+    proj_weight: torch.Tensor,
+    ln_weight: torch.Tensor | None,
+    ln_bias: torch.Tensor | None,
+    dropout_mask: torch.Tensor | None,
+    cell_clip: float | None,
+    proj_clip: float | None,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """Run one projected LSTM layer over a window (spec 1.1 math).
+
+    Args:
+        inputs: (batch, time, input) layer input.
+        mask: (batch, time) bool; False steps leave the state unchanged and output 0.
+        h0, c0: (batch, proj), (batch, cell) initial state.
+        input_weight: (4*cell, input); state_weight: (4*cell, proj); state_bias: (4*cell,);
+            proj_weight: (proj, cell); ln_weight, ln_bias: (proj,) or None (no LayerNorm).
+        dropout_mask: (batch, proj) scaled keep mask or None.
+        cell_clip, proj_clip: clamp values or None.
+
+    Returns:
+        outputs (batch, time, proj) and the final ``(h (batch, proj), c (batch, cell))``.
+    """
+    # (T, B, 4C): the input product for all time steps in one matrix multiply.
+    input_gates = torch.addmm(state_bias, inputs.transpose(0, 1).reshape(-1, inputs.shape[-1]), input_weight.t())
+    input_gates = input_gates.view(inputs.shape[1], inputs.shape[0], -1)
+    device_type = inputs.device.type
+    if torch.is_autocast_enabled(device_type):
+        # The recurrence (and its carried memory cell) stays in float32 under autocast.
+        with torch.autocast(device_type, enabled=False):
+            args = [None if x is None else x.float() for x in
+                    (input_gates, h0, c0, state_weight, proj_weight, ln_weight, ln_bias, dropout_mask)]
+            out, h_t, c_t = _ProjectedLstmFunction.apply(
+                args[0], mask.t().contiguous(), *args[1:], cell_clip, proj_clip
+            )
+        return out.transpose(0, 1), (h_t, c_t)
+    out, h_t, c_t = _ProjectedLstmFunction.apply(
+        input_gates, mask.t().contiguous(), h0, c0, state_weight, proj_weight, ln_weight, ln_bias,
+        dropout_mask, cell_clip, proj_clip,
+    )
+    return out.transpose(0, 1), (h_t, c_t)

@@ -1,0 +1,109 @@
+"""Causal pre-LN Transformer encoder (Table 5 "TRANS BASE", "TRANS LARGE", "GPT").
+
+Spec 4: optional ``Linear(input_dim -> d_model)``, sinusoidal positions, dropout,
+``num_layers`` pre-LN blocks ``x + drop(sublayer(LN(x)))`` with causal self-attention
+and a ReLU feed-forward, then a final LayerNorm.  The blocks are
+``torch.nn.TransformerEncoderLayer(norm_first=True)`` (a well-kept implementation
+with fused attention); only the position table and the masks are written here.
+The EC code's hand-made LayerNorm (unbiased std, eps added to std) is replaced by
+``nn.LayerNorm``; that changes no timing and only slightly the numerics.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from elmoc.encoders.base import Encoder, EncoderOutput
+from elmoc.errors import ConfigError
+from elmoc.registry import register
+
+
+def sinusoidal_positions(length: int, dim: int, device=None, dtype=torch.float32) -> torch.Tensor:
+    """The Vaswani et al. table: sin on even, cos on odd channels.  Shape: (length, dim)."""
+    position = torch.arange(length, device=device, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, dim, 2, device=device, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.zeros(length, dim, device=device, dtype=torch.float32)
+    table[:, 0::2] = torch.sin(position * freq)
+    table[:, 1::2] = torch.cos(position * freq[: dim // 2])
+    return table.to(dtype)
+
+
+@register("encoder", "transformer")
+class TransformerEncoder(Encoder):
+    """Left-to-right Transformer LM encoder.
+
+    Args:
+        input_dim: token vector size (set by the builder).
+        d_model: model width (512 base, 768 large / GPT).
+        heads: attention heads (8 base, 12 large / GPT); must divide d_model.
+        d_ff: feed-forward width (2048 base, 3072 large / GPT).
+        num_layers: blocks (6 base, 12 large / GPT).
+        dropout: dropout on the input and inside each block.
+
+    Shape:
+        inputs (batch, time, input_dim); mask (batch, time) bool.  Position t attends to
+        positions <= t whose mask is True (and always to itself).  output (batch, time,
+        d_model) = the last entry of layers: [input view (projected + positions),
+        block 1, ..., LayerNorm(block num_layers)], zero where mask is False.  No state.
+    """
+
+    def __init__(self, input_dim: int, d_model: int = 512, heads: int = 8, d_ff: int = 2048,
+                 num_layers: int = 6, dropout: float = 0.1):
+        super().__init__()
+        for name, value in (("input_dim", input_dim), ("d_model", d_model), ("heads", heads), ("d_ff", d_ff),
+                            ("num_layers", num_layers)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"encoder 'transformer': {name} must be a positive integer, got {value!r}")
+        if d_model % heads:
+            raise ConfigError(f"encoder 'transformer': heads ({heads}) must divide d_model ({d_model})")
+        if d_model % 2:
+            raise ConfigError(f"encoder 'transformer': d_model must be even for sinusoidal positions, got {d_model}")
+        if not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+            raise ConfigError(f"encoder 'transformer': dropout must be in [0, 1), got {dropout!r}")
+        self.input_dim = input_dim
+        self.d_model = d_model
+        self.heads = heads
+        self.output_dim = d_model
+        self.num_layers = num_layers + 1
+        self.input_projection = nn.Linear(input_dim, d_model) if input_dim != d_model else None
+        self.input_dropout = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(
+            nn.TransformerEncoderLayer(d_model, heads, d_ff, dropout, activation="relu", batch_first=True,
+                                       norm_first=True)
+            for _ in range(num_layers)
+        )
+        self.final_norm = nn.LayerNorm(d_model)
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+
+    def attention_mask(self, mask: torch.Tensor) -> torch.Tensor:
+        """bool (time, time) causal mask, or (batch*heads, time, time) when padding exists; True = blocked."""
+        steps = mask.shape[1]
+        future = torch.ones(steps, steps, dtype=torch.bool, device=mask.device).triu(1)
+        if bool(mask.all()):
+            return future
+        eye = torch.eye(steps, dtype=torch.bool, device=mask.device)
+        blocked = future[None] | (~mask[:, None, :] & ~eye[None])  # (B, T, T)
+        return blocked.repeat_interleave(self.heads, dim=0)
+
+    def forward(self, inputs: torch.Tensor, mask: torch.Tensor, state: Any = None) -> EncoderOutput:
+        if inputs.dim() != 3 or inputs.shape[-1] != self.input_dim:
+            raise ValueError(f"transformer expects (batch, time, {self.input_dim}) inputs, got {tuple(inputs.shape)}")
+        if mask.shape != inputs.shape[:2] or mask.dtype != torch.bool:
+            raise ValueError(f"mask must be bool (batch, time) = {tuple(inputs.shape[:2])}")
+        x = inputs if self.input_projection is None else self.input_projection(inputs)
+        x = x + sinusoidal_positions(x.shape[1], self.d_model, x.device, x.dtype)
+        x = self.input_dropout(x)
+        maskf = mask.unsqueeze(-1).to(x.dtype)
+        attn = self.attention_mask(mask)
+        causal_only = attn.dim() == 2
+        layers = [x * maskf]
+        for index, block in enumerate(self.blocks):
+            x = block(x, src_mask=attn, is_causal=causal_only)
+            out = self.final_norm(x) if index == len(self.blocks) - 1 else x
+            layers.append(out * maskf)
+        return EncoderOutput(output=layers[-1], layers=layers, state=None)

@@ -1,0 +1,130 @@
+"""Read contextual features from an ``allennlp elmo --all`` style HDF5 file (spec 5.3).
+
+Layout: one float32 dataset per input line, keyed ``str(i)``, of shape
+``(num_layers, num_tokens, dim)``, plus a dataset ``sentence_to_index`` holding a
+JSON object that maps the sentence text (tokens joined by single spaces) to its
+key.  A task looks up each instance's tokens by their text, so the order of the
+sentences file does not matter, but every looked-up sentence must be present and
+have exactly as many feature rows as tokens: anything else is an
+:class:`~elmoc.errors.InputFileError`, never a silent misalignment.
+
+Small files are loaded into memory once; files bigger than ``max_memory_bytes``
+are read dataset by dataset on demand (the SST all-subtrees case).
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from elmoc.errors import InputFileError
+
+log = logging.getLogger(__name__)
+
+INDEX_KEY = "sentence_to_index"
+
+
+def sentence_key(tokens: Sequence[str]) -> str:
+    """The text under which a token list is stored: tokens joined by one space."""
+    return " ".join(tokens)
+
+
+class FeatureStore:
+    """Per-sentence feature arrays from one HDF5 file.
+
+    Args:
+        path: the HDF5 file written by ``elmoc extract``.
+        max_memory_bytes: load everything into memory when the datasets total at
+            most this many bytes; otherwise keep the file open and read lazily.
+
+    Attributes:
+        num_layers, dim: of every dataset (checked to agree).
+    """
+
+    def __init__(self, path: str | Path, max_memory_bytes: int = 2 * 1024**3):
+        import h5py
+
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise InputFileError(self.path, "feature file not found; run `elmoc extract` for this task first")
+        try:
+            self._file = h5py.File(self.path, "r")
+        except OSError as e:
+            raise InputFileError(self.path, f"not a readable HDF5 file ({e})") from None
+        if INDEX_KEY not in self._file:
+            raise InputFileError(self.path, f"no {INDEX_KEY!r} dataset; extract without --forget-sentences")
+        raw = self._file[INDEX_KEY][0]
+        raw = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+        try:
+            self.index: dict[str, str] = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise InputFileError(self.path, f"{INDEX_KEY!r} is not valid JSON ({e})") from None
+        shapes = set()
+        total = 0
+        for key in set(self.index.values()):
+            if key not in self._file:
+                raise InputFileError(self.path, f"{INDEX_KEY!r} names dataset {key!r}, which is missing")
+            shape = self._file[key].shape
+            if len(shape) != 3:
+                raise InputFileError(self.path, f"dataset {key!r} has shape {shape}; expected (layers, tokens, dim)")
+            shapes.add((shape[0], shape[2]))
+            total += int(np.prod(shape)) * 4
+        if len(shapes) > 1:
+            raise InputFileError(self.path, f"datasets disagree on (layers, dim): {sorted(shapes)}")
+        if not shapes:
+            raise InputFileError(self.path, "the feature file holds no sentences")
+        self.num_layers, self.dim = shapes.pop()
+        self._memory: dict[str, np.ndarray] | None = None
+        if total <= max_memory_bytes:
+            self._memory = {k: np.asarray(self._file[k][()], dtype=np.float32) for k in set(self.index.values())}
+            self._file.close()
+            self._file = None
+        else:
+            log.info("%s: %.1f GB of features, reading lazily", self.path, total / 1024**3)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __contains__(self, tokens: Sequence[str]) -> bool:
+        return sentence_key(tokens) in self.index
+
+    def get(self, tokens: Sequence[str]) -> np.ndarray:
+        """Features of one sentence, shape (num_layers, len(tokens), dim) float32."""
+        text = sentence_key(tokens)
+        key = self.index.get(text)
+        if key is None:
+            raise InputFileError(
+                self.path,
+                f"no features for sentence {text[:80]!r}; the feature file was extracted from other "
+                "task data: rerun `elmoc task-sentences` and `elmoc extract`",
+            )
+        array = self._memory[key] if self._memory is not None else np.asarray(self._file[key][()], np.float32)
+        if array.shape[1] != len(tokens):
+            raise InputFileError(
+                self.path,
+                f"dataset {key!r} has {array.shape[1]} token rows but the sentence {text[:80]!r} has "
+                f"{len(tokens)} tokens; the features were extracted with another tokenization",
+            )
+        return array
+
+    def check(self, sentences: Iterable[Sequence[str]]) -> int:
+        """Verify every sentence is present with the right token count; returns how many were checked."""
+        n = 0
+        for tokens in sentences:
+            text = sentence_key(tokens)
+            key = self.index.get(text)
+            if key is None:
+                self.get(tokens)  # raises the missing-sentence error
+            rows = self._memory[key].shape[1] if self._memory is not None else self._file[key].shape[1]
+            if rows != len(tokens):
+                self.get(tokens)  # raises the token-count error
+            n += 1
+        return n
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

@@ -1,0 +1,53 @@
+"""ELMo character ids of a token (bilm-tf's scheme, shifted by +1 as in AllenNLP).
+
+A token becomes ``max_chars`` ids: beginning-of-word, its UTF-8 bytes (truncated to
+``max_chars - 2``), end-of-word, then padding.  bilm-tf reserves 256/257 for the
+sentence-boundary "characters" and 258/259/260 for begin/end of word and padding;
+every id is stored +1 so that 0 means "no token" (an all-zero row, spec P23).  The
+char embedding therefore has 262 rows at inference (261 trained + the zero row).
+
+Our vocabulary's ``<s>`` / ``</s>`` map to bilm-tf's sentence-boundary tokens
+(``<S>`` / ``</S>``) and ``<pad>`` to the all-zero row; every other string,
+including ``<unk>``, is spelled out.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from elmoc.data.vocab import BOS, EOS, PAD
+
+BOS_CHAR, EOS_CHAR, BOW_CHAR, EOW_CHAR, PAD_CHAR = 256, 257, 258, 259, 260
+NUM_CHAR_IDS = 262  # 261 bilm-tf characters + the all-zero padding row
+
+
+def _boundary(char: int, max_chars: int) -> list[int]:
+    ids = [PAD_CHAR] * max_chars
+    ids[0], ids[1], ids[2] = BOW_CHAR, char, EOW_CHAR
+    return [i + 1 for i in ids]
+
+
+def token_char_ids(token: str, max_chars: int = 50) -> list[int]:
+    """``max_chars`` ids of one token (all shifted +1; ``<pad>`` gives all zeros)."""
+    if max_chars < 3:
+        raise ValueError(f"max_chars must be >= 3, got {max_chars}")
+    if token == PAD:
+        return [0] * max_chars
+    if token in (BOS, "<S>"):
+        return _boundary(BOS_CHAR, max_chars)
+    if token in (EOS, "</S>"):
+        return _boundary(EOS_CHAR, max_chars)
+    data = token.encode("utf-8", "ignore")[: max_chars - 2]
+    ids = [BOW_CHAR, *data, EOW_CHAR] + [PAD_CHAR] * (max_chars - 2 - len(data))
+    return [i + 1 for i in ids]
+
+
+def batch_char_ids(sentences: Sequence[Sequence[str]], max_chars: int = 50) -> torch.Tensor:
+    """Char ids of a padded batch.  Returns (batch, max_len, max_chars) long, zero rows as padding."""
+    max_len = max((len(s) for s in sentences), default=0)
+    out = torch.zeros(len(sentences), max_len, max_chars, dtype=torch.long)
+    for b, sentence in enumerate(sentences):
+        for t, token in enumerate(sentence):
+            out[b, t] = torch.tensor(token_char_ids(token, max_chars))
+    return out

@@ -1,0 +1,114 @@
+"""Frozen word-vector tables: load a ``.npy`` [V, dim] file, check it, look rows up.
+
+Frozen tables (FastText, random N(0,1), the trained char-CNN run over the
+vocabulary) serve both as input embeddings and as CONT/FIXED output targets.  This
+module only loads and validates the file and does the row lookup, including the
+paper's *host-resident* mode (spec 1.1, 2.2): the table stays in CPU memory and
+only the rows a batch needs are gathered there and copied to the model's device.
+
+Building a model on the meta device (``with torch.device("meta")``, used by
+``elmoc params`` to count parameters without allocating them) never reads the
+table's data: the shape comes from the ``.npy`` header when the file exists, else
+from the vocabulary size and the declared ``dim``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sized
+
+import numpy as np
+import torch
+
+from elmoc.errors import ConfigError, InputFileError
+
+
+def building_on_meta() -> bool:
+    """True inside ``with torch.device("meta")`` (tensors are shape-only)."""
+    return torch.empty(()).device.type == "meta"
+
+
+def _header_shape(path: Path) -> tuple[tuple[int, ...], np.dtype]:
+    try:
+        array = np.load(path, mmap_mode="r")  # reads the header only
+    except (ValueError, OSError) as e:
+        raise InputFileError(path, f"not a readable .npy file ({e}); rebuild it with `elmoc vectors`") from None
+    if not isinstance(array, np.ndarray):
+        raise InputFileError(path, "holds an archive, not a single .npy array")
+    return tuple(array.shape), array.dtype
+
+
+def load_table(
+    path: str | Path,
+    vocab: Sized | None = None,
+    dim: int | None = None,
+    what: str = "vector table",
+) -> torch.Tensor:
+    """Load a float32 table ``(vocab, dim)`` from ``path`` and check its shape.
+
+    Args:
+        path: ``.npy`` file holding a 2-d float array aligned with the vocabulary.
+        vocab: if given, the table must have ``len(vocab)`` rows.
+        dim: if given, the table must have ``dim`` columns (needed on the meta
+            device when the file does not exist yet).
+        what: name used in error messages (e.g. "output 'cosine' vectors").
+
+    Returns:
+        float32 tensor ``(vocab, dim)`` on CPU, or an empty meta tensor of that shape
+        when called on the meta device.
+    """
+    path = Path(path)
+    if dim is not None and (not isinstance(dim, int) or dim <= 0):
+        raise ConfigError(f"{what}: dim must be a positive integer, got {dim!r}")
+    if building_on_meta():
+        if path.is_file():
+            shape, _ = _header_shape(path)
+        elif vocab is not None and dim is not None:
+            shape = (len(vocab), dim)
+        else:
+            raise ConfigError(
+                f"{what}: {path} does not exist; to size the model without it set `dim:` "
+                "in the layer config and pass a vocabulary (size)"
+            )
+        _check_shape(path, shape, vocab, dim, what)
+        return torch.empty(shape, dtype=torch.float32)
+    if not path.is_file():
+        raise InputFileError(path, f"{what} not found; build it with `elmoc vectors` (or the workflow rule)")
+    shape, dtype = _header_shape(path)
+    _check_shape(path, shape, vocab, dim, what)
+    if dtype.kind != "f":
+        raise InputFileError(path, f"{what} has dtype {dtype}, expected a float array")
+    table = torch.from_numpy(np.asarray(np.load(path), dtype=np.float32))
+    if not torch.isfinite(table).all():
+        bad = int((~torch.isfinite(table)).any(dim=1).nonzero()[0, 0])
+        raise InputFileError(path, f"{what} row {bad} holds NaN or inf; rebuild the vectors")
+    return table
+
+
+def _check_shape(path: Path, shape: tuple[int, ...], vocab: Sized | None, dim: int | None, what: str) -> None:
+    if len(shape) != 2:
+        raise InputFileError(path, f"{what} must be 2-d [vocab, dim], got shape {list(shape)}")
+    if vocab is not None and shape[0] != len(vocab):
+        raise InputFileError(
+            path,
+            f"{what} has {shape[0]} rows but the vocabulary has {len(vocab)} entries; "
+            "rebuild the vectors from this vocabulary",
+        )
+    if dim is not None and shape[1] != dim:
+        raise InputFileError(path, f"{what} has {shape[1]} columns but the config says dim: {dim}")
+
+
+def lookup(table: torch.Tensor, ids: torch.Tensor, host_resident: bool) -> torch.Tensor:
+    """Rows of ``table`` for ``ids``, on ``ids``' device.
+
+    With ``host_resident`` the table lives on CPU: the gather runs there and only the
+    gathered rows ``(..., dim)`` are copied to ``ids.device`` (spec 2.2).
+
+    Shape:
+        table: (vocab, dim); ids: any shape of long ids; returns ``ids.shape + (dim,)``.
+    """
+    if host_resident and table.device != ids.device:
+        rows = table.index_select(0, ids.reshape(-1).to(table.device))
+        if ids.device.type == "cuda":
+            rows = rows.pin_memory()
+        return rows.to(ids.device, non_blocking=True).view(*ids.shape, table.shape[1])
+    return table.index_select(0, ids.reshape(-1)).view(*ids.shape, table.shape[1])

@@ -1,0 +1,1 @@
+"""Evaluation metrics of the downstream tasks (one module per metric family)."""

@@ -1,0 +1,99 @@
+"""ADAPTIVE: adaptive softmax (Grave et al. 2017; ELMo-A, spec 3.2).
+
+Built on ``torch.nn.AdaptiveLogSoftmaxWithLoss``: a head over the ``cutoffs[0]``
+most frequent ids plus one logit per tail cluster; tail ``i`` projects to
+``d / div_value^(i+1)`` dims.  Difference from the paper's code (documented, not
+emulated): its *first* tail cluster is not reduced (``d / 4^i`` for ``i = 0, 1,
+..``: 512, 128, 32 ...), whereas PyTorch reduces every tail (128, 32, 8 ...), and
+its tails have biases while PyTorch's have none.  The paper's cutoffs are not
+published; ``config/lm/elmo-a.yaml`` chooses cutoffs that give the paper's 196M
+parameters with this layout (see ``elmoc params``).  Unlike the paper's code (P7),
+the loss is masked.  The log-probabilities are exactly normalized, so
+:meth:`evaluate` is the same computation and the heldout metric is perplexity.
+"""
+from __future__ import annotations
+
+from typing import Sized
+
+import torch
+from torch import nn
+
+from elmoc.errors import ConfigError
+from elmoc.outputs.base import OutputLayer, OutputLoss
+from elmoc.registry import register
+
+
+@register("output", "adaptive")
+class AdaptiveOutput(OutputLayer):
+    """Adaptive softmax over the frequency-sorted vocabulary.
+
+    Args:
+        cutoffs: increasing ids splitting the vocabulary into the head ``[0, c0)`` and
+            tail clusters ``[c0, c1), ..., [c_last, V)``; each must be in ``(0, V)``.
+        div_value: tail width divisor (PyTorch's; 4 as the paper's ``reduce_factor``).
+        head_bias: bias on the head (the paper's head has one).
+        hidden_dim, vocab: (context).
+
+    Shape:
+        hidden: (batch, time, hidden_dim); targets: (batch, time) long; mask: (batch, time) bool.
+    """
+
+    heldout_metric = "perplexity"
+
+    def __init__(
+        self,
+        hidden_dim: int,
+        vocab: Sized,
+        cutoffs: list[int],
+        div_value: float = 4.0,
+        head_bias: bool = True,
+    ):
+        super().__init__()
+        if vocab is None:
+            raise ConfigError("output 'adaptive' needs the vocabulary (set `vocab:` in the LM spec)")
+        size = len(vocab)
+        if (
+            not isinstance(cutoffs, (list, tuple))
+            or not cutoffs
+            or any(not isinstance(c, int) or isinstance(c, bool) for c in cutoffs)
+            or list(cutoffs) != sorted(set(cutoffs))
+        ):
+            raise ConfigError(f"output 'adaptive': cutoffs must be a non-empty increasing list of integers, got {cutoffs!r}")
+        if cutoffs[0] <= 0 or cutoffs[-1] >= size:
+            raise ConfigError(
+                f"output 'adaptive': cutoffs {list(cutoffs)} must lie strictly between 0 and the vocabulary "
+                f"size {size}; drop or lower the cutoffs beyond it"
+            )
+        if not div_value >= 1.0:
+            raise ConfigError(f"output 'adaptive': div_value must be >= 1, got {div_value}")
+        self.vocab_size = size
+        self.cutoffs = list(cutoffs)
+        self.softmax = nn.AdaptiveLogSoftmaxWithLoss(
+            hidden_dim, size, self.cutoffs, div_value=float(div_value), head_bias=bool(head_bias)
+        )
+
+    def forward(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
+        if hidden.dim() != 3 or hidden.shape[:2] != targets.shape or targets.shape != mask.shape:
+            raise ValueError(
+                f"hidden {tuple(hidden.shape)}, targets {tuple(targets.shape)} and mask {tuple(mask.shape)} "
+                "must agree on (batch, time)"
+            )
+        flat = mask.reshape(-1)
+        h = hidden.reshape(-1, hidden.shape[-1])[flat]  # (N, hidden_dim)
+        y = targets.reshape(-1)[flat]  # (N,)
+        count = flat.sum().to(hidden.dtype)
+        if y.numel() == 0:
+            return OutputLoss(hidden.sum() * 0.0, count, {})
+        log_prob = self.softmax(h, y).output  # (N,) target log-probabilities
+        return OutputLoss(-log_prob.sum(), count, {})
+
+    @torch.no_grad()
+    def evaluate(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
+        return self.forward(hidden, targets, mask)
+
+    def full_log_probs(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Shape: (n, hidden_dim) -> (n, V)."""
+        return self.softmax.log_prob(hidden)
+
+    def direction_shared_parameters(self) -> list[nn.Parameter]:
+        return list(self.softmax.parameters())

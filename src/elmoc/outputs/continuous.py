@@ -1,0 +1,113 @@
+"""Shared machinery of the continuous output layers (CONT, spec 2).
+
+A CONT layer projects the encoder state with one ``Linear(hidden_dim -> d_emb, bias)``
+(always present, also when the sizes agree, as for ELMo-C-CNN's 512 -> 512) and
+scores the result against the *frozen, unnormalized* pretrained vector of the next
+token.  Subclasses (``cosine``, ``l2``, ``vmf``; one registry entry each, so each
+has exactly its own options) only define the per-token loss.
+
+Heldout evaluation is the same for every CONT layer: :meth:`evaluate` returns
+``loss_sum = -sum(cos)`` over valid tokens, so the heldout metric ``cosine`` is
+``-loss_sum / num_tokens`` (also logged as ``logs["cosine"]``) and is comparable
+across the three losses.
+"""
+from __future__ import annotations
+
+from typing import Sized
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from elmoc.errors import ConfigError
+from elmoc.inputs.vector_table import load_table, lookup
+from elmoc.nn.masking import masked_sum_and_count
+from elmoc.outputs.base import OutputLayer, OutputLoss
+
+
+class ContinuousOutput(OutputLayer):
+    """Projection + frozen target table; subclasses implement :meth:`token_loss`.
+
+    Args:
+        vectors: ``.npy`` target table ``[V, d_emb]`` aligned with the vocabulary.
+        dim: optional expected ``d_emb`` (checked; sizes the model on the meta device).
+        host_resident: keep the target table in CPU memory and copy only the rows of a
+            batch's targets to the model device (spec 2.2).
+        hidden_dim: (context) encoder output size.
+        vocab: (context) the vocabulary.
+        input_layer: (context) when it holds the same table file, its tensor is reused
+            instead of loading a second copy (as the paper's code does).
+
+    Shape:
+        hidden: (batch, time, hidden_dim); targets: (batch, time) long; mask: (batch, time) bool.
+    """
+
+    heldout_metric = "cosine"
+    loss_name = "cosine"
+
+    def __init__(
+        self,
+        vectors: str,
+        hidden_dim: int,
+        dim: int | None = None,
+        host_resident: bool = False,
+        vocab: Sized | None = None,
+        input_layer: nn.Module | None = None,
+    ):
+        super().__init__()
+        if not isinstance(hidden_dim, int) or hidden_dim <= 0:
+            raise ConfigError(f"output {self.registered_name!r}: hidden_dim must be a positive int, got {hidden_dim!r}")
+        self.vectors_path = str(vectors)
+        self.host_resident = bool(host_resident)
+        table = None
+        if (
+            input_layer is not None
+            and getattr(input_layer, "vectors_path", None) == self.vectors_path
+            and getattr(input_layer, "host_resident", None) == self.host_resident
+        ):
+            table = input_layer.weight  # same tensor, no second copy
+            if dim is not None and table.shape[1] != dim:
+                raise ConfigError(f"output {self.registered_name!r}: {vectors} has {table.shape[1]} columns, config says dim: {dim}")
+        if table is None:
+            table = load_table(vectors, vocab, dim, what=f"output {self.registered_name!r} vectors")
+        if self.host_resident:
+            self.host_table = table
+        else:
+            self.register_buffer("table", table, persistent=False)
+        self.embedding_dim = int(table.shape[1])
+        self.projection = nn.Linear(hidden_dim, self.embedding_dim)
+
+    @property
+    def target_table(self) -> torch.Tensor:
+        return self.host_table if self.host_resident else self.table
+
+    def token_loss(self, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Per-token loss.  Shape: prediction, target (batch, time, d_emb) -> (batch, time)."""
+        raise NotImplementedError
+
+    def _predict(self, hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if hidden.dim() != 3 or hidden.shape[:2] != targets.shape:
+            raise ValueError(f"hidden {tuple(hidden.shape)} and targets {tuple(targets.shape)} do not match (batch, time)")
+        prediction = self.projection(hidden)  # (B, T, d_emb)
+        target = lookup(self.target_table, targets, self.host_resident).to(prediction.dtype)  # (B, T, d_emb)
+        return prediction, target
+
+    def forward(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
+        prediction, target = self._predict(hidden, targets)
+        loss_sum, count = masked_sum_and_count(self.token_loss(prediction, target), mask)
+        with torch.no_grad():
+            cos_sum, _ = masked_sum_and_count(F.cosine_similarity(prediction, target, dim=-1), mask)
+        logs = {"cosine": cos_sum / count.clamp(min=1.0)}
+        if self.loss_name != "cosine":
+            logs[self.loss_name] = loss_sum.detach() / count.clamp(min=1.0)
+        return OutputLoss(loss_sum, count, logs)
+
+    @torch.no_grad()
+    def evaluate(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
+        """``loss_sum = -sum(cos)`` for every CONT loss; metric ``cosine`` = its negated mean."""
+        prediction, target = self._predict(hidden, targets)
+        cos_sum, count = masked_sum_and_count(F.cosine_similarity(prediction, target, dim=-1), mask)
+        return OutputLoss(-cos_sum, count, {"cosine": cos_sum / count.clamp(min=1.0)})
+
+    def extra_repr(self) -> str:
+        return f"loss={self.loss_name}, d_emb={self.embedding_dim}, host_resident={self.host_resident}"

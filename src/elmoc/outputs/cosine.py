@@ -1,0 +1,23 @@
+"""CONT with the cosine loss, the loss of every ELMo-C result (spec 2.2, P4).
+
+Per token ``l_t = -cos(W h_t + b, e_{w_{t+1}})`` with ``e`` the raw (unnormalized)
+target vector; ``-cos`` rather than ``1 - cos`` as in the paper's code (same
+gradients).  ``torch.nn.functional.cosine_similarity`` (eps 1e-8) does the math.
+"""
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+from elmoc.outputs.continuous import ContinuousOutput
+from elmoc.registry import register
+
+
+@register("output", "cosine")
+class CosineOutput(ContinuousOutput):
+    """``-cos`` against a frozen target table; see :class:`ContinuousOutput` for arguments."""
+
+    loss_name = "cosine"
+
+    def token_loss(self, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return -F.cosine_similarity(prediction, target, dim=-1)

@@ -1,0 +1,81 @@
+"""FIXED: sampled softmax whose output table is the frozen pretrained table (spec 3.4).
+
+The paper's speed baseline "CONT with a ranking loss": the encoder state goes
+through ``Linear(hidden_dim -> d_emb, bias)`` (the only trainable part, exactly as
+CONT) and is scored by a sampled softmax against the frozen FastText rows, with
+no output bias (the paper's code never trains it; zero here).  Unlike the paper's
+code, which left the table random for its speed runs, the FastText vectors are
+really loaded.  Evaluation is the full softmax over the frozen table.
+"""
+from __future__ import annotations
+
+from typing import Sized
+
+import torch
+from torch import nn
+
+from elmoc.inputs.vector_table import load_table
+from elmoc.outputs.sampled import SampledSoftmaxBase
+from elmoc.registry import register
+
+
+@register("output", "fixed")
+class FixedOutput(SampledSoftmaxBase):
+    """Sampled softmax against a frozen output table.
+
+    Args:
+        vectors: ``.npy`` table ``[V, d_emb]`` aligned with the vocabulary.
+        dim: optional expected ``d_emb`` (checked; sizes the model on the meta device).
+        num_samples: negatives per batch (8192 as SAMPLED).
+        host_resident: keep the table in CPU memory; copy only the rows used by a
+            step (the true and sampled ids) to the model device.
+        seed: sampler seed.
+        hidden_dim, vocab, input_layer: (context); an input layer holding the same
+            table file lends its tensor instead of a second copy.
+    """
+
+    def __init__(
+        self,
+        vectors: str,
+        hidden_dim: int,
+        vocab: Sized | None = None,
+        dim: int | None = None,
+        num_samples: int = 8192,
+        host_resident: bool = False,
+        seed: int = 1111,
+        input_layer: nn.Module | None = None,
+    ):
+        self_vectors = str(vectors)
+        if (
+            input_layer is not None
+            and getattr(input_layer, "vectors_path", None) == self_vectors
+            and getattr(input_layer, "host_resident", None) == bool(host_resident)
+        ):
+            table = input_layer.weight
+        else:
+            table = load_table(vectors, vocab, dim, what="output 'fixed' vectors")
+        super().__init__(int(table.shape[0]), num_samples, seed)
+        self.vectors_path = self_vectors
+        self.host_resident = bool(host_resident)
+        if self.host_resident:
+            self.host_table = table
+        else:
+            self.register_buffer("table", table, persistent=False)
+        self.embedding_dim = int(table.shape[1])
+        self.projection = nn.Linear(hidden_dim, self.embedding_dim)
+
+    @property
+    def target_table(self) -> torch.Tensor:
+        return self.host_table if self.host_resident else self.table
+
+    def project(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.projection(hidden)
+
+    def rows(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        table = self.target_table
+        w = table.index_select(0, ids.to(table.device)).to(ids.device)
+        return w, w.new_zeros(ids.shape[0])
+
+    def full_table(self) -> tuple[torch.Tensor, torch.Tensor]:
+        w = self.target_table.to(self.projection.weight.device)
+        return w, w.new_zeros(w.shape[0])

@@ -1,0 +1,170 @@
+"""The contract every downstream task follows, so ONE loop trains them all.
+
+A task is a class registered as ``("task", <type>)`` (``@register("task", "sst")``)
+and built from the ``tasks.<name>`` section of the workflow config::
+
+    tasks:
+      sst5:
+        type: sst                    # registry name = module name
+        train: ../shared/data/sst5/train.txt
+        dev: ../shared/data/sst5/dev.txt
+        test: ../shared/data/sst5/test.txt
+        granularity: 5-class         # any other key: a constructor argument of the task
+        model: {encoder_hidden: 300} # model hyperparameters, checked by the task
+        trainer: {batch_size: 100, lr: 1.0e-3, epochs: 40, patience: 5}  # elmoc.tasks.runner.TrainerConfig
+        with_fasttext: true          # workflow only: also feed FastText vectors next to the LM features
+
+``trainer`` and ``with_fasttext`` are read by the runner/workflow, everything else
+goes to the constructor through :func:`elmoc.registry.build` (unknown keys are an
+error).  Data paths are ``train``, ``dev``, ``test``; a task that cannot run
+because a path is not configured says so in :meth:`Task.missing_data`, and the
+runner writes a ``"status": "no data: set tasks.<name>.<key>"`` JSON instead of
+failing.
+
+What a subclass implements (instances are any Python objects the task likes):
+
+* ``metric_name``: the headline metric written to the metrics JSON ("accuracy", "f1", ...).
+* ``default_trainer``: dict of paper trainer values (``TrainerConfig`` keys).
+* :meth:`read` ``(split) -> list`` of instances for "train" / "dev" / "test";
+  malformed input raises :class:`~elmoc.errors.InputFileError` with file and line.
+* :meth:`sentences` ``(instances) -> iterable of token lists``: every sentence
+  whose contextual features the instances need (``elmoc task-sentences`` writes
+  them, ``elmoc extract`` computes them, :class:`~elmoc.features.store.FeatureStore`
+  finds them again by text).
+* :meth:`build_model` ``(inputs) -> TaskModel``: ``inputs`` is a
+  :class:`~elmoc.tasks.embedder.TaskInputs`; call ``inputs.embedder(...)`` to get a
+  :class:`~elmoc.tasks.embedder.TokenEmbedder` (FastText vectors and/or the
+  scalar mix of LM layers, whichever the run was given).
+* :meth:`collate` ``(instances, inputs) -> dict`` batch; text fields are
+  :class:`~elmoc.tasks.embedder.TextBatch` made by ``inputs.encode(token_lists)``.
+* :meth:`new_metric` ``() -> Metric``.
+* :meth:`length` ``(instance) -> int`` for length bucketing (default: 1).
+
+A :class:`TaskModel` maps a batch to :class:`TaskOutput` ``(loss, predictions)``;
+``loss`` is the mean training loss of the batch (already including any L2 on
+scalar-mix weights: use :meth:`TaskModel.mix_penalty`).  A :class:`Metric`
+accumulates ``update(predictions, batch)`` and reports ``compute() -> dict`` whose
+``metric_name`` entry drives early stopping (higher is better).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import torch
+from torch import nn
+
+from elmoc.errors import ConfigError, InputFileError
+
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass
+class TaskOutput:
+    """What a task model returns for one batch.
+
+    Attributes:
+        loss: scalar tensor, mean loss of the batch (what is differentiated).
+        predictions: whatever the task's metric reads (e.g. (batch,) long labels).
+    """
+
+    loss: torch.Tensor
+    predictions: Any
+
+
+class Metric:
+    """Accumulates predictions against the gold labels stored in the batch."""
+
+    def reset(self) -> None:
+        raise NotImplementedError
+
+    def update(self, predictions: Any, batch: dict) -> None:
+        raise NotImplementedError
+
+    def compute(self) -> dict[str, float]:
+        raise NotImplementedError
+
+
+class TaskModel(nn.Module):
+    """Base class of task models; subclasses implement ``forward(batch) -> TaskOutput``."""
+
+    def mix_penalty(self) -> torch.Tensor:
+        """Sum of ||w||^2 over every scalar mix in the model (0 when none)."""
+        from elmoc.features.scalar_mix import ScalarMix
+
+        total = torch.zeros(())
+        for module in self.modules():
+            if isinstance(module, ScalarMix):
+                total = total + module.l2_penalty()
+        return total
+
+
+def check_options(owner: str, given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``given`` over ``defaults``; an unknown key is a ConfigError listing the accepted ones."""
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise ConfigError(f"{owner} must be a mapping, got {given!r}")
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise ConfigError(f"{owner}: unknown option(s) {unknown}; accepted: {', '.join(sorted(defaults))}")
+    return {**defaults, **given}
+
+
+class Task:
+    """Base class of downstream tasks (see the module docstring for the contract).
+
+    Args:
+        train, dev, test: data paths (None = not configured).
+        model: model hyperparameters, merged over ``default_model``.
+    """
+
+    metric_name: str = "accuracy"
+    default_model: dict[str, Any] = {}
+    default_trainer: dict[str, Any] = {}
+    required_data: tuple[str, ...] = SPLITS
+
+    def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
+                 model: dict[str, Any] | None = None):
+        self.paths = {"train": train, "dev": dev, "test": test}
+        self.model_options = check_options(f"task {self.registered_name!r} model", model or {}, self.default_model)
+
+    registered_name: str = "task"
+
+    # -- data -----------------------------------------------------------------
+    def missing_data(self) -> str | None:
+        """Name of the first required data key that is not configured, or None."""
+        for key in self.required_data:
+            if not self.paths.get(key):
+                return key
+        return None
+
+    def path(self, split: str) -> Path:
+        """The configured file of ``split``; a missing file is an InputFileError."""
+        value = self.paths.get(split)
+        if not value:
+            raise ConfigError(f"task {self.registered_name!r}: no {split!r} path configured")
+        path = Path(value)
+        if not path.is_file():
+            raise InputFileError(path, f"{split} data file not found; check the task's {split!r} path")
+        return path
+
+    def read(self, split: str) -> list:
+        raise NotImplementedError
+
+    def sentences(self, instances: Sequence[Any]) -> Iterable[list[str]]:
+        raise NotImplementedError
+
+    def length(self, instance: Any) -> int:
+        return 1
+
+    # -- model ----------------------------------------------------------------
+    def build_model(self, inputs) -> TaskModel:
+        raise NotImplementedError
+
+    def collate(self, instances: Sequence[Any], inputs) -> dict:
+        raise NotImplementedError
+
+    def new_metric(self) -> Metric:
+        raise NotImplementedError

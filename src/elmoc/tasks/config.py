@@ -1,0 +1,51 @@
+"""Find a task's section in a config file and build the task from it (registers nothing).
+
+``--config`` may be the whole workflow config (the section is ``tasks.<name>``,
+and the top-level ``scale`` is read) or a file holding just one task section.
+Keys of a section that are not constructor arguments of the task: ``trainer``
+(:class:`elmoc.tasks.runner.TrainerConfig`) and ``with_fasttext`` (workflow only).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from elmoc.errors import ConfigError, InputFileError
+
+RUNNER_KEYS = ("trainer", "with_fasttext")
+
+
+def load_task_section(path: str | Path, name: str) -> tuple[dict[str, Any], str]:
+    """(section of task ``name``, scale) from a YAML file."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(path, "config file not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise InputFileError(path, f"invalid YAML ({e})") from None
+    if not isinstance(data, dict):
+        raise InputFileError(path, "config must be a mapping")
+    scale = str(data.get("scale", "demo"))
+    if "tasks" in data:
+        tasks = data["tasks"] or {}
+        if name not in tasks or not isinstance(tasks[name], dict):
+            available = sorted(k for k, v in tasks.items() if isinstance(v, dict) and "type" in v)
+            raise ConfigError(f"{path}: no task section tasks.{name}; configured tasks: {', '.join(available) or '(none)'}")
+        section = tasks[name]
+    else:
+        section = data
+    if "type" not in section:
+        raise ConfigError(f"{path}: task {name!r} has no 'type' (e.g. type: sst)")
+    return dict(section), scale
+
+
+def build_task(section: dict[str, Any]):
+    """(task object, trainer mapping) from a task section."""
+    from elmoc.registry import build
+
+    config = {k: v for k, v in section.items() if k not in RUNNER_KEYS}
+    task = build("task", config)
+    return task, section.get("trainer") or {}

@@ -1,0 +1,167 @@
+"""The one training loop of every downstream task (registers nothing).
+
+``run_task`` reads the splits, builds the task model over the given inputs, trains
+with Adam, gradient-norm clipping, optional reduce-on-plateau, and early stopping
+on the dev metric (patience in epochs), restores the best epoch's weights and
+evaluates on test.  Batches are length-bucketed and shuffled with a generator
+seeded from ``seed``, and torch is seeded too, so the same config + seed on CPU
+gives the same numbers.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Sequence
+
+import torch
+
+from elmoc.errors import ConfigError
+from elmoc.tasks.base import Task
+from elmoc.tasks.embedder import TaskInputs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainerConfig:
+    """Downstream trainer settings (the ``trainer`` mapping of a task config).
+
+    Attributes:
+        batch_size: training instances per step.
+        eval_batch_size: instances per evaluation batch.
+        lr: Adam learning rate.
+        weight_decay: Adam L2 on every parameter (0 in the paper configs).
+        mix_l2: L2 on the scalar-mix weights (NER 0.1, SRL 1e-3; spec 6).
+        grad_norm: gradient-norm clip (None = off).
+        epochs: maximum passes over the training data.
+        patience: stop after this many epochs without a dev improvement.
+        plateau_factor: multiply the lr by this after an epoch without improvement (ESIM 0.5; None = off).
+        max_train: use only the first N training instances (None = all); for quick demos.
+    """
+
+    batch_size: int = 32
+    eval_batch_size: int = 256
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    mix_l2: float = 0.0
+    grad_norm: float | None = 5.0
+    epochs: int = 10
+    patience: int = 5
+    plateau_factor: float | None = None
+    max_train: int | None = None
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any] | None, defaults: dict[str, Any] | None = None) -> "TrainerConfig":
+        names = {f.name for f in fields(cls)}
+        merged = {**(defaults or {}), **(values or {})}
+        unknown = sorted(set(merged) - names)
+        if unknown:
+            raise ConfigError(f"trainer: unknown option(s) {unknown}; accepted: {', '.join(sorted(names))}")
+        config = cls(**merged)
+        for key in ("batch_size", "eval_batch_size", "epochs"):
+            if not isinstance(getattr(config, key), int) or getattr(config, key) < 1:
+                raise ConfigError(f"trainer.{key} must be a positive integer, got {getattr(config, key)!r}")
+        if not isinstance(config.patience, int) or config.patience < 1:
+            raise ConfigError(f"trainer.patience must be a positive integer, got {config.patience!r}")
+        if config.lr <= 0:
+            raise ConfigError(f"trainer.lr must be > 0, got {config.lr}")
+        if config.plateau_factor is not None and not 0 < config.plateau_factor < 1:
+            raise ConfigError(f"trainer.plateau_factor must be in (0, 1) or null, got {config.plateau_factor}")
+        return config
+
+
+def bucket_batches(lengths: Sequence[int], batch_size: int, rng: random.Random | None) -> list[list[int]]:
+    """Index batches of similar length; shuffled (order and ties) when ``rng`` is given."""
+    order = list(range(len(lengths)))
+    if rng is not None:
+        rng.shuffle(order)
+    order.sort(key=lambda i: lengths[i])  # stable: shuffled ties
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    if rng is not None:
+        rng.shuffle(batches)
+    return batches
+
+
+def evaluate(task: Task, model, instances: Sequence[Any], inputs: TaskInputs, batch_size: int) -> dict[str, float]:
+    """The task metric of ``model`` on ``instances``."""
+    metric = task.new_metric()
+    metric.reset()
+    model.eval()
+    with torch.no_grad():
+        for idx in bucket_batches([task.length(x) for x in instances], batch_size, None):
+            batch = task.collate([instances[i] for i in idx], inputs)
+            metric.update(model(batch).predictions, batch)
+    return metric.compute()
+
+
+def run_task(task: Task, inputs: TaskInputs, seed: int, trainer: TrainerConfig,
+             data: dict[str, list] | None = None) -> dict[str, Any]:
+    """Train on train, early-stop on dev, score test.
+
+    Args:
+        data: already-read splits (``{"train": [...], "dev": [...], "test": [...]}``); read when None.
+
+    Returns:
+        ``{"metric", "dev", "test", "num_train", "num_test", "epochs", "history", "trainer"}``.
+    """
+    start = time.time()
+    random.seed(seed)
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    data = data or {split: task.read(split) for split in ("train", "dev", "test")}
+    train = data["train"][: trainer.max_train] if trainer.max_train else data["train"]
+    model = task.build_model(inputs)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(params, lr=trainer.lr, weight_decay=trainer.weight_decay)
+    lengths = [task.length(x) for x in train]
+    best, best_state, best_epoch, bad_epochs, history = -math.inf, None, 0, 0, []
+    for epoch in range(1, trainer.epochs + 1):
+        model.train()
+        total, steps = 0.0, 0
+        for idx in bucket_batches(lengths, trainer.batch_size, rng):
+            batch = task.collate([train[i] for i in idx], inputs)
+            loss = model(batch).loss
+            if trainer.mix_l2:
+                loss = loss + trainer.mix_l2 * model.mix_penalty()
+            optimizer.zero_grad()
+            loss.backward()
+            if trainer.grad_norm:
+                torch.nn.utils.clip_grad_norm_(params, trainer.grad_norm)
+            optimizer.step()
+            total += loss.item()
+            steps += 1
+        dev = evaluate(task, model, data["dev"], inputs, trainer.eval_batch_size)
+        score = dev[task.metric_name]
+        history.append({"epoch": epoch, "train_loss": total / max(steps, 1), "dev": dev})
+        log.info("%s epoch %d: train loss %.4f, dev %s %.4f", task.registered_name, epoch,
+                 total / max(steps, 1), task.metric_name, score)
+        if score > best:
+            best, best_epoch, bad_epochs = score, epoch, 0
+            best_state = copy.deepcopy(model.state_dict())
+        else:
+            bad_epochs += 1
+            if trainer.plateau_factor:
+                for group in optimizer.param_groups:
+                    group["lr"] *= trainer.plateau_factor
+            if bad_epochs >= trainer.patience:
+                log.info("early stop after epoch %d (best %d)", epoch, best_epoch)
+                break
+    model.load_state_dict(best_state)
+    test = evaluate(task, model, data["test"], inputs, trainer.eval_batch_size)
+    return {
+        "metric": task.metric_name,
+        "dev": best,
+        "test": test[task.metric_name],
+        "dev_all": history[best_epoch - 1]["dev"],
+        "test_all": test,
+        "num_train": len(train),
+        "num_test": len(data["test"]),
+        "best_epoch": best_epoch,
+        "history": history,
+        "trainer": asdict(trainer),
+        "seconds": round(time.time() - start, 2),
+    }

@@ -1,0 +1,178 @@
+"""Semantic role labelling on CoNLL-2012 with He et al. (2017)'s deep BIO tagger (spec 6).
+
+Data: CoNLL-2012 ``*_gold_conll`` files (a file or a directory searched
+recursively), one instance per predicate (:func:`elmoc.data.conll2012.srl_instances`).
+
+Model (AllenNLP's ``srl_elmo`` configuration, the one the paper ran):
+token embedder (scalar mix of LM layers with dropout, and/or FastText vectors for
+the baseline) concatenated with a 100-d embedding of the binary predicate
+indicator -> deep alternating highway LSTM (8 x 300, recurrent dropout 0.1;
+:mod:`elmoc.nn.alternating_lstm`) -> linear tag projection (orthogonal init) ->
+softmax; trained with token-level cross-entropy.  Decoding is constrained Viterbi
+over BIO tags (:mod:`elmoc.nn.viterbi`); the metric is span F1 without ``V``
+(:mod:`elmoc.metrics.srl`).
+
+Deviation: the paper's trainer is Adadelta (rho 0.95); the shared runner uses
+Adam, so the default learning rate here is Adam's 1e-3.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import torch
+from torch import nn
+
+from elmoc.data.conll2012 import SrlInstance, read_conll2012, srl_instances
+from elmoc.errors import ConfigError
+from elmoc.metrics.srl import SpanF1
+from elmoc.nn.alternating_lstm import AlternatingHighwayLstm
+from elmoc.nn.viterbi import bio_constraints, viterbi_decode
+from elmoc.registry import register
+from elmoc.tasks.base import Metric, Task, TaskModel, TaskOutput
+
+IGNORE_TAG = -100  # gold tags not seen in training: no loss, still scored by the metric
+
+
+class SrlTagger(TaskModel):
+    """Predicate-conditioned BIO tagger.
+
+    Args:
+        embedder: a TokenEmbedder (``output_dim`` attribute).
+        labels: the tag strings, index = tag id.
+        hidden_dim, num_layers, recurrent_dropout: of the alternating LSTM.
+        predicate_dim: size of the predicate-indicator embedding.
+
+    Shape:
+        batch["text"]: TextBatch (batch, time); batch["predicate"]: (batch, time) long 0/1;
+        batch["tags"]: (batch, time) long tag ids (IGNORE_TAG at padding / unknown tags).
+        predictions: list of tag-string lists, one per sentence (Viterbi decoded).
+    """
+
+    def __init__(self, embedder: nn.Module, labels: Sequence[str], hidden_dim: int, num_layers: int,
+                 recurrent_dropout: float, predicate_dim: int):
+        super().__init__()
+        self.embedder = embedder
+        self.labels = list(labels)
+        self.predicate_embedding = nn.Embedding(2, predicate_dim)
+        self.encoder = AlternatingHighwayLstm(embedder.output_dim + predicate_dim, hidden_dim, num_layers, recurrent_dropout)
+        self.projection = nn.Linear(hidden_dim, len(self.labels))
+        nn.init.orthogonal_(self.projection.weight)
+        nn.init.zeros_(self.projection.bias)
+        transitions, start = bio_constraints(self.labels)
+        self.register_buffer("transitions", transitions, persistent=False)
+        self.register_buffer("start", start, persistent=False)
+
+    def forward(self, batch: dict) -> TaskOutput:
+        text = batch["text"]
+        mask = text.mask  # (B, T)
+        x = torch.cat([self.embedder(text), self.predicate_embedding(batch["predicate"])], dim=-1)
+        logits = self.projection(self.encoder(x, mask))  # (B, T, tags)
+        log_probs = torch.log_softmax(logits, dim=-1)
+        gold = batch["tags"]
+        loss = nn.functional.nll_loss(log_probs.reshape(-1, len(self.labels)), gold.reshape(-1), ignore_index=IGNORE_TAG)
+        if not torch.isfinite(loss):  # a batch whose every tag is unknown
+            loss = log_probs.sum() * 0.0
+        paths = viterbi_decode(log_probs, mask, self.transitions, self.start)
+        return TaskOutput(loss, [[self.labels[i] for i in path] for path in paths])
+
+
+class SrlMetric(Metric):
+    """Span F1 excluding ``V`` of the predicted tag strings against ``batch["gold_tags"]``."""
+
+    def __init__(self) -> None:
+        self.span_f1 = SpanF1(ignore=("V",))
+
+    def reset(self) -> None:
+        self.span_f1.reset()
+
+    def update(self, predictions: list[list[str]], batch: dict) -> None:
+        for gold, predicted in zip(batch["gold_tags"], predictions):
+            self.span_f1.update(gold, predicted)
+
+    def compute(self) -> dict[str, float]:
+        out = self.span_f1.compute()
+        return {"f1": out["f1"], "precision": out["precision"], "recall": out["recall"]}
+
+
+@register("task", "srl")
+class SrlTask(Task):
+    """CoNLL-2012 semantic role labelling (span F1 without V).
+
+    Args:
+        train, dev, test: a ``*_gold_conll`` file or a directory of them.
+        model: hyperparameters (paper defaults in ``default_model``).
+        max_instances: keep only the first N instances of each split (None = all);
+            for CPU demos.
+    """
+
+    metric_name = "f1"
+    default_model = {
+        "hidden_dim": 300, "num_layers": 8, "recurrent_dropout": 0.1, "predicate_dim": 100,
+        "feature_dropout": 0.1, "layer_norm": False,
+    }
+    default_trainer = {"batch_size": 80, "lr": 1e-3, "grad_norm": 1.0, "epochs": 500, "patience": 200, "mix_l2": 1e-3}
+
+    def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
+                 model: dict[str, Any] | None = None, max_instances: int | None = None):
+        super().__init__(train, dev, test, model)
+        o = self.model_options
+        for key in ("hidden_dim", "num_layers", "predicate_dim"):
+            if not isinstance(o[key], int) or o[key] < 1:
+                raise ConfigError(f"task srl model.{key} must be a positive integer, got {o[key]!r}")
+        if max_instances is not None and (not isinstance(max_instances, int) or max_instances < 1):
+            raise ConfigError(f"task srl: max_instances must be a positive integer or null, got {max_instances!r}")
+        self.max_instances = max_instances
+        self.labels: list[str] | None = None
+
+    def read(self, split: str) -> list[SrlInstance]:
+        if not self.paths.get(split):
+            raise ConfigError(f"task srl: no {split!r} path configured (set tasks.srl.{split})")
+        instances = list(srl_instances(read_conll2012(self.paths[split])))
+        if self.max_instances:
+            instances = instances[: self.max_instances]
+        if split == "train":
+            self.labels = self.label_set(instances)
+        return instances
+
+    @staticmethod
+    def label_set(instances: Iterable[SrlInstance]) -> list[str]:
+        """``O`` first, then every B-/I- tag of the training data (each role gets both), sorted."""
+        roles = {t[2:] for x in instances for t in x.tags if t != "O"}
+        return ["O"] + [f"{p}-{r}" for r in sorted(roles) for p in ("B", "I")]
+
+    def sentences(self, instances: Sequence[SrlInstance]) -> Iterable[list[str]]:
+        seen: set[tuple[str, ...]] = set()
+        for x in instances:
+            key = tuple(x.words)
+            if key not in seen:
+                seen.add(key)
+                yield list(x.words)
+
+    def length(self, instance: SrlInstance) -> int:
+        return len(instance.words)
+
+    def _labels(self) -> list[str]:
+        if self.labels is None:
+            self.read("train")
+        assert self.labels is not None
+        return self.labels
+
+    def build_model(self, inputs) -> SrlTagger:
+        o = dict(self.model_options)
+        embedder = inputs.embedder(layer_norm=o.pop("layer_norm"), feature_dropout=o.pop("feature_dropout"))
+        return SrlTagger(embedder, self._labels(), **o)
+
+    def collate(self, instances: Sequence[SrlInstance], inputs) -> dict:
+        index = {t: i for i, t in enumerate(self._labels())}
+        text = inputs.encode([x.words for x in instances])
+        batch, time = text.mask.shape
+        predicate = torch.zeros(batch, time, dtype=torch.long)
+        tags = torch.full((batch, time), IGNORE_TAG, dtype=torch.long)
+        for b, x in enumerate(instances):
+            if x.predicate_index is not None:
+                predicate[b, x.predicate_index] = 1
+            tags[b, : len(x.tags)] = torch.tensor([index.get(t, IGNORE_TAG) for t in x.tags], dtype=torch.long)
+        return {"text": text, "predicate": predicate, "tags": tags, "gold_tags": [list(x.tags) for x in instances]}
+
+    def new_metric(self) -> SrlMetric:
+        return SrlMetric()

@@ -1,0 +1,163 @@
+"""Optimizers named in an LM spec's ``optimizer`` section, and global-norm clipping.
+
+``optimizer.type``:
+
+* ``scheduled_adam`` (ELMo-C family, spec 1.1): Adam, betas (0.9, 0.999), eps 1e-6,
+  learning rate overwritten each step by :class:`~elmoc.train.schedule.ScaledSchedule`.
+* ``adam``: Adam with a constant ``lr``.
+* ``adagrad`` (original ELMo / bilm-tf): Adagrad, ``lr`` 0.2, initial accumulator 1.0.
+
+Parameters an output layer reports as sparse (``sparse_parameters()``, e.g. the
+sampled softmax's ``nn.Embedding(sparse=True)`` tables) go to a sparse-capable
+optimizer: ``torch.optim.SparseAdam`` for the Adam types (as the paper's
+``sparse_adam`` option), while Adagrad handles sparse gradients itself.  A dense
+V x d gradient per step would make the sampled baseline look slower than it is.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import torch
+from torch import nn
+
+from elmoc.errors import ConfigError
+from elmoc.train.schedule import ScaledSchedule
+
+
+@dataclass
+class OptimizerBundle:
+    """The optimizers of one model and the learning rate as a function of the 1-based step."""
+
+    optimizers: list[torch.optim.Optimizer]
+    lr_at: Callable[[int], float]
+
+    def set_lr(self, step: int) -> float:
+        lr = self.lr_at(step)
+        for opt in self.optimizers:
+            for group in opt.param_groups:
+                group["lr"] = lr
+        return lr
+
+    def zero_grad(self) -> None:
+        for opt in self.optimizers:
+            opt.zero_grad(set_to_none=True)
+
+    def step(self) -> None:
+        for opt in self.optimizers:
+            opt.step()
+
+    def state_dict(self) -> list[dict]:
+        return [opt.state_dict() for opt in self.optimizers]
+
+    def load_state_dict(self, states: list[dict]) -> None:
+        if len(states) != len(self.optimizers):
+            raise ConfigError(
+                f"checkpoint has {len(states)} optimizer states but the spec builds {len(self.optimizers)}; "
+                "was the optimizer type changed between runs?"
+            )
+        for opt, state in zip(self.optimizers, states):
+            opt.load_state_dict(state)
+
+
+_KNOWN = {
+    "scheduled_adam": {"base_scale", "base_ratio", "warmup", "decay_ratio", "end_decay_ratio", "betas", "eps"},
+    "adam": {"lr", "betas", "eps", "weight_decay"},
+    "adagrad": {"lr", "initial_accumulator_value"},
+}
+
+
+def split_parameters(model: nn.Module) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+    """(dense, sparse) trainable parameters; sparse ones come from ``sparse_parameters()``."""
+    sparse_ids: set[int] = set()
+    for module in model.modules():
+        if hasattr(module, "sparse_parameters"):
+            sparse_ids.update(id(p) for p in module.sparse_parameters())
+    dense, sparse = [], []
+    for p in model.parameters():
+        if p.requires_grad:
+            (sparse if id(p) in sparse_ids else dense).append(p)
+    return dense, sparse
+
+
+def build_optimizer(config: dict, model: nn.Module, batch_size: int) -> OptimizerBundle:
+    """Optimizers for ``model`` from the spec's ``optimizer`` section.
+
+    Args:
+        config: ``{"type": ..., **options}``.
+        batch_size: the *global* batch (the schedule scales with it, spec P10).
+    """
+    config = dict(config)
+    kind = config.pop("type", None)
+    if kind not in _KNOWN:
+        raise ConfigError(f"optimizer.type must be one of {sorted(_KNOWN)}, got {kind!r}")
+    unknown = sorted(set(config) - _KNOWN[kind])
+    if unknown:
+        raise ConfigError(f"optimizer {kind!r} got unknown option(s) {unknown}; accepted: {sorted(_KNOWN[kind])}")
+    dense, sparse = split_parameters(model)
+    if not dense and not sparse:
+        raise ConfigError("the model has no trainable parameters")
+    if kind == "adagrad":
+        lr = float(config.get("lr", 0.2))
+        acc = float(config.get("initial_accumulator_value", 1.0))
+        opt = torch.optim.Adagrad(dense + sparse, lr=lr, initial_accumulator_value=acc)
+        return OptimizerBundle([opt], lambda step: lr)
+    betas = tuple(config.get("betas", (0.9, 0.999)))
+    eps = float(config.get("eps", 1e-6 if kind == "scheduled_adam" else 1e-8))
+    if kind == "adam":
+        lr = float(config.get("lr", 1e-3))
+        lr_at: Callable[[int], float] = lambda step: lr
+        weight_decay = float(config.get("weight_decay", 0.0))
+    else:
+        lr_at = ScaledSchedule(
+            batch_size=batch_size,
+            base_scale=float(config.get("base_scale", 1e-4)),
+            base_ratio=float(config.get("base_ratio", 1.0)),
+            warmup=int(config.get("warmup", 10000)),
+            decay_ratio=float(config.get("decay_ratio", 0.4)),
+            end_decay_ratio=float(config.get("end_decay_ratio", 2.0)),
+        )
+        weight_decay = 0.0
+    optimizers: list[torch.optim.Optimizer] = []
+    if dense:
+        optimizers.append(torch.optim.Adam(dense, lr=lr_at(1), betas=betas, eps=eps, weight_decay=weight_decay))
+    if sparse:
+        optimizers.append(torch.optim.SparseAdam(sparse, lr=lr_at(1), betas=betas, eps=eps))
+    return OptimizerBundle(optimizers, lr_at)
+
+
+def global_grad_norm(parameters: Iterable[nn.Parameter]) -> torch.Tensor:
+    """L2 norm over all gradients, dense and sparse (sparse ones are coalesced first).
+
+    ``torch.nn.utils.clip_grad_norm_`` does not accept sparse gradients, hence this.
+    """
+    total = None
+    for p in parameters:
+        g = p.grad
+        if g is None:
+            continue
+        if g.is_sparse:
+            g = g.coalesce()
+            p.grad = g  # duplicates summed once, so scaling below is exact
+            sq = g._values().float().pow(2).sum()
+        else:
+            sq = g.float().pow(2).sum()
+        total = sq if total is None else total + sq
+    if total is None:
+        return torch.tensor(0.0)
+    return total.sqrt()
+
+
+def clip_global_norm(parameters: Iterable[nn.Parameter], max_norm: float) -> float:
+    """Scale all gradients so their global L2 norm is at most ``max_norm``; returns the norm before."""
+    params = [p for p in parameters if p.grad is not None]
+    norm = global_grad_norm(params)
+    norm_value = float(norm)
+    if not math.isfinite(norm_value):
+        return norm_value
+    if max_norm > 0 and norm_value > max_norm:
+        scale = max_norm / (norm_value + 1e-6)
+        for p in params:
+            p.grad.mul_(scale)
+    return norm_value

@@ -1,0 +1,78 @@
+"""The paper's batch-scaled learning-rate schedule (spec 1.1 "Optimizer", P10).
+
+ELMo-C's code overwrites Adam's learning rate every step with a simplified RNMT+
+schedule (Chen et al. 2018).  With ``B`` the *global* batch size::
+
+    n           = base_ratio * B / 128
+    start_decay = int(4e8 / B * decay_ratio)
+    end_decay   = int(4e8 / B * end_decay_ratio)
+    lr(s) = base_scale * min(1 + s*(n-1)/warmup, n, n*(2n)^((start_decay - s)/(end_decay - start_decay)))
+            for s < end_decay, and base_scale / 2 afterwards
+
+where the step ``s`` counts from 1.  Warmup starts at about ``base_scale`` (not 0),
+plateaus at ``n * base_scale`` and decays toward ``base_scale / 2``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from elmoc.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ScaledSchedule:
+    """Learning rate as a function of the 1-based step.
+
+    Args:
+        batch_size: global batch ``B`` (all data-parallel processes together).
+        base_scale: ``1e-4`` in the paper.
+        base_ratio: multiplies ``B/128`` to give the plateau factor ``n``.
+        warmup: warmup steps (10,000 in the paper).
+        decay_ratio, end_decay_ratio: fractions of ``4e8 / B`` steps where decay starts and ends.
+        tokens_per_epoch_ref: the ``4e8`` constant (sequences of 20 tokens: 8e9 tokens = ~10 epochs of 1B Word).
+    """
+
+    batch_size: int
+    base_scale: float = 1e-4
+    base_ratio: float = 1.0
+    warmup: int = 10000
+    decay_ratio: float = 0.4
+    end_decay_ratio: float = 2.0
+    tokens_per_epoch_ref: float = 4e8
+
+    def __post_init__(self) -> None:
+        if self.batch_size <= 0:
+            raise ConfigError(f"schedule: batch_size must be positive, got {self.batch_size}")
+        if self.warmup <= 0:
+            raise ConfigError(f"schedule: warmup must be a positive number of steps, got {self.warmup}")
+        if not 0 <= self.decay_ratio < self.end_decay_ratio:
+            raise ConfigError(
+                f"schedule: need 0 <= decay_ratio < end_decay_ratio, got {self.decay_ratio} and {self.end_decay_ratio}"
+            )
+        if self.start_decay >= self.end_decay:
+            raise ConfigError(
+                f"schedule: start_decay ({self.start_decay}) must be before end_decay ({self.end_decay}); "
+                "the batch size is too large for tokens_per_epoch_ref"
+            )
+
+    @property
+    def n(self) -> float:
+        return self.base_ratio * self.batch_size / 128
+
+    @property
+    def start_decay(self) -> int:
+        return int(self.tokens_per_epoch_ref / self.batch_size * self.decay_ratio)
+
+    @property
+    def end_decay(self) -> int:
+        return int(self.tokens_per_epoch_ref / self.batch_size * self.end_decay_ratio)
+
+    def __call__(self, step: int) -> float:
+        if step < 1:
+            raise ValueError(f"steps count from 1, got {step}")
+        n = self.n
+        if step >= self.end_decay:
+            return self.base_scale / 2
+        warm = 1 + step * (n - 1) / self.warmup
+        decay = n * (2 * n) ** ((self.start_decay - step) / (self.end_decay - self.start_decay))
+        return self.base_scale * min(warm, n, decay)

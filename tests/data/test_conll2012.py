@@ -1,0 +1,155 @@
+"""CoNLL-2012 reader: hand-written files in the real format and the AllenNLP fixtures."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from elmoc.data.conll2012 import (
+    continuation_without_base,
+    read_conll2012,
+    read_conll2012_file,
+    srl_instances,
+)
+from elmoc.errors import InputFileError
+
+# Columns: doc part num word POS parse lemma frameset sense speaker NER srl... coref
+TINY = """\
+#begin document (nw/wsj/00/wsj_0001); part 002
+nw/wsj/00/wsj_0001 2 0 John   NNP (TOP(S(NP*) -    -  - Speaker#1 (PERSON) (ARG0*)   *        (0)
+nw/wsj/00/wsj_0001 2 1 said   VBD (VP*        say  01 - Speaker#1 *        (V*)      *        -
+nw/wsj/00/wsj_0001 2 2 he     PRP (S(NP*)     -    -  - Speaker#1 *        (ARG1*    (ARG0*)  (0)
+nw/wsj/00/wsj_0001 2 3 would  MD  (VP*        -    -  - Speaker#1 *        *         (ARGM-MOD*) -
+nw/wsj/00/wsj_0001 2 4 leave  VB  (VP*))))    leave 01 - Speaker#1 *       *)        (V*)     -
+nw/wsj/00/wsj_0001 2 5 .      .   *))         -    -  - Speaker#1 *        *         *        -
+
+nw/wsj/00/wsj_0001 2 0 The    DT  (TOP(S(NP*  -    -  - Speaker#2 *        (1|(2
+nw/wsj/00/wsj_0001 2 1 old    JJ  *           -    -  - Speaker#2 *        2)
+nw/wsj/00/wsj_0001 2 2 man    NN  *)          -    -  - Speaker#2 *        1)
+nw/wsj/00/wsj_0001 2 3 left   VBD (VP*)       -    -  - Speaker#2 *        -
+nw/wsj/00/wsj_0001 2 4 him    PRP *))         -    -  - Speaker#2 *        (0)
+#end document
+#begin document (bc/cctv/00/cctv_0001); part 000
+bc/cctv/00/cctv_0001 0 0 Says VBZ (TOP(S(VP* say 01 - A * (V*) (C-ARG1* -
+bc/cctv/00/cctv_0001 0 1 who  WP  *          -   -  - A * (R-ARG0*) *) -
+bc/cctv/00/cctv_0001 0 2 ?    .   *))        -   -  - A * * (V*) -
+#end document
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "tiny.gold_conll") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_documents_parts_genre_speakers(tmp_path):
+    docs = read_conll2012_file(write(tmp_path, TINY))
+    assert [d.doc_key for d in docs] == ["nw/wsj/00/wsj_0001_2", "bc/cctv/00/cctv_0001_0"]
+    assert [d.genre for d in docs] == ["nw", "bc"]
+    assert [len(d.sentences) for d in docs] == [2, 1]
+    assert docs[0].words[:3] == ["John", "said", "he"]
+    assert docs[0].speakers == ["Speaker#1"] * 6 + ["Speaker#2"] * 5
+    assert docs[0].sentence_starts == [0, 6]
+    assert docs[0].sentences[1].line == 9
+
+
+def test_coref_clusters_with_nested_and_multi_items(tmp_path):
+    doc = read_conll2012_file(write(tmp_path, TINY))[0]
+    # cluster 0: John (0), he (2), him (6+4=10); cluster 1: "The old man" (6..8); cluster 2: "The old" (6..7)
+    assert doc.clusters == [[(0, 0), (2, 2), (10, 10)], [(6, 8)], [(6, 7)]]
+    assert doc.sentences[1].coref_spans == [(2, 0, 1), (1, 0, 2), (0, 4, 4)]
+
+
+def test_srl_frames_become_bio_instances(tmp_path):
+    instances = list(srl_instances(read_conll2012_file(write(tmp_path, TINY))))
+    # sentence 1 has two predicates, sentence 2 none (one all-O instance), doc 2 two predicates
+    assert [i.predicate_index for i in instances] == [1, 4, None, 0, 2]
+    assert instances[0].tags == ["B-ARG0", "B-V", "B-ARG1", "I-ARG1", "I-ARG1", "O"]
+    assert instances[1].tags == ["O", "O", "B-ARG0", "B-ARGM-MOD", "B-V", "O"]
+    assert instances[2].tags == ["O"] * 5
+    # reference and continuation arguments keep their own labels
+    assert instances[3].tags == ["B-V", "B-R-ARG0", "O"]
+    assert instances[4].tags == ["B-C-ARG1", "I-C-ARG1", "B-V"]
+    assert continuation_without_base(instances[4].tags) == ["C-ARG1"]
+    assert continuation_without_base(["B-ARG1", "O", "B-C-ARG1"]) == []
+
+
+@pytest.mark.parametrize(
+    "bad_line, message",
+    [
+        ("nw/wsj/00/wsj_0001 2 1 said VBD (VP* say 01 - Speaker#1 * (V* * -", "still open"),
+        ("nw/wsj/00/wsj_0001 2 1 said VBD (VP* say 01 - Speaker#1 * (V*) * 7)", "not open"),
+        ("nw/wsj/00/wsj_0001 2 1 said VBD (VP* say 01 - Speaker#1 * (V*) * (x)", "malformed coreference"),
+        ("nw/wsj/00/wsj_0001 2 1 said VBD (VP* say 01 - Speaker#1 * [V*] * -", "malformed cell"),
+        ("nw/wsj/00/wsj_0001 2 1 said VBD (VP* say 01 - Speaker#1 * (V*) -", "columns"),
+        ("nw/wsj/00/wsj_0001 2 1 said", "at least 12"),
+        ("nw/wsj/00/wsj_0001 5 1 said VBD (VP* say 01 - Speaker#1 * (V*) * -", "part number"),
+    ],
+)
+def test_malformed_line_names_file_and_line(tmp_path, bad_line, message):
+    lines = TINY.splitlines()
+    lines[2] = bad_line  # line 3 of the file: "said"
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    with pytest.raises(InputFileError, match=message) as info:
+        read_conll2012_file(path)
+    assert info.value.path == str(path)
+    assert info.value.line is not None and 2 <= info.value.line <= 7  # inside the first sentence
+
+
+def test_unclosed_coref_points_at_the_sentence(tmp_path):
+    text = TINY.replace("(ARG1*    (ARG0*)  (0)", "(ARG1*    (ARG0*)  (0")
+    with pytest.raises(InputFileError, match=r"cluster\(s\) \[0\] opened but not closed") as info:
+        read_conll2012_file(write(tmp_path, text))
+    assert info.value.line == 7
+
+
+def test_document_structure_errors(tmp_path):
+    with pytest.raises(InputFileError, match="no '#end document'"):
+        read_conll2012_file(write(tmp_path, TINY.rsplit("#end document", 1)[0]))
+    with pytest.raises(InputFileError, match="outside") as info:
+        read_conll2012_file(write(tmp_path, "\n".join(TINY.splitlines()[1:]), "b.gold_conll"))
+    assert info.value.line == 1
+    with pytest.raises(InputFileError, match="no '\\(V\\*' predicate"):
+        read_conll2012_file(write(tmp_path, TINY.replace("(V*) (C-ARG1*", "*   (C-ARG1*"), "c.gold_conll"))
+    with pytest.raises(InputFileError, match="'ARG1' is never closed") as info:
+        read_conll2012_file(write(tmp_path, TINY.replace("Speaker#1 *       *)", "Speaker#1 *       * "), "d.gold_conll"))
+    assert info.value.line == 7
+    with pytest.raises(InputFileError, match="not found"):
+        read_conll2012(tmp_path / "missing")
+
+
+def test_allennlp_srl_fixture(shared_data):
+    docs = read_conll2012(shared_data / "fixtures/allennlp/srl/nt_6401.gold_conll")
+    assert len(docs) == 1 and docs[0].genre == "pt" and len(docs[0].sentences) == 37
+    instances = list(srl_instances(docs))
+    assert len(instances) == 82
+    first = instances[0]
+    assert first.words == ["Greetings", "from", "the", "Elder", "."]
+    assert first.predicate_index is None and first.tags == ["O"] * 5
+    love = instances[1]
+    assert love.predicate_index == 10 and love.words[10] == "love"
+    assert love.tags == ["O"] * 6 + ["B-ARG1", "I-ARG1", "B-ARG0", "B-ARGM-ADV", "B-V", "O"]
+    # every predicate instance tags its own predicate as V
+    assert all(i.tags[i.predicate_index] == "B-V" for i in instances if i.predicate_index is not None)
+
+
+def test_allennlp_conll2012_directory_fixture(shared_data):
+    docs = read_conll2012(shared_data / "fixtures/allennlp/conll_2012")
+    assert [len(d.sentences) for d in docs] == [4, 1]
+    assert docs[0].doc_key == "bn/cnn/01/cnn_0115_0"
+    # the 12-column sentence (no SRL frame) with non-contiguous word numbers
+    assert docs[0].sentences[2].words == ["Denise", "Dillon", "Headline", "News", "."]
+    assert docs[0].sentences[2].srl_frames == []
+    assert docs[0].sentences[0].coref_spans == [(1, 4, 6), (3, 4, 7)]
+
+
+def test_allennlp_coref_fixture(shared_data):
+    docs = read_conll2012(shared_data / "fixtures/allennlp/coref/coref.gold_conll")
+    assert [d.doc_key for d in docs] == ["bc/cctv/00/cctv_0000_0", "bc/cctv/00/cctv_0000_3"]
+    assert all(d.genre == "bc" for d in docs)
+    # cluster 6 = Hong Kong, cluster 44 = the clever Hong Kong people / they (ordered by id)
+    assert docs[1].clusters == [[(3, 4), (29, 30), (42, 43)], [(27, 31), (36, 36)]]
+    words = docs[1].words
+    assert words[3:5] == ["Hong", "Kong"] and words[29:31] == ["Hong", "Kong"]
+    assert set(docs[0].speakers) == {"Speaker#1"}
