@@ -22,6 +22,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/features.smk"
+include: "workflow/rules/tasks.smk"
 include: "workflow/rules/tables.smk"
 
 

@@ -43,3 +43,14 @@ def features_writer():
 @pytest.fixture
 def vectors_writer():
     return write_vectors
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models run far faster on one thread than on 2 contended ones."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

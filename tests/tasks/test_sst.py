@@ -29,6 +29,11 @@ def test_parse_tree_leaves_and_labels():
     assert [n.label for n in tree.nodes()] == [3, 2, 4, 3, 4]
 
 
+def test_leaf_with_several_words_like_nltk():
+    tree = parse_tree(r"(2 (2 like) (2 8 1\/2))")
+    assert tree.leaves() == ["like", "8", r"1\/2"]
+
+
 def test_subtrees_for_train_roots_for_eval(tmp_path):
     task = _task(tmp_path)
     train, test = task.read("train"), task.read("test")
@@ -53,6 +58,7 @@ def test_unique_subtrees_and_binary_view(tmp_path):
 
 @pytest.mark.parametrize("text,message", [
     ("(3 (2 The) (4 film)", "missing '\\)'"),
+    ("(3 (2 The) (4 film (2 x)))", "not closed"),
     ("(7 (2 The))", "label '7'"),
     ("(3 (2 The)) extra", "trailing text"),
     ("(3)", "neither a word nor children"),

@@ -3,6 +3,7 @@
 import json
 import shlex
 import sys
+from pathlib import Path
 
 from elmoc.config import artifact_paths, resolve_variant
 
@@ -24,7 +25,9 @@ def variants():
 
 
 def lm_spec(variant):
-    return resolve_variant(config, variant)
+    # presets_dir is relative to the repository (the Snakefile's folder), not the workdir
+    presets = Path(workflow.basedir) / config["pretrain"]["presets_dir"]
+    return resolve_variant(config, variant, presets_dir=presets)
 
 
 def lm_spec_json(wildcards):

@@ -16,7 +16,8 @@ DESCRIPTION = (
 
 def add_arguments(parser) -> None:
     parser.add_argument("--task", required=True, help="task name, i.e. the key under `tasks:` in the config (e.g. sst5)")
-    parser.add_argument("--config", required=True, help="workflow config (uses tasks.<task> and scale) or a single task section YAML")
+    parser.add_argument("--config", help="workflow config (uses tasks.<task> and scale) or a single task section YAML")
+    parser.add_argument("--section-json", help="the task section as JSON instead of --config (what the workflow passes)")
     parser.add_argument("--variant", required=True, help="name recorded in the metrics JSON (LM variant, or 'fasttext')")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     parser.add_argument("--output", required=True, help="metrics JSON to write (e.g. results/tasks/sst5/elmo-c/seed1.json)")
@@ -38,7 +39,7 @@ def run(args) -> int:
     import torch
 
     from elmoc.errors import ConfigError
-    from elmoc.tasks.config import build_task, load_task_section
+    from elmoc.tasks.config import build_task, task_section_from_args
     from elmoc.tasks.embedder import TaskInputs
     from elmoc.tasks.runner import TrainerConfig, run_task
 
@@ -46,7 +47,7 @@ def run(args) -> int:
     start = time.time()
     if args.threads:
         torch.set_num_threads(args.threads)
-    section, scale = load_task_section(args.config, args.task)
+    section, scale = task_section_from_args(args)
     scale = args.scale or scale
     task, trainer_options = build_task(section)
     trainer = TrainerConfig.from_dict(trainer_options, task.default_trainer)

@@ -13,7 +13,8 @@ DESCRIPTION = (
 
 def add_arguments(parser) -> None:
     parser.add_argument("--task", required=True, help="task name, i.e. the key under `tasks:` in the config (e.g. sst5)")
-    parser.add_argument("--config", required=True, help="workflow config (uses tasks.<task>) or a single task section YAML")
+    parser.add_argument("--config", help="workflow config (uses tasks.<task>) or a single task section YAML")
+    parser.add_argument("--section-json", help="the task section as JSON instead of --config (what the workflow passes)")
     parser.add_argument("--output", required=True, help="sentences file to write (e.g. results/tasks/sst5/sentences.txt)")
 
 
@@ -25,9 +26,9 @@ def run(args) -> int:
 
     from elmoc.errors import ConfigError
     from elmoc.features.store import sentence_key
-    from elmoc.tasks.config import build_task, load_task_section
+    from elmoc.tasks.config import build_task, task_section_from_args
 
-    section, _ = load_task_section(args.config, args.task)
+    section, _ = task_section_from_args(args)
     task, _ = build_task(section)
     missing = task.missing_data()
     if missing:

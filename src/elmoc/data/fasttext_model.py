@@ -2,10 +2,15 @@
 
 Training uses the ``fasttext`` library (skipgram with character n-grams, spec 2.5:
 the ``.bin`` subword model is required because OOV words get vectors composed from
-their n-grams).  **Determinism:** fastText's Hogwild training is bit-reproducible
-only with ``thread=1`` (each thread updates shared weights without locks, so with
-more threads the result depends on scheduling); the configs default to 1 thread,
-and more threads are allowed but logged as non-deterministic.
+their n-grams).  **Determinism:** fastText's Hogwild training can only be
+bit-reproducible with ``thread=1`` (threads update shared weights without locks),
+so the configs default to 1 thread and more threads are logged as
+non-deterministic.  Measured with the fasttext==0.9.3 wheel: with the demo
+settings (dim 50-100, bucket >= 1e5) two runs wrote identical ``.bin`` files, but
+with tiny settings (dim 10, bucket 2000, a 20K-token corpus) identical runs gave
+different vectors and sometimes "Encountered NaN", even with ``thread=1``, in one
+process or in fresh ones.  So reproducibility of *training* is not guaranteed by
+the library; everything downstream of a given ``.bin`` is deterministic.
 
 A pretrained model (the paper's ``crawl-300d-2M-subword.bin``, shipped inside a
 zip) is fetched with :mod:`elmoc.data.fetch` and linked (hard link, else symbolic
@@ -87,16 +92,24 @@ def train_fasttext(shards: list[Path], out: str | Path, config: FastTextTrainCon
         if n_tokens == 0:
             raise InputFileError(shards[0].parent, "train shards contain no tokens")
         start = time.perf_counter()
-        model = _train_skipgram(corpus, asdict(config))
+        try:
+            model = _train_skipgram(corpus, asdict(config))
+        except RuntimeError as e:
+            raise InputFileError(
+                shards[0].parent, f"fastText training failed: {e} (for 'Encountered NaN': lower lr, raise bucket/dim)"
+            ) from None
+        n_words = len(model.words)
+        if n_words == 0:
+            raise InputFileError(shards[0].parent, f"fasttext learned no words (minCount={config.minCount}); "
+                                 "lower minCount")
+        with atomic_path(out) as tmp:
+            model.save_model(str(tmp))
         seconds = time.perf_counter() - start
     finally:
         Path(corpus).unlink(missing_ok=True)
-    raise_if_empty(model, shards[0].parent, config.minCount)
-    with atomic_path(out) as tmp:
-        model.save_model(str(tmp))
-    summary = {"words": len(model.words), "tokens": n_tokens, "epochs": config.epoch,
+    summary = {"words": n_words, "tokens": n_tokens, "epochs": config.epoch,
                "seconds": round(seconds, 2), "tokens_per_second": round(n_tokens * config.epoch / seconds)}
-    log.info("fasttext: %d words, %d tokens x %d epochs in %.1fs", summary["words"], n_tokens, config.epoch, seconds)
+    log.info("fasttext: %d words, %d tokens x %d epochs in %.1fs", n_words, n_tokens, config.epoch, seconds)
     return summary
 
 
@@ -117,11 +130,6 @@ def _train_skipgram(corpus: str, params: dict):
     fasttext_pybind.train(model.f, built)
     model.set_args(model.f.getArgs())
     return model
-
-
-def raise_if_empty(model, corpus: Path, min_count: int) -> None:
-    if len(model.words) == 0:
-        raise InputFileError(corpus, f"fasttext learned no words (minCount={min_count}); lower minCount")
 
 
 def link_or_copy(src: Path, dst: Path) -> None:

@@ -30,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import urllib.parse
 import urllib.request
@@ -248,19 +249,27 @@ def obtain(spec: FetchSpec, cache: str | Path) -> Path:
     return path
 
 
-def extract_members(archive: Path, globs: list[str], out_dir: Path) -> list[Path]:
-    """Extract the zip members matching ``globs`` into ``out_dir`` under their base names.
-
-    Each glob must match at least one file member; two members with the same base
-    name are an error (the output is flat).
-    """
-    try:
+def _archive_members(archive: Path):
+    """``(names, open_member)`` of a zip/wheel or a (compressed) tar archive."""
+    if zipfile.is_zipfile(archive):
         zf = zipfile.ZipFile(archive)
-    except zipfile.BadZipFile:
-        raise InputFileError(archive, "not a zip/wheel archive, so 'members' cannot be extracted") from None
+        return zf, [n for n in zf.namelist() if not n.endswith("/")], zf.open
+    if tarfile.is_tarfile(archive):
+        tf = tarfile.open(archive)
+        return tf, [m.name for m in tf.getmembers() if m.isfile()], tf.extractfile
+    raise InputFileError(archive, "not a zip/wheel or tar archive, so 'members' cannot be extracted")
+
+
+def extract_members(archive: Path, globs: list[str], out_dir: Path) -> list[Path]:
+    """Extract the members matching ``globs`` into ``out_dir`` under their base names.
+
+    Works for zip/wheel and tar(.gz/.bz2/.xz) archives.  Each glob must match at
+    least one file member; two members with the same base name are an error (the
+    output is flat, which also rules out path traversal).
+    """
+    handle, names, open_member = _archive_members(archive)
     written: dict[str, str] = {}
-    with zf:
-        names = [n for n in zf.namelist() if not n.endswith("/")]
+    with handle:
         for pattern in globs:
             matched = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
             if not matched:
@@ -273,7 +282,7 @@ def extract_members(archive: Path, globs: list[str], out_dir: Path) -> list[Path
                 if base in written and written[base] != member:
                     raise InputFileError(archive, f"members {written[base]!r} and {member!r} share the name {base!r}")
                 written[base] = member
-                with zf.open(member) as src, open(out_dir / base, "wb") as dst:
+                with open_member(member) as src, open(out_dir / base, "wb") as dst:
                     shutil.copyfileobj(src, dst, _CHUNK)
     return [out_dir / b for b in sorted(written)]
 

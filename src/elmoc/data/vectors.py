@@ -40,7 +40,12 @@ def fasttext_table(vocab: Vocabulary, model_path: str | Path) -> tuple[np.ndarra
     model_path = Path(model_path)
     if not model_path.is_file():
         raise InputFileError(model_path, "fastText model not found; run `elmoc fasttext` first")
-    model = fasttext.load_model(str(model_path))
+    return table_from_model(vocab, fasttext.load_model(str(model_path)))
+
+
+def table_from_model(vocab: Vocabulary, model) -> tuple[np.ndarray, dict]:
+    """:func:`fasttext_table` for a loaded model (anything with ``words``,
+    ``get_dimension()`` and ``get_word_vector(str)``, as ``fasttext._FastText``)."""
     words = set(model.words)
     get = model.get_word_vector
     table = np.empty((len(vocab), model.get_dimension()), dtype=np.float32)

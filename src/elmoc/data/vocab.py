@@ -109,17 +109,11 @@ class Vocabulary:
 
     def save(self, path: str | Path) -> None:
         """Write atomically (temp file + rename)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                for token, count in zip(self.tokens, self.counts):
-                    f.write(f"{token}\t{count}\n")
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        from elmoc.data.atomic import atomic_file
+
+        with atomic_file(path) as f:
+            for token, count in zip(self.tokens, self.counts):
+                f.write(f"{token}\t{count}\n")
 
     @classmethod
     def load(cls, path: str | Path) -> "Vocabulary":

@@ -40,6 +40,8 @@ def block_orthogonal_(weight: torch.Tensor, block_rows: int, block_cols: int, ga
     Shape: weight (rows, cols); both must be multiples of the block sizes.
     """
     rows, cols = weight.shape
+    if weight.is_meta:  # sizing a model on the meta device: nothing to initialize
+        return
     if rows % block_rows or cols % block_cols:
         raise ValueError(f"weight {tuple(weight.shape)} is not a grid of ({block_rows}, {block_cols}) blocks")
     with torch.no_grad():
@@ -84,6 +86,8 @@ class ProjectedLstmLayer(nn.Module):
         """Block-orthogonal gate weights, zero bias with forget bias 1 (spec 1.1)."""
         block_orthogonal_(self.input_linearity.weight, self.cell_size, self.input_size)
         block_orthogonal_(self.state_linearity.weight, self.cell_size, self.projection_size)
+        if self.state_linearity.bias.is_meta:
+            return
         with torch.no_grad():
             self.state_linearity.bias.zero_()
             self.state_linearity.bias[self.cell_size : 2 * self.cell_size] = 1.0

@@ -37,15 +37,19 @@ REQUIRED_OPTIONS = (
 )
 
 
-def read_options(path: str | Path) -> dict[str, Any]:
-    """The bilm-tf options of ``path``, with every key this layer needs checked."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputFileError(path, "options.json not found")
-    try:
-        options = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputFileError(path, f"not valid JSON ({e})", getattr(e, "lineno", None)) from None
+def read_options(source: str | Path | dict[str, Any]) -> dict[str, Any]:
+    """bilm-tf options from an ``options.json`` path or an inline mapping, with every
+    key this layer needs checked (errors name the file, or "inline options")."""
+    if isinstance(source, dict):
+        path, options = Path("<inline options>"), source
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise InputFileError(path, "options.json not found")
+        try:
+            options = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise InputFileError(path, f"not valid JSON ({e})", getattr(e, "lineno", None)) from None
     for keys in REQUIRED_OPTIONS:
         node: Any = options
         for depth, key in enumerate(keys):
@@ -89,8 +93,8 @@ class CharCnnInput(InputLayer):
     """Character CNN token encoder of the original ELMo.
 
     Args:
-        options: bilm-tf ``options.json`` (``char_cnn`` sizes; ``lstm.projection_dim``
-            is the output size).
+        options: bilm-tf ``options.json`` path, or the same content inline as a mapping
+            (``char_cnn`` sizes; ``lstm.projection_dim`` is the output size).
         weights: optional bilm-tf ``weights.hdf5`` to load (CNN, highway, projection,
             char embeddings).  Omit to train from scratch.
         trainable: False freezes every parameter (e.g. a loaded, fixed ELMo encoder).
@@ -103,14 +107,14 @@ class CharCnnInput(InputLayer):
 
     def __init__(
         self,
-        options: str,
+        options: str | dict[str, Any],
         weights: str | None = None,
         trainable: bool = True,
         vocab: Sequence[str] | None = None,
     ):
         super().__init__()
-        self.options_path = str(options)
         opts = read_options(options)
+        self.options = opts
         cnn = opts["char_cnn"]
         self.max_chars = int(cnn["max_characters_per_token"])
         self.activation = cnn["activation"]
@@ -127,7 +131,7 @@ class CharCnnInput(InputLayer):
         self.output_dim = int(opts["lstm"]["projection_dim"])
         self.projection = nn.Linear(total, self.output_dim)
         if any(width > self.max_chars for width, _ in cnn["filters"]):
-            raise ConfigError(f"{options}: a filter is wider than max_characters_per_token={self.max_chars}")
+            raise ConfigError(f"input 'char_cnn': a filter is wider than max_characters_per_token={self.max_chars}")
         if vocab is not None:
             if building_on_meta():  # sizing only (elmoc params): no need to spell the words
                 table = torch.empty(len(vocab), self.max_chars, dtype=torch.int16)

@@ -30,6 +30,8 @@ class AdaptiveOutput(OutputLayer):
     Args:
         cutoffs: increasing ids splitting the vocabulary into the head ``[0, c0)`` and
             tail clusters ``[c0, c1), ..., [c_last, V)``; each must be in ``(0, V)``.
+            An empty list is the single-cluster case: a plain full softmax (a head
+            ``Linear(hidden_dim -> V)``), which PyTorch's class cannot express.
         div_value: tail width divisor (PyTorch's; 4 as the paper's ``reduce_factor``).
         head_bias: bias on the head (the paper's head has one).
         hidden_dim, vocab: (context).
@@ -54,12 +56,11 @@ class AdaptiveOutput(OutputLayer):
         size = len(vocab)
         if (
             not isinstance(cutoffs, (list, tuple))
-            or not cutoffs
             or any(not isinstance(c, int) or isinstance(c, bool) for c in cutoffs)
             or list(cutoffs) != sorted(set(cutoffs))
         ):
             raise ConfigError(f"output 'adaptive': cutoffs must be a non-empty increasing list of integers, got {cutoffs!r}")
-        if cutoffs[0] <= 0 or cutoffs[-1] >= size:
+        if cutoffs and (cutoffs[0] <= 0 or cutoffs[-1] >= size):
             raise ConfigError(
                 f"output 'adaptive': cutoffs {list(cutoffs)} must lie strictly between 0 and the vocabulary "
                 f"size {size}; drop or lower the cutoffs beyond it"
@@ -68,9 +69,12 @@ class AdaptiveOutput(OutputLayer):
             raise ConfigError(f"output 'adaptive': div_value must be >= 1, got {div_value}")
         self.vocab_size = size
         self.cutoffs = list(cutoffs)
-        self.softmax = nn.AdaptiveLogSoftmaxWithLoss(
-            hidden_dim, size, self.cutoffs, div_value=float(div_value), head_bias=bool(head_bias)
-        )
+        if self.cutoffs:
+            self.softmax = nn.AdaptiveLogSoftmaxWithLoss(
+                hidden_dim, size, self.cutoffs, div_value=float(div_value), head_bias=bool(head_bias)
+            )
+        else:
+            self.head = nn.Linear(hidden_dim, size, bias=bool(head_bias))
 
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
         if hidden.dim() != 3 or hidden.shape[:2] != targets.shape or targets.shape != mask.shape:
@@ -84,7 +88,10 @@ class AdaptiveOutput(OutputLayer):
         count = flat.sum().to(hidden.dtype)
         if y.numel() == 0:
             return OutputLoss(hidden.sum() * 0.0, count, {})
-        log_prob = self.softmax(h, y).output  # (N,) target log-probabilities
+        if self.cutoffs:
+            log_prob = self.softmax(h, y).output  # (N,) target log-probabilities
+        else:
+            log_prob = torch.log_softmax(self.head(h), dim=-1).gather(1, y[:, None]).squeeze(1)
         return OutputLoss(-log_prob.sum(), count, {})
 
     @torch.no_grad()
@@ -93,7 +100,9 @@ class AdaptiveOutput(OutputLayer):
 
     def full_log_probs(self, hidden: torch.Tensor) -> torch.Tensor:
         """Shape: (n, hidden_dim) -> (n, V)."""
-        return self.softmax.log_prob(hidden)
+        if self.cutoffs:
+            return self.softmax.log_prob(hidden)
+        return torch.log_softmax(self.head(hidden), dim=-1)
 
     def direction_shared_parameters(self) -> list[nn.Parameter]:
-        return list(self.softmax.parameters())
+        return list(self.parameters())

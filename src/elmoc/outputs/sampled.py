@@ -27,8 +27,8 @@ from elmoc.outputs.base import OutputLayer, OutputLoss
 from elmoc.outputs.log_uniform import LogUniformSampler
 from elmoc.registry import register
 
-# positions per chunk in the full-softmax evaluation: chunk * V logits at once
-_EVAL_LOGITS_PER_CHUNK = 1 << 24
+# logits per chunk of the full-softmax evaluation (256 MB of float32)
+_EVAL_LOGITS_PER_CHUNK = 1 << 26
 
 
 class SampledSoftmaxBase(OutputLayer):

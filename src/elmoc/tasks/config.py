@@ -42,6 +42,23 @@ def load_task_section(path: str | Path, name: str) -> tuple[dict[str, Any], str]
     return dict(section), scale
 
 
+def task_section_from_args(args) -> tuple[dict[str, Any], str]:
+    """(section, scale) from ``--config FILE`` or ``--section-json JSON`` of a command."""
+    import json
+
+    if bool(getattr(args, "config", None)) == bool(getattr(args, "section_json", None)):
+        raise ConfigError("give exactly one of --config FILE and --section-json JSON")
+    if args.config:
+        return load_task_section(args.config, args.task)
+    try:
+        section = json.loads(args.section_json)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"--section-json is not valid JSON ({e})") from None
+    if not isinstance(section, dict) or "type" not in section:
+        raise ConfigError(f"--section-json must be a task section with a 'type', got {args.section_json[:80]!r}")
+    return section, "demo"
+
+
 def build_task(section: dict[str, Any]):
     """(task object, trainer mapping) from a task section."""
     from elmoc.registry import build

@@ -85,3 +85,27 @@ class Maxout(nn.Module):
             x = linear(x).view(*x.shape[:-1], dim, self.pool_size).max(dim=-1).values
             x = dropout(x)
         return x
+
+
+class VariationalDropout(nn.Dropout):
+    """Dropout with one mask per sequence, shared over time (AllenNLP's InputVariationalDropout).
+
+    Shape: (batch, time, dim) -> same.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        keep = x.new_empty(x.shape[0], 1, x.shape[2]).bernoulli_(1.0 - self.p) / (1.0 - self.p)
+        return x * keep
+
+
+def masked_max_mean(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Max and mean over time of the unmasked steps.
+
+    Shape: x (batch, time, dim); mask (batch, time) bool; returns two (batch, dim).
+    """
+    m = mask.unsqueeze(-1)
+    maximum = x.masked_fill(~m, -1e7).max(dim=1).values
+    mean = (x * m).sum(dim=1) / m.sum(dim=1).clamp(min=1)
+    return maximum, mean

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Sequence
 
 import torch
+from tqdm import tqdm
 
 from elmoc.errors import ConfigError
 from elmoc.tasks.base import Task
@@ -122,7 +123,9 @@ def run_task(task: Task, inputs: TaskInputs, seed: int, trainer: TrainerConfig,
     for epoch in range(1, trainer.epochs + 1):
         model.train()
         total, steps = 0.0, 0
-        for idx in bucket_batches(lengths, trainer.batch_size, rng):
+        batches = bucket_batches(lengths, trainer.batch_size, rng)
+        for idx in tqdm(batches, desc=f"{task.registered_name} epoch {epoch}", unit="batch", mininterval=30,
+                        disable=len(batches) < 50, leave=False):
             batch = task.collate([train[i] for i in idx], inputs)
             loss = model(batch).loss
             if trainer.mix_l2:

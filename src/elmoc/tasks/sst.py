@@ -90,12 +90,16 @@ def parse_tree(text: str, path: str | Path = "<string>", line: int | None = None
             raise fail(f"label {label_text!r} is not an integer 0-4")
         pos += 1
         if pos < len(tokens) and tokens[pos] not in "()":
-            word = tokens[pos]
-            pos += 1
+            words = []  # a leaf may hold several words, e.g. SST's "(2 8 1\/2)" (as nltk reads it)
+            while pos < len(tokens) and tokens[pos] not in "()":
+                words.append(tokens[pos])
+                pos += 1
             if pos >= len(tokens) or tokens[pos] != ")":
-                raise fail(f"leaf ({label_text} {word}) is not closed")
+                raise fail(f"leaf ({label_text} {' '.join(words)}) is not closed")
             pos += 1
-            return Tree(int(label_text), [], word)
+            if len(words) == 1:
+                return Tree(int(label_text), [], words[0])
+            return Tree(int(label_text), [Tree(int(label_text), [], w) for w in words])
         children = []
         while pos < len(tokens) and tokens[pos] == "(":
             children.append(node())

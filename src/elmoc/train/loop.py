@@ -140,7 +140,7 @@ def evaluate_heldout(model: LanguageModel, batches: Iterator[LMBatch], device: t
                      reset_state: bool, max_windows: int | None = None) -> dict[str, float]:
     """Heldout metric of ``model`` over ``batches`` (full softmax for the softmax family).
 
-    Returns ``{"metric", "value", "loss", "tokens"}``: "cosine" is the token-weighted
+    Returns ``{"metric", "value", "loss", "eval_tokens"}``: "cosine" is the token-weighted
     mean cosine (higher is better); "perplexity" is exp of the mean NLL.
     """
     was_training = model.training
@@ -168,7 +168,7 @@ def evaluate_heldout(model: LanguageModel, batches: Iterator[LMBatch], device: t
         value = cosine_total / tokens_total
     else:
         value = mean_loss
-    return {"metric": metric, "value": value, "loss": mean_loss, "tokens": int(tokens_total)}
+    return {"metric": metric, "value": value, "loss": mean_loss, "eval_tokens": int(tokens_total)}
 
 
 def train(
@@ -243,7 +243,7 @@ def train(
         result.update(step=step, tokens=tokens, tag=tag)
         history.append(result)
         log.info("heldout %s at step %d: %s = %.4f (loss %.4f over %d tokens)",
-                 tag, step, result["metric"], result["value"], result["loss"], result["tokens"])
+                 tag, step, result["metric"], result["value"], result["loss"], result["eval_tokens"])
         _append_jsonl(out_dir / "train_log.jsonl", {"event": "heldout", **result})
 
     out_dir.mkdir(parents=True, exist_ok=True)

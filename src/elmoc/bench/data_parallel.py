@@ -1,0 +1,65 @@
+"""Scenario S3: several data-parallel processes (DistributedDataParallel).
+
+On a GPU machine each process owns one GPU (NCCL); on CPU the processes use the
+gloo backend, one thread each - this measures the all-reduce cost of each output
+layer's gradients (e.g. SAMPLED's large table), not GPU scaling.  All models are
+timed inside one process group, spawned once.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank: int, world: int, port: int, jobs: list[dict], out_path: str, device_type: str,
+            repeats: int) -> None:
+    from torch.nn.parallel import DistributedDataParallel
+
+    from elmoc.bench.measure import TrainStep, robust_seconds, synthetic_batch, time_calls
+    from elmoc.lm import LanguageModel
+
+    torch.set_num_threads(1)
+    backend = "nccl" if device_type == "cuda" else "gloo"
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    device = torch.device("cuda", rank) if device_type == "cuda" else torch.device("cpu")
+    results = []
+    for job in jobs:
+        torch.manual_seed(1)
+        model = LanguageModel.from_spec(job["spec"], range(job["vocab_size"])).to(device)
+        ddp = DistributedDataParallel(model, device_ids=[rank] if device_type == "cuda" else None)
+        batch = synthetic_batch(job["vocab_size"], job["batch"], job["seq_len"], seed=rank + 1, device=device)
+        step = TrainStep(ddp, batch, device)
+        times = time_calls(step, device, repeats=repeats, warmup=1)
+        results.append({"label": job["label"], "seconds": robust_seconds(times)})
+        del ddp, model, step
+    if rank == 0:
+        tmp = out_path + ".tmp"
+        Path(tmp).write_text(json.dumps(results))
+        os.replace(tmp, out_path)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def run_data_parallel(jobs: list[dict], world: int, device_type: str = "cpu", repeats: int = 3) -> dict[str, float]:
+    """Median step seconds per job label, each step on ``world`` processes at once.
+
+    ``jobs``: dicts with ``label``, ``spec`` (LM spec), ``vocab_size``, ``batch``
+    (per process) and ``seq_len``.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        out = str(Path(tmp) / "s3.json")
+        mp.spawn(_worker, args=(world, _free_port(), jobs, out, device_type, repeats), nprocs=world, join=True)
+        return {r["label"]: r["seconds"] for r in json.loads(Path(out).read_text())}

@@ -1,0 +1,183 @@
+"""Measuring one training step: time, peak memory, matmul peak.
+
+The step is the trainer's (src/elmoc/train/loop.py): forward under the precision
+context, token-mean loss, backward, global-norm clipping, optimizer step.  Batches
+are synthetic uniform token ids (speed does not depend on the text).
+
+Peak memory: on CUDA, ``torch.cuda.max_memory_allocated``.  On CPU there is no
+allocator statistic, so the step runs in a forked child and the child's peak
+resident set (``os.wait4`` rusage) minus that of an idle fork is the step's memory
+(model, optimizer state and activations).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from elmoc.lm import LanguageModel, LMBatch
+from elmoc.train.optim import build_optimizer, clip_global_norm
+from elmoc.train.precision import autocast_context
+
+log = logging.getLogger(__name__)
+
+OPTIMIZER = {"type": "scheduled_adam", "base_scale": 1.0e-4, "warmup": 10000}
+
+
+def synthetic_batch(vocab_size: int, batch: int, seq_len: int, seed: int, device: torch.device) -> LMBatch:
+    """Uniform random ids in ``[4, vocab)`` (past the specials).  Shapes (batch, seq_len)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(4, vocab_size, (batch, seq_len + 1), generator=g)
+    return LMBatch(ids[:, :-1].contiguous(), ids[:, 1:].contiguous(),
+                   torch.ones(batch, seq_len, dtype=torch.bool)).to(device)
+
+
+class TrainStep:
+    """A callable doing one full training step of ``model`` on ``batch``."""
+
+    def __init__(self, model: LanguageModel, batch: LMBatch, device: torch.device, precision: str = "fp32",
+                 clip_norm: float = 1.0):
+        self.model = model
+        self.batch = batch
+        self.device = device
+        self.precision = precision
+        self.clip_norm = clip_norm
+        self.bundle = build_optimizer(OPTIMIZER, model, batch.inputs.shape[0])
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.steps = 0
+
+    def __call__(self) -> float:
+        self.model.train()
+        self.steps += 1
+        self.bundle.set_lr(self.steps)
+        self.bundle.zero_grad()
+        with autocast_context(self.device, self.precision):
+            out, _ = self.model(self.batch)
+        loss = out.loss_sum.float() / out.num_tokens.clamp(min=1.0)
+        loss.backward()
+        clip_global_norm(self.params, self.clip_norm)
+        self.bundle.step()
+        return float(loss.detach())
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_calls(fn: Callable[[], object], device: torch.device, repeats: int, warmup: int = 1) -> list[float]:
+    """Wall seconds of ``repeats`` calls after ``warmup`` calls (device synchronized)."""
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        synchronize(device)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def robust_seconds(times: list[float]) -> float:
+    """The median: the machines are shared and noisy, a mean would follow the outliers."""
+    return statistics.median(times)
+
+
+def _fork_peak_kib(work: Callable[[], object] | None) -> int:
+    """Peak RSS (KiB) of a forked child that runs ``work`` (or nothing) and exits."""
+    pid = os.fork()
+    if pid == 0:  # child
+        code = 0
+        try:
+            if work is not None:
+                work()
+        except BaseException:  # noqa: BLE001 - report failure (e.g. MemoryError) by exit code
+            code = 3
+        os._exit(code)
+    _, status, usage = os.wait4(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        return -1
+    return int(usage.ru_maxrss)
+
+
+def peak_step_bytes(make_step: Callable[[], Callable[[], object]], device: torch.device) -> int:
+    """Peak memory of building the step (optimizer, batch) and running it twice.
+
+    Returns -1 when the step fails (e.g. out of memory).
+    """
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        try:
+            step = make_step()
+            step()
+            step()
+        except torch.OutOfMemoryError:
+            return -1
+        return int(torch.cuda.max_memory_allocated(device) - base)
+    idle = _fork_peak_kib(None)
+
+    def work():
+        step = make_step()
+        step()
+        step()
+
+    peak = _fork_peak_kib(work)
+    return -1 if peak < 0 else max(0, peak - idle) * 1024
+
+
+def max_batch_under_budget(peak_at: Callable[[int], int], budget_bytes: int, start: int = 8,
+                           limit: int = 1 << 14) -> tuple[int, int]:
+    """Largest batch whose measured peak memory fits ``budget_bytes``.
+
+    Measures at ``start`` and ``2*start``, extrapolates linearly (memory is affine in
+    the batch), then measures the candidate and halves the step until it fits.
+    Returns ``(batch, measured_peak_bytes)``; batch 0 if even ``start`` does not fit.
+    """
+    m1 = peak_at(start)
+    if m1 < 0 or m1 > budget_bytes:
+        return 0, m1
+    m2 = peak_at(2 * start)
+    if m2 < 0 or m2 > budget_bytes:
+        return start, m1
+    per_row = max((m2 - m1) / start, 1.0)
+    candidate = int(min(limit, 2 * start + (budget_bytes - m2) / per_row))
+    best, best_mem = 2 * start, m2
+    while candidate > best:
+        m = peak_at(candidate)
+        if 0 <= m <= budget_bytes:
+            return candidate, m
+        candidate = best + (candidate - best) // 2
+    return best, best_mem
+
+
+def matmul_peak_flops(device: torch.device, size: int = 1024, seconds: float = 0.5,
+                      dtype: torch.dtype = torch.float32) -> float:
+    """Achieved FLOP/s of a square matmul on ``device`` (the best of several runs)."""
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    a @ b
+    synchronize(device)
+    best = 0.0
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        a @ b
+        synchronize(device)
+        best = max(best, 2 * size**3 / (time.perf_counter() - t0))
+    return best
+
+
+def elmo_step_flops(tokens: int, input_dim: int, cell: int, proj: int, layers: int, out_dim: int) -> float:
+    """Matmul FLOPs of a CONT training step on the ELMo encoder (forward x 3 for fwd+bwd)."""
+    per_token = 2 * input_dim * proj  # input projection
+    per_token += layers * 2 * (proj * 4 * cell + proj * 4 * cell + cell * proj)  # gates + projection
+    per_token += 2 * proj * out_dim  # CONT projection
+    return 3.0 * per_token * tokens

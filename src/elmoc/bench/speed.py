@@ -1,0 +1,248 @@
+"""Regenerate the paper's speed tables (Tables 4 and 5) and the LSTM kernel figures.
+
+All figures of one table come from one run, so ratios compare models measured side
+by side on the same (noisy, shared) machine.  Sizes are scaled by the recorded
+factors of :class:`elmoc.bench.scenarios.Scale`; at scale 1.0 on a GPU the specs
+are the paper's.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from elmoc.bench.measure import (TrainStep, elmo_step_flops, matmul_peak_flops, max_batch_under_budget,
+                                 peak_step_bytes, robust_seconds, synthetic_batch, time_calls)
+from elmoc.bench.scenarios import ENCODERS, OUTPUT_LAYERS, TABLE4_ROWS, BenchModel, Scale, build_spec
+from elmoc.errors import ConfigError
+from elmoc.lm import LanguageModel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BenchSettings:
+    """Everything a bench run depends on (recorded with the results).
+
+    width_scale / vocab_scale: size factors (1.0 = paper).  memory_budget_mb: S2's
+    per-process memory budget.  repeats: timed steps per figure (median reported).
+    world: S3 processes.  table5_batch: Table 5 batch for length-20 encoders (GPT uses
+    the same number of tokens at length 512).  threads: torch intra-op threads.
+    """
+
+    device: str = "cpu"
+    width_scale: float = 0.125
+    vocab_scale: float = 0.05
+    memory_budget_mb: float = 768.0
+    repeats: int = 5
+    world: int = 2
+    table5_batch: int = 64
+    s2_start: int = 8
+    threads: int = 1
+    skip_s3: bool = False
+    lstm_sizes: list = field(default_factory=lambda: [[32, 20, 256, 64], [64, 20, 1024, 256]])
+
+    def __post_init__(self):
+        if self.repeats < 1 or self.world < 1 or self.table5_batch < 1 or self.s2_start < 1 or self.threads < 1:
+            raise ConfigError("bench: repeats, world, table5_batch, s2_start and threads must be >= 1")
+        if self.memory_budget_mb <= 0:
+            raise ConfigError(f"bench: memory_budget_mb must be positive, got {self.memory_budget_mb}")
+        Scale(self.width_scale, self.vocab_scale)
+
+    @classmethod
+    def quick(cls, **overrides) -> "BenchSettings":
+        """A tiny run (under a minute on 2 CPU cores) that exercises every code path."""
+        base = dict(width_scale=1 / 32, vocab_scale=0.005, memory_budget_mb=160.0, repeats=2, table5_batch=8,
+                    s2_start=4, lstm_sizes=[[8, 10, 32, 8]])
+        base.update(overrides)
+        return cls(**base)
+
+
+def build_model(model: BenchModel, device: torch.device, seed: int = 1) -> LanguageModel:
+    torch.manual_seed(seed)
+    return LanguageModel.from_spec(model.spec, range(model.vocab_size)).to(device)
+
+
+def bilm_parameters(model: BenchModel) -> int:
+    """Trainable parameters of the bi-LM as the paper counts them, at this model's size.
+
+    Built on the meta device (no memory).  The two directions have their own input
+    projection, encoder and (CONT/FIXED) output projection; the softmax family shares
+    its output layer, and SUBWORD its tied table, between directions (spec 3.1-3.3).
+    """
+    with torch.device("meta"):
+        lm = LanguageModel.from_spec(model.spec, range(model.vocab_size))
+    total = lm.num_trainable_parameters()
+    kind = model.spec["output"]["type"]
+    shared = 0
+    if kind in ("sampled", "adaptive", "subword"):
+        shared += sum(p.numel() for p in lm.output_layer.parameters() if p.requires_grad)
+    if kind == "subword":
+        shared += sum(p.numel() for p in lm.input_layer.parameters() if p.requires_grad)
+    return 2 * (total - shared) + shared
+
+
+def per_million_words(seconds: float, batch: int, model: BenchModel, processes: int = 1) -> float:
+    words = batch * model.seq_len * processes / model.tokens_per_word
+    return seconds / words * 1e6
+
+
+def _step_seconds(model: BenchModel, batch: int, settings: BenchSettings, device: torch.device) -> float:
+    lm = build_model(model, device)
+    step = TrainStep(lm, synthetic_batch(model.vocab_size, batch, model.seq_len, 1, device), device)
+    return robust_seconds(time_calls(step, device, repeats=settings.repeats, warmup=1))
+
+
+def _peak_at(model: BenchModel, device: torch.device):
+    def peak(batch: int) -> int:
+        def make():
+            lm = build_model(model, device)
+            return TrainStep(lm, synthetic_batch(model.vocab_size, batch, model.seq_len, 1, device), device)
+        return peak_step_bytes(make, device)
+    return peak
+
+
+def run_table4(settings: BenchSettings, scratch: Path) -> list[dict]:
+    """Rows of Table 4 on the ELMo encoder: params, max batch, S1/S2/S3 and ratios to CONT."""
+    device = torch.device(settings.device)
+    scale = Scale(settings.width_scale, settings.vocab_scale)
+    budget = int(settings.memory_budget_mb * 2**20)
+    rows, models = [], {}
+    for layer, vocab in TABLE4_ROWS:
+        model = build_spec(layer, vocab, "ELMO", scale, scratch)
+        paper = build_spec(layer, vocab, "ELMO", Scale(), None)
+        models[model.label] = model
+        log.info("table 4: %s", model.label)
+        s1 = _step_seconds(model, 1, settings, device)
+        batch, peak = max_batch_under_budget(_peak_at(model, device), budget, start=settings.s2_start)
+        s2 = per_million_words(_step_seconds(model, batch, settings, device), batch, model) if batch else None
+        rows.append({"label": model.label, "params_paper_size": bilm_parameters(paper),
+                     "params_scaled": bilm_parameters(model), "max_batch": batch, "peak_mb": peak / 2**20,
+                     "s1_step_s": s1, "s2_s_per_mwords": s2, "s3_s_per_mwords": None})
+    if not settings.skip_s3 and settings.world > 1:
+        from elmoc.bench.data_parallel import run_data_parallel
+
+        jobs = [{"label": r["label"], "spec": models[r["label"]].spec, "vocab_size": models[r["label"]].vocab_size,
+                 "batch": r["max_batch"], "seq_len": models[r["label"]].seq_len} for r in rows if r["max_batch"]]
+        log.info("table 4: S3 with %d processes (%s)", settings.world, "nccl" if device.type == "cuda" else "gloo")
+        s3 = run_data_parallel(jobs, settings.world, device.type, repeats=settings.repeats)
+        for r in rows:
+            if r["label"] in s3:
+                r["s3_s_per_mwords"] = per_million_words(s3[r["label"]], r["max_batch"], models[r["label"]],
+                                                         settings.world)
+    base = rows[0]
+    for r in rows:
+        for key in ("s1_step_s", "s2_s_per_mwords", "s3_s_per_mwords"):
+            r[key.split("_")[0] + "_ratio"] = (r[key] / base[key]) if (r[key] and base[key]) else None
+    return rows
+
+
+def run_table5(settings: BenchSettings, scratch: Path) -> list[dict]:
+    """Seconds per 1M words of every encoder with every output layer (800K vocabulary)."""
+    device = torch.device(settings.device)
+    scale = Scale(settings.width_scale, settings.vocab_scale)
+    rows = []
+    for encoder in ENCODERS:
+        cont = None
+        for layer in OUTPUT_LAYERS:
+            vocab = "800K" if layer in ("ADAPTIVE", "SAMPLED") else None
+            model = build_spec(layer, vocab, encoder, scale, scratch)
+            batch = max(1, settings.table5_batch * 20 // model.seq_len)
+            log.info("table 5: %s / %s (batch %d x %d)", encoder, layer, batch, model.seq_len)
+            seconds = per_million_words(_step_seconds(model, batch, settings, device), batch, model)
+            cont = seconds if layer == "CONT" else cont
+            rows.append({"encoder": encoder, "layer": layer, "batch": batch, "seq_len": model.seq_len,
+                         "s_per_mwords": seconds, "ratio": seconds / cont})
+    return rows
+
+
+def run_lstm_kernels(settings: BenchSettings, scratch: Path) -> list[dict]:
+    """ELMo LSTM training step: optimized vs per-step reference, CONT share and MFU.
+
+    For each size ``[batch, time, cell, projection]``: forward+backward of the
+    2-layer encoder alone (optimized and reference, same parameters and dropout
+    masks), a full CONT training step, the same step with a trivial loss instead
+    of the CONT layer (the difference is the output layer + loss share), and the
+    model FLOP utilization of the CONT step against the matmul peak measured now.
+    """
+    from elmoc.bench.reference_lstm import reference_forward
+
+    device = torch.device(settings.device)
+    peak = matmul_peak_flops(device)
+    rows = []
+    for batch, steps, cell, proj in settings.lstm_sizes:
+        emb = 300 if proj >= 256 else max(8, proj // 2 * 2)
+        model = BenchModel("CONT", {"input": {"type": "fasttext", "vectors": "", "dim": emb},
+                                    "encoder": {"type": "elmo_lstm", "cell_size": cell, "projection_size": proj},
+                                    "output": {"type": "cosine", "vectors": "", "dim": emb}}, 1000, steps)
+        from elmoc.bench.scenarios import table_path
+
+        vectors = table_path(scratch, model.vocab_size, emb)
+        model.spec["input"]["vectors"] = model.spec["output"]["vectors"] = vectors
+        lm = build_model(model, device)
+        enc = lm.encoder
+        x = torch.randn(batch, steps, emb, device=device)
+        mask = torch.ones(batch, steps, dtype=torch.bool, device=device)
+
+        def fast():
+            torch.manual_seed(3)
+            enc(x, mask).output.sum().backward()
+
+        def reference():
+            torch.manual_seed(3)
+            masks = [enc._dropout_mask(batch, x) for _ in enc.lstm_layers]
+            reference_forward(enc, x, mask, None, masks).output.sum().backward()
+
+        def encoder_only_step():
+            lm.zero_grad()
+            lm.encode(step.batch.inputs, step.batch.mask).output.sum().backward()
+
+        step = TrainStep(lm, synthetic_batch(model.vocab_size, batch, steps, 1, device), device)
+        t_fast, t_ref, t_step, t_enc = [], [], [], []
+        for _ in range(settings.repeats):  # interleaved, so drift hits all four alike
+            t_fast += time_calls(fast, device, 1, warmup=0 if t_fast else 1)
+            t_ref += time_calls(reference, device, 1, warmup=0 if t_ref else 1)
+            t_step += time_calls(step, device, 1, warmup=0 if t_step else 1)
+            t_enc += time_calls(encoder_only_step, device, 1, warmup=0 if t_enc else 1)
+        fast_s, ref_s, step_s, enc_s = map(robust_seconds, (t_fast, t_ref, t_step, t_enc))
+        flops = elmo_step_flops(batch * steps, emb, cell, proj, 2, emb)
+        rows.append({"batch": batch, "time": steps, "cell": cell, "projection": proj,
+                     "fast_ms": fast_s * 1e3, "reference_ms": ref_s * 1e3, "speedup": ref_s / fast_s,
+                     "cont_step_ms": step_s * 1e3, "cont_share": max(0.0, (step_s - enc_s) / step_s),
+                     "mfu": flops / step_s / peak, "matmul_peak_gflops": peak / 1e9})
+    return rows
+
+
+def run_cont_vocab(settings: BenchSettings, scratch: Path) -> dict:
+    """CONT step time at the 2000K vocabulary over that at 40K (same batch)."""
+    device = torch.device(settings.device)
+    scale = Scale(settings.width_scale, settings.vocab_scale)
+    small = build_spec("CONT", "40K", "ELMO", scale, scratch)
+    large = build_spec("CONT", "2000K", "ELMO", scale, scratch)
+    batch = settings.table5_batch
+    t_small, t_large = [], []
+    steps = {}
+    for m in (small, large):
+        lm = build_model(m, device)
+        steps[m.vocab_size] = TrainStep(lm, synthetic_batch(m.vocab_size, batch, m.seq_len, 1, device), device)
+    for _ in range(settings.repeats):
+        t_small += time_calls(steps[small.vocab_size], device, 1)
+        t_large += time_calls(steps[large.vocab_size], device, 1)
+    s, l_ = robust_seconds(t_small), robust_seconds(t_large)
+    return {"batch": batch, "vocab_40k": small.vocab_size, "vocab_2000k": large.vocab_size,
+            "step_40k_ms": s * 1e3, "step_2000k_ms": l_ * 1e3, "ratio": l_ / s}
+
+
+def run_all(settings: BenchSettings, scratch: Path, tables: tuple[str, ...] = ("4", "5", "lstm")) -> dict:
+    torch.set_num_threads(settings.threads)
+    result: dict = {"settings": asdict(settings), "torch": torch.__version__}
+    if "lstm" in tables:
+        result["lstm"] = run_lstm_kernels(settings, scratch)
+        result["cont_vocab"] = run_cont_vocab(settings, scratch)
+    if "4" in tables:
+        result["table4"] = run_table4(settings, scratch)
+    if "5" in tables:
+        result["table5"] = run_table5(settings, scratch)
+    return result

@@ -1,0 +1,80 @@
+"""``elmoc bench``: regenerate the paper's speed tables (Tables 4 and 5) on this machine."""
+from __future__ import annotations
+
+NAME = "bench"
+HELP = "time real training steps of every output layer and encoder; print Tables 4 and 5"
+DESCRIPTION = (
+    "Builds each benchmarked LM from an LM spec (synthetic random vector tables and token ids) and "
+    "times the trainer's step (forward, backward, clipping, optimizer). Table 4: CONT, FIXED, SUBWORD, "
+    "ADAPTIVE and SAMPLED (40K/800K/2000K) on the ELMo encoder in S1 (batch 1), S2 (largest batch whose "
+    "measured peak memory fits --memory-budget-mb) and S3 (--world data-parallel processes; gloo on CPU). "
+    "Table 5: LSTM, LSTMx2, TRANS BASE, ELMO, TRANS LARGE and GPT (length 512) with every output layer. "
+    "Also times the optimized ELMo LSTM against a per-step reference and reports the CONT share and the "
+    "model FLOP utilization. Widths are multiplied by --width-scale and vocabularies by --vocab-scale "
+    "(1.0 = paper sizes, for a GPU). Prints Markdown; --out-dir also writes .md/.csv/.json files."
+)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny sizes and few repeats (under a minute; for tests and smoke runs)")
+    parser.add_argument("--tables", default="4,5,lstm",
+                        help="comma-separated subset of 4, 5, lstm (default: all)")
+    parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    parser.add_argument("--width-scale", type=float, default=None, help="width factor (default 0.125; quick 1/32)")
+    parser.add_argument("--vocab-scale", type=float, default=None, help="vocabulary factor (default 0.05)")
+    parser.add_argument("--memory-budget-mb", type=float, default=None, help="S2 memory budget (default 768)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed steps per figure, median (default 5)")
+    parser.add_argument("--world", type=int, default=None, help="S3 processes (default 2)")
+    parser.add_argument("--table5-batch", type=int, default=None, help="Table 5 batch (default 64)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads per process (default 1)")
+    parser.add_argument("--no-s3", action="store_true", help="skip the data-parallel scenario S3")
+    parser.add_argument("--out-dir", default=None, help="write table4/table5/lstm .md and .csv and bench.json here")
+    parser.add_argument("--scratch", default=None,
+                        help="folder for the synthetic vector tables (default: a temporary folder)")
+
+
+def run(args) -> int:
+    import json
+    import os
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from elmoc.bench.report import rows_to_csv, to_markdown
+    from elmoc.bench.speed import BenchSettings, run_all
+    from elmoc.errors import ConfigError
+
+    tables = tuple(t.strip() for t in args.tables.split(",") if t.strip())
+    bad = sorted(set(tables) - {"4", "5", "lstm"})
+    if bad or not tables:
+        raise ConfigError(f"--tables takes a comma-separated subset of 4, 5, lstm; got {args.tables!r}")
+    overrides = {k: v for k, v in {
+        "device": args.device, "width_scale": args.width_scale, "vocab_scale": args.vocab_scale,
+        "memory_budget_mb": args.memory_budget_mb, "repeats": args.repeats, "world": args.world,
+        "table5_batch": args.table5_batch, "threads": args.threads, "skip_s3": args.no_s3 or None,
+    }.items() if v is not None}
+    settings = BenchSettings.quick(**overrides) if args.quick else BenchSettings(**overrides)
+
+    def go(scratch: Path) -> dict:
+        return run_all(settings, scratch, tables)
+
+    if args.scratch:
+        result = go(Path(args.scratch))
+    else:
+        with tempfile.TemporaryDirectory(prefix="elmoc-bench-") as tmp:
+            result = go(Path(tmp))
+    markdown = to_markdown(result)
+    sys.stdout.write(markdown)
+    if args.out_dir:
+        out = Path(args.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        files = {"bench.json": json.dumps(result, indent=2), "speed.md": markdown}
+        for key, name in (("table4", "table4"), ("table5", "table5"), ("lstm", "lstm_kernel")):
+            if key in result:
+                files[f"{name}.csv"] = rows_to_csv(result[key])
+        for name, text in files.items():
+            tmp = out / f".{name}.tmp"
+            tmp.write_text(text)
+            os.replace(tmp, out / name)
+    return 0

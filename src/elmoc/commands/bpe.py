@@ -1,0 +1,61 @@
+"""``elmoc bpe``: learn BPE subwords on the training corpus (ELMo-Sub)."""
+from __future__ import annotations
+
+NAME = "bpe"
+HELP = "learn BPE merges on the corpus; write tokenizer.json and an elmoc vocabulary of subwords"
+DESCRIPTION = (
+    "Learns byte-pair-encoding merges (Hugging Face tokenizers, whitespace-split corpus tokens, "
+    "'##' marks non-initial pieces) on every training shard, then writes OUT_DIR/tokenizer.json and "
+    "OUT_DIR/vocab.txt (elmoc vocabulary format: <pad> <s> </s> <unk> first, then subwords in id "
+    "order with their corpus counts). Both files are written atomically."
+)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--corpus", required=True, nargs="+",
+                        help="training text: files or directories of shards (results/corpus/train)")
+    parser.add_argument("--num-merges", type=int, default=30000,
+                        help="BPE merges to learn (paper: about 30K; default 30000)")
+    parser.add_argument("--min-frequency", type=int, default=2,
+                        help="minimum pair frequency for a merge (default 2)")
+    parser.add_argument("--out-dir", required=True, help="output folder, e.g. results/bpe")
+
+
+def run(args) -> int:
+    import logging
+    from collections import Counter
+    from pathlib import Path
+
+    from elmoc.data.atomic import atomic_file
+    from elmoc.data.subword import SubwordEncoder, train_bpe
+    from elmoc.errors import InputFileError
+
+    files: list[Path] = []
+    for item in args.corpus:
+        path = Path(item)
+        if path.is_dir():
+            files += sorted(p for p in path.iterdir() if p.is_file() and p.suffix == ".txt")
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise InputFileError(path, "corpus file or directory not found")
+    if not files:
+        raise InputFileError(args.corpus[0], "no .txt shards found")
+    tokenizer = train_bpe(files, args.num_merges, args.min_frequency)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_file(out / "tokenizer.json") as f:
+        f.write(tokenizer.to_str())
+    encoder = SubwordEncoder(out / "tokenizer.json")
+    counts: Counter = Counter()
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            lines = [line for line in f if line.strip()]
+        for ids in encoder.encode_lines(lines):
+            counts.update(ids)
+    vocab = encoder.vocabulary(dict(counts))
+    vocab.save(out / "vocab.txt")
+    logging.getLogger("elmoc.bpe").info(
+        "wrote %s (%d subwords) from %d files, %d subword tokens", out, len(vocab), len(files), sum(counts.values())
+    )
+    return 0

@@ -1,0 +1,91 @@
+"""`elmoc train`: pretrain one direction of an LM from a resolved spec."""
+from __future__ import annotations
+
+import argparse
+
+NAME = "train"
+HELP = "pretrain one direction (forward or backward) of an LM variant from its spec"
+DESCRIPTION = (
+    "Train the LM described by a spec YAML (see `elmoc spec` and config/lm/) on the "
+    "corpus shards it names, evaluating on the heldout file before and after. "
+    "Writes checkpoint.pt, heldout.json and train_log.jsonl to --output-dir and "
+    "resumes from an existing checkpoint.pt there unless --no-resume. For data "
+    "parallelism launch it with torchrun (WORLD_SIZE > 1); train.batch_size stays "
+    "the global batch."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--spec", required=True, help="LM spec YAML (results/lm/<variant>/spec.yaml)")
+    parser.add_argument("--direction", choices=["forward", "backward"], required=True)
+    parser.add_argument("--output-dir", required=True, help="where checkpoint.pt, heldout.json, train_log.jsonl go")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, or cuda:N (default cpu)")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--no-resume", action="store_true", help="start from scratch even if a checkpoint exists")
+    parser.add_argument("--max-steps", type=int, default=None, help="override train.max_steps")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import torch
+
+    from elmoc.config import load_yaml
+    from elmoc.data.batches import ShardBatches, iter_heldout
+    from elmoc.data.vocab import Vocabulary
+    from elmoc.errors import ConfigError, InputFileError
+    from elmoc.train.loop import TrainSettings, train
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    spec = load_yaml(args.spec)
+    if not isinstance(spec, dict):
+        raise InputFileError(args.spec, "an LM spec must be a mapping")
+    if args.max_steps is not None:
+        spec.setdefault("train", {})["max_steps"] = args.max_steps
+    settings = TrainSettings.from_config(spec.get("train", {}))
+    data = spec.get("data") or {}
+    if "train" not in data:
+        raise ConfigError(f"{args.spec}: the spec has no data.train (folder of shard_*.txt files)")
+    shards = sorted(Path(data["train"]).glob("shard_*.txt"))
+    if not shards:
+        raise InputFileError(data["train"], "no shard_*.txt files; run `elmoc corpus` first")
+    vocab_path = spec.get("vocab")
+    if not vocab_path:
+        raise ConfigError(f"{args.spec}: the spec names no vocab file")
+    vocab = Vocabulary.load(vocab_path)
+    eval_batch = settings.eval_batch_size or settings.batch_size
+
+    def make_batches(position, rank, world_size):
+        batches = ShardBatches(shards, vocab, settings.batch_size, settings.bptt, args.direction,
+                               seed=settings.seed, epochs=settings.epochs, rank=rank,
+                               world_size=world_size, position=position)
+        for batch in batches:
+            yield batch, batches.state_dict()
+
+    make_heldout = None
+    if data.get("heldout"):
+        def make_heldout():
+            return iter_heldout(data["heldout"], vocab, eval_batch, settings.bptt, args.direction)
+
+    tokens_per_epoch = sum(_count_tokens(p) for p in shards)
+    out_dir = Path(args.output_dir)
+    if args.no_resume and (out_dir / "checkpoint.pt").exists():
+        (out_dir / "checkpoint.pt").unlink()
+    if not (out_dir / "checkpoint.pt").exists() and (out_dir / "train_log.jsonl").exists():
+        (out_dir / "train_log.jsonl").unlink()  # a fresh run starts a fresh log
+    train(spec, vocab, out_dir, make_batches, make_heldout, direction=args.direction,
+          vocab_path=str(vocab_path), device=args.device, resume=not args.no_resume,
+          tokens_per_epoch=tokens_per_epoch)
+    return 0
+
+
+def _count_tokens(path) -> int:
+    """Tokens of a shard as the batcher sees them (words plus <s> and </s> per sentence)."""
+    total = 0
+    with open(path, "rb") as f:
+        for line in f:
+            n = len(line.split())
+            if n:
+                total += n + 2
+    return total

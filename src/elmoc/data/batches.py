@@ -1,0 +1,252 @@
+"""Stream train shards to LM windows exactly as the paper's code does (spec 1.2, P9).
+
+Per shard:
+
+1. read the lines, drop empty ones, shuffle the sentences;
+2. map each sentence to ``[<s>] + ids + [</s>]`` (OOV -> ``<unk>``) and concatenate
+   them into one stream ``S`` of length ``N`` (no padding);
+3. the backward LM reads ``reversed(S)`` (the whole shard reversed, P6);
+4. ``L = ((N - 1) // B) * B``; inputs ``S[:L].view(B, -1)``, targets
+   ``S[1:L+1].view(B, -1)`` (each row is a contiguous piece of the stream; the tail
+   of the shard is dropped, P9);
+5. windows are the columns ``[k*bptt, (k+1)*bptt)``; the last one may be shorter;
+6. ``mask = inputs > 0`` (``<pad>`` = 0 never occurs without padding, P7).
+
+The shard order is shuffled at the start of each pass.  Randomness is derived,
+not carried: the order of pass ``e`` comes from ``numpy.random.default_rng([seed,
+e])`` and the sentence order of shard ``j`` in pass ``e`` from
+``default_rng([seed, e, j])``.  So a position ``(epoch, shard, window)`` fully
+determines every later batch, which is what makes :class:`ShardBatches`
+resumable from a checkpoint without saving RNG states.
+
+Data parallelism: the global batch ``B`` (the one the paper's LR schedule uses)
+is split into ``world_size`` disjoint, contiguous blocks of ``B / world_size`` rows;
+rank ``r`` gets rows ``[r*B/W, (r+1)*B/W)`` of every window.
+
+Speed: a shard is decoded once, split once (boundary tokens are spliced in by
+joining the lines with `` </s> <s> ``), and mapped to ids with one C-level
+``dict.get(token, <unk>)`` per token (``map`` with ``itertools.repeat``, no Python
+frame per token).  Memory: one shard's text and ids.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from itertools import repeat
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from elmoc.data.vocab import BOS, EOS, UNK_ID, Vocabulary
+from elmoc.errors import ConfigError, InputFileError
+from elmoc.lm import LMBatch
+
+log = logging.getLogger(__name__)
+
+DIRECTIONS = ("forward", "backward")
+
+
+def read_shard_lines(path: str | Path) -> list[str]:
+    """Non-empty lines of a UTF-8 shard; undecodable bytes are an error naming the line."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputFileError(path, "shard not found; run `elmoc corpus` first") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputFileError(path, "not valid UTF-8", raw.count(b"\n", 0, e.start) + 1) from None
+    return [line for line in text.split("\n") if line and not line.isspace()]
+
+
+def sentences_to_stream(lines: Sequence[str], lookup: dict) -> np.ndarray:
+    """``[<s>] + ids + [</s>]`` of every line, concatenated: int64 (num_tokens,)."""
+    if not lines:
+        return np.empty(0, dtype=np.int64)
+    tokens = f"{BOS} {f' {EOS} {BOS} '.join(lines)} {EOS}".split()
+    return np.fromiter(map(lookup.get, tokens, repeat(UNK_ID)), dtype=np.int64, count=len(tokens))
+
+
+def stream_to_rows(stream: np.ndarray, batch_size: int, direction: str) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs and targets of a stream, each (batch, columns) int64 (spec 1.2 step 4)."""
+    if direction == "backward":
+        stream = stream[::-1]
+    n = len(stream)
+    length = ((n - 1) // batch_size) * batch_size if n > 0 else 0
+    inputs = stream[:length].reshape(batch_size, -1)
+    targets = stream[1:length + 1].reshape(batch_size, -1)
+    return inputs, targets
+
+
+def num_windows(columns: int, bptt: int) -> int:
+    """``(columns - 1) // bptt + 1`` windows, 0 for an empty shard."""
+    return (columns - 1) // bptt + 1 if columns > 0 else 0
+
+
+def shard_order(num_shards: int, seed: int, epoch: int) -> list[int]:
+    """Shard indices in the order of pass ``epoch``."""
+    return [int(i) for i in np.random.default_rng([seed, epoch]).permutation(num_shards)]
+
+
+def shuffled_lines(lines: list[str], seed: int, epoch: int, shard: int) -> list[str]:
+    """Sentence order of shard ``shard`` (index in the shard list) in pass ``epoch``."""
+    order = np.random.default_rng([seed, epoch, shard]).permutation(len(lines))
+    return [lines[i] for i in order]
+
+
+@dataclass(frozen=True)
+class BatchPosition:
+    """Where the *next* batch comes from: pass, index into that pass's shard order, window."""
+
+    epoch: int = 0
+    shard: int = 0
+    window: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BatchPosition":
+        try:
+            return cls(int(d["epoch"]), int(d["shard"]), int(d["window"]))
+        except (KeyError, TypeError, ValueError):
+            raise ConfigError(f"a batch position needs integer epoch, shard, window; got {d!r}") from None
+
+
+def _row_slice(batch_size: int, rank: int, world_size: int) -> slice:
+    per = batch_size // world_size
+    return slice(rank * per, (rank + 1) * per)
+
+
+def _check_common(batch_size: int, bptt: int, direction: str, rank: int, world_size: int) -> None:
+    if batch_size < 1 or bptt < 1:
+        raise ConfigError(f"batch_size and bptt must be >= 1, got {batch_size} and {bptt}")
+    if direction not in DIRECTIONS:
+        raise ConfigError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ConfigError(f"need 0 <= rank < world_size, got rank={rank} world_size={world_size}")
+    if batch_size % world_size:
+        raise ConfigError(
+            f"the global batch_size {batch_size} must be divisible by world_size {world_size}; "
+            f"use e.g. {batch_size - batch_size % world_size or world_size}"
+        )
+
+
+def _windows(inputs: np.ndarray, targets: np.ndarray, bptt: int, start: int, rows: slice) -> Iterator[LMBatch]:
+    for k in range(start, num_windows(inputs.shape[1], bptt)):
+        x = torch.from_numpy(np.ascontiguousarray(inputs[rows, k * bptt:(k + 1) * bptt]))
+        y = torch.from_numpy(np.ascontiguousarray(targets[rows, k * bptt:(k + 1) * bptt]))
+        yield LMBatch(x, y, x > 0)
+
+
+class ShardBatches:
+    """Resumable iterator of training windows over shuffled shards.
+
+    Args:
+        shards: shard files (their list index is the shard id used for seeding).
+        vocab: token -> id map.
+        batch_size: the *global* batch ``B`` (rows per window over all ranks).
+        bptt: window length in tokens (20 in the paper).
+        direction: "forward" or "backward" (reads each shard's reversed stream).
+        seed: base seed of shard and sentence shuffles.
+        epochs: number of passes, None = endless.
+        rank, world_size: data-parallel split; this rank gets ``B / world_size`` rows.
+        position: resume from here (from :attr:`position` / :meth:`state_dict`).
+
+    Yields:
+        LMBatch with inputs/targets (batch / world_size, time) long, mask bool;
+        ``time`` = bptt except for a shard's last window.  After each yield
+        :attr:`position` is the position of the *next* batch, so a checkpoint taken
+        after processing a batch resumes right after it.  :attr:`shard_start` is
+        True while the current batch is the first window of a shard (where a
+        trainer carrying LSTM state across windows may reset it).
+    """
+
+    def __init__(
+        self,
+        shards: Sequence[str | Path],
+        vocab: Vocabulary,
+        batch_size: int,
+        bptt: int = 20,
+        direction: str = "forward",
+        seed: int = 1,
+        epochs: int | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+        position: BatchPosition | dict | None = None,
+    ):
+        _check_common(batch_size, bptt, direction, rank, world_size)
+        if not shards:
+            raise ConfigError("no shards to batch; run `elmoc corpus` first")
+        if epochs is not None and epochs < 1:
+            raise ConfigError(f"epochs must be >= 1 or None, got {epochs}")
+        self.shards = [Path(p) for p in shards]
+        self.lookup = dict(vocab.index)
+        self.batch_size, self.bptt, self.direction = batch_size, bptt, direction
+        self.seed, self.epochs = seed, epochs
+        self.rows = _row_slice(batch_size, rank, world_size)
+        if isinstance(position, dict):
+            position = BatchPosition.from_dict(position)
+        self.position = position or BatchPosition()
+        self.shard_start = False
+        if not 0 <= self.position.shard < len(self.shards) or self.position.window < 0 or self.position.epoch < 0:
+            raise ConfigError(f"position {self.position} is outside {len(self.shards)} shard(s)")
+
+    def state_dict(self) -> dict:
+        """Serializable position of the next batch (store it in the checkpoint)."""
+        return self.position.to_dict()
+
+    def shard_rows(self, shard: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        """Full-batch inputs and targets of one shard in one pass: (batch, columns) int64 each."""
+        lines = shuffled_lines(read_shard_lines(self.shards[shard]), self.seed, epoch, shard)
+        return stream_to_rows(sentences_to_stream(lines, self.lookup), self.batch_size, self.direction)
+
+    def __iter__(self) -> Iterator[LMBatch]:
+        pos = self.position
+        while self.epochs is None or pos.epoch < self.epochs:
+            order = shard_order(len(self.shards), self.seed, pos.epoch)
+            for shard_pos in range(pos.shard, len(order)):
+                inputs, targets = self.shard_rows(order[shard_pos], pos.epoch)
+                total = num_windows(inputs.shape[1], self.bptt)
+                if total == 0:
+                    log.warning("%s has fewer than batch_size+1=%d tokens: no window, skipped",
+                                self.shards[order[shard_pos]], self.batch_size + 1)
+                start = pos.window if shard_pos == pos.shard else 0
+                for k, batch in enumerate(_windows(inputs, targets, self.bptt, start, self.rows), start):
+                    if k + 1 < total:
+                        self.position = BatchPosition(pos.epoch, shard_pos, k + 1)
+                    elif shard_pos + 1 < len(order):
+                        self.position = BatchPosition(pos.epoch, shard_pos + 1, 0)
+                    else:
+                        self.position = BatchPosition(pos.epoch + 1, 0, 0)
+                    self.shard_start = k == 0
+                    yield batch
+            pos = BatchPosition(pos.epoch + 1, 0, 0)
+            self.position = pos
+
+
+def iter_heldout(
+    path: str | Path,
+    vocab: Vocabulary,
+    batch_size: int,
+    bptt: int = 20,
+    direction: str = "forward",
+    rank: int = 0,
+    world_size: int = 1,
+) -> Iterator[LMBatch]:
+    """Windows of a heldout file, built like a training shard but without shuffling.
+
+    Raises ConfigError when the file has too few tokens for even one window.
+    """
+    _check_common(batch_size, bptt, direction, rank, world_size)
+    stream = sentences_to_stream(read_shard_lines(path), dict(vocab.index))
+    inputs, targets = stream_to_rows(stream, batch_size, direction)
+    if inputs.shape[1] == 0:
+        raise ConfigError(
+            f"{path} has {len(stream)} tokens (with <s>/</s>), fewer than batch_size+1={batch_size + 1}; "
+            "lower the evaluation batch size"
+        )
+    yield from _windows(inputs, targets, bptt, 0, _row_slice(batch_size, rank, world_size))

@@ -1,0 +1,160 @@
+"""SNLI natural language inference with ESIM (Chen et al. 2017), spec 6.
+
+Reader: SNLI 1.0 jsonl, one JSON object per line with ``gold_label``,
+``sentence1``, ``sentence2``.  Items whose gold label is ``-`` (no annotator
+majority) or missing are dropped, as in AllenNLP's reader.  Tokens: the
+``sentence{1,2}_binary_parse`` leaves when present (the official PTB tokenization
+of the full release), otherwise the whitespace split of ``sentence{1,2}`` (the
+shared-data subset is already tokenized).  Malformed JSON or a missing sentence
+raises InputFileError naming the file and line.
+
+Model (AllenNLP ``esim``): encoder biLSTM -> dot-product soft alignment ->
+``[a; b; a - b; a * b]`` enhancement -> ReLU projection -> inference biLSTM ->
+max+mean pooling of both sentences -> ReLU feedforward -> 3 logits.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import torch
+from torch import nn
+
+from elmoc.errors import InputFileError
+from elmoc.metrics.accuracy import Accuracy
+from elmoc.registry import register
+from elmoc.tasks.base import Task, TaskModel, TaskOutput
+from elmoc.tasks.layers import MaskedLSTM, VariationalDropout, masked_max_mean, masked_softmax
+
+LABELS = ("entailment", "contradiction", "neutral")
+
+
+@dataclass(frozen=True)
+class PairInstance:
+    premise: tuple[str, ...]
+    hypothesis: tuple[str, ...]
+    label: int
+
+
+def _tokens(item: dict, which: str, path: Path, lineno: int) -> tuple[str, ...]:
+    parse = item.get(f"sentence{which}_binary_parse")
+    if isinstance(parse, str) and parse.strip():
+        tokens = [t for t in parse.split() if t not in ("(", ")")]
+    else:
+        text = item.get(f"sentence{which}")
+        if not isinstance(text, str):
+            raise InputFileError(path, f"item has no string 'sentence{which}'", lineno)
+        tokens = text.split()
+    if not tokens:
+        raise InputFileError(path, f"sentence{which} is empty", lineno)
+    return tuple(tokens)
+
+
+def read_snli(path: str | Path) -> list[PairInstance]:
+    """Labelled pairs of an SNLI jsonl file (items without a gold label dropped)."""
+    path = Path(path)
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputFileError(path, f"invalid JSON ({e.msg} at column {e.colno})", lineno) from None
+            if not isinstance(item, dict):
+                raise InputFileError(path, "each line must be a JSON object", lineno)
+            label = item.get("gold_label")
+            if label in (None, "-", ""):
+                continue
+            if label not in LABELS:
+                raise InputFileError(path, f"gold_label {label!r} is not one of {', '.join(LABELS)} or '-'", lineno)
+            out.append(PairInstance(_tokens(item, "1", path, lineno), _tokens(item, "2", path, lineno), LABELS.index(label)))
+    if not out:
+        raise InputFileError(path, "no labelled pairs in file")
+    return out
+
+
+class Esim(TaskModel):
+    """ESIM over a token embedder.
+
+    Shape: batch["premise"], batch["hypothesis"]: TextBatch (batch, time_p) / (batch, time_h);
+    batch["label"] (batch,) long; predictions (batch,) long.
+    """
+
+    def __init__(self, embedder: nn.Module, encoder_hidden: int, projection_dim: int, inference_hidden: int,
+                 output_hidden: int, dropout: float, num_classes: int = 3):
+        super().__init__()
+        self.embedder = embedder
+        self.rnn_dropout = VariationalDropout(dropout)
+        self.encoder = MaskedLSTM(embedder.output_dim, encoder_hidden)
+        width = self.encoder.output_dim
+        self.projection = nn.Sequential(nn.Linear(4 * width, projection_dim), nn.ReLU())
+        self.inference = MaskedLSTM(projection_dim, inference_hidden)
+        self.output = nn.Sequential(
+            nn.Dropout(dropout), nn.Linear(4 * self.inference.output_dim, output_hidden), nn.ReLU(),
+            nn.Dropout(dropout), nn.Linear(output_hidden, num_classes),
+        )
+        for name, p in self.named_parameters():
+            if name.startswith("embedder"):
+                continue
+            if "lstm.weight_hh" in name:
+                nn.init.orthogonal_(p)
+            elif p.dim() == 2:
+                nn.init.xavier_uniform_(p)
+
+    def forward(self, batch: dict) -> TaskOutput:
+        p_text, h_text = batch["premise"], batch["hypothesis"]
+        p_mask, h_mask = p_text.mask, h_text.mask
+        p = self.encoder(self.rnn_dropout(self.embedder(p_text)), p_mask)  # (B, Tp, 2H)
+        h = self.encoder(self.rnn_dropout(self.embedder(h_text)), h_mask)  # (B, Th, 2H)
+        similarity = p @ h.transpose(1, 2)  # (B, Tp, Th)
+        p_attended = masked_softmax(similarity, h_mask[:, None, :]) @ h  # (B, Tp, 2H)
+        h_attended = masked_softmax(similarity.transpose(1, 2), p_mask[:, None, :]) @ p  # (B, Th, 2H)
+        p_enh = torch.cat([p, p_attended, p - p_attended, p * p_attended], dim=-1)
+        h_enh = torch.cat([h, h_attended, h - h_attended, h * h_attended], dim=-1)
+        p_inf = self.inference(self.rnn_dropout(self.projection(p_enh)), p_mask)
+        h_inf = self.inference(self.rnn_dropout(self.projection(h_enh)), h_mask)
+        p_max, p_mean = masked_max_mean(p_inf, p_mask)
+        h_max, h_mean = masked_max_mean(h_inf, h_mask)
+        logits = self.output(torch.cat([p_mean, p_max, h_mean, h_max], dim=-1))  # (B, 3)
+        return TaskOutput(nn.functional.cross_entropy(logits, batch["label"]), logits.argmax(dim=-1))
+
+
+@register("task", "snli")
+class SnliTask(Task):
+    """SNLI with ESIM; accuracy."""
+
+    metric_name = "accuracy"
+    default_model = {"encoder_hidden": 300, "projection_dim": 300, "inference_hidden": 300, "output_hidden": 300,
+                     "dropout": 0.5, "layer_norm": False, "feature_dropout": 0.0}
+    default_trainer = {"batch_size": 32, "lr": 4e-4, "grad_norm": 10.0, "epochs": 75, "patience": 5,
+                       "plateau_factor": 0.5}
+
+    def read(self, split: str) -> list[PairInstance]:
+        return read_snli(self.path(split))
+
+    def sentences(self, instances: Sequence[PairInstance]) -> Iterable[list[str]]:
+        for x in instances:
+            yield list(x.premise)
+            yield list(x.hypothesis)
+
+    def length(self, instance: PairInstance) -> int:
+        return len(instance.premise) + len(instance.hypothesis)
+
+    def build_model(self, inputs) -> Esim:
+        o = dict(self.model_options)
+        embedder = inputs.embedder(layer_norm=o.pop("layer_norm"), feature_dropout=o.pop("feature_dropout"))
+        return Esim(embedder, **o)
+
+    def collate(self, instances: Sequence[PairInstance], inputs) -> dict[str, Any]:
+        return {
+            "premise": inputs.encode([x.premise for x in instances]),
+            "hypothesis": inputs.encode([x.hypothesis for x in instances]),
+            "label": torch.tensor([x.label for x in instances], dtype=torch.long),
+        }
+
+    def new_metric(self) -> Accuracy:
+        return Accuracy("label")

@@ -1,0 +1,71 @@
+"""Precision and host-to-device transfer helpers for the training step.
+
+* :func:`autocast_context`: bf16 autocast (CPU or CUDA) or a no-op for fp32.
+* :func:`to_device`: moves a batch to the model's device; on CUDA the host tensors
+  are pinned first and copied with ``non_blocking=True`` so the copy overlaps compute.
+* :func:`gather_rows`: the paper's host-resident output table (spec 2.2, 3.4): the
+  table stays in CPU memory and only the rows a batch needs are gathered on the host
+  and copied (pinned, non-blocking) to the device.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from elmoc.errors import ConfigError
+
+PRECISIONS = ("fp32", "bf16")
+
+
+def autocast_context(device: torch.device | str, precision: str):
+    """Context manager for the forward pass: bf16 autocast or plain fp32."""
+    device = torch.device(device)
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def _pin(t: torch.Tensor) -> torch.Tensor:
+    return t if t.is_pinned() else t.pin_memory()
+
+
+def to_device(tensor_or_batch, device: torch.device | str):
+    """Copy a tensor (or anything with ``.to(device, non_blocking=...)``, e.g. ``LMBatch``).
+
+    On CUDA, CPU tensors are pinned and copied asynchronously; on CPU nothing is copied.
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        return tensor_or_batch.to(device)
+    if isinstance(tensor_or_batch, torch.Tensor):
+        src = _pin(tensor_or_batch) if tensor_or_batch.device.type == "cpu" else tensor_or_batch
+        return src.to(device, non_blocking=True)
+    fields = getattr(tensor_or_batch, "__dataclass_fields__", None)
+    if fields is not None:
+        values = {name: getattr(tensor_or_batch, name) for name in fields}
+        pinned = {k: _pin(v) if isinstance(v, torch.Tensor) and v.device.type == "cpu" else v
+                  for k, v in values.items()}
+        return type(tensor_or_batch)(**pinned).to(device, non_blocking=True)
+    return tensor_or_batch.to(device, non_blocking=True)
+
+
+def gather_rows(table: torch.Tensor, ids: torch.Tensor, device: torch.device | str | None = None) -> torch.Tensor:
+    """Rows ``table[ids]`` of a host-resident table, delivered on ``device``.
+
+    Shape: table (vocab, dim) on CPU; ids (...) long on any device; returns (..., dim)
+    on ``device`` (default: the device of ``ids``).  Only ``ids.numel()`` rows cross
+    the bus, never the table.
+    """
+    if table.dim() != 2:
+        raise ValueError(f"table must be (vocab, dim), got {tuple(table.shape)}")
+    device = torch.device(device) if device is not None else ids.device
+    rows = table.index_select(0, ids.reshape(-1).to(table.device))
+    rows = rows.view(*ids.shape, table.shape[1])
+    if rows.device == device:
+        return rows
+    if rows.device.type == "cpu" and device.type == "cuda":
+        return rows.pin_memory().to(device, non_blocking=True)
+    return rows.to(device)

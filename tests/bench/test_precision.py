@@ -1,0 +1,49 @@
+"""Precision / transfer helpers (CPU-testable parts)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from elmoc.errors import ConfigError
+from elmoc.lm import LMBatch
+from elmoc.train.precision import autocast_context, gather_rows, to_device
+
+
+def test_autocast_bf16_changes_matmul_dtype_and_fp32_does_not():
+    a, b = torch.randn(3, 4), torch.randn(4, 2)
+    with autocast_context("cpu", "bf16"):
+        assert (a @ b).dtype == torch.bfloat16
+    with autocast_context("cpu", "fp32"):
+        assert (a @ b).dtype == torch.float32
+
+
+def test_bad_precision_names_choices():
+    with pytest.raises(ConfigError, match="fp32, bf16"):
+        autocast_context("cpu", "fp16")
+
+
+def test_gather_rows_returns_only_needed_rows():
+    table = torch.arange(20.0).view(10, 2)
+    ids = torch.tensor([[3, 1], [9, 3]])
+    rows = gather_rows(table, ids)
+    assert rows.shape == (2, 2, 2)
+    assert rows[0, 0].tolist() == [6.0, 7.0] and rows[1, 0].tolist() == [18.0, 19.0]
+    with pytest.raises(ValueError):
+        gather_rows(table.view(-1), ids)
+
+
+def test_to_device_cpu_keeps_batch():
+    batch = LMBatch(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long),
+                    torch.ones(2, 3, dtype=torch.bool))
+    moved = to_device(batch, "cpu")
+    assert torch.equal(moved.inputs, batch.inputs) and moved.mask.dtype == torch.bool
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned non-blocking copies need CUDA")
+def test_to_device_cuda_pins_and_copies():
+    batch = LMBatch(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long),
+                    torch.ones(2, 3, dtype=torch.bool))
+    moved = to_device(batch, "cuda")
+    assert moved.inputs.is_cuda
+    rows = gather_rows(torch.randn(5, 2), torch.tensor([1, 2], device="cuda"))
+    assert rows.is_cuda

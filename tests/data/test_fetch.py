@@ -1,0 +1,173 @@
+"""elmoc.data.fetch: checksummed, atomic fetching from URLs, wheels and paths."""
+from __future__ import annotations
+
+import hashlib
+import sys
+import zipfile
+
+import pytest
+
+from elmoc.cli import main
+from elmoc.data import fetch as fetch_mod
+from elmoc.data.fetch import FetchSpec, fetch, pip_download_command
+from elmoc.errors import ConfigError, InputFileError
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture
+def remote(tmp_path):
+    src = tmp_path / "remote" / "data.txt"
+    src.parent.mkdir()
+    src.write_bytes(b"hello world\n")
+    return src
+
+
+def test_url_download_with_right_hash(tmp_path, remote):
+    out = tmp_path / "dl" / "hello"
+    files = fetch(FetchSpec(remote.as_uri(), _sha(b"hello world\n")), out, cache=tmp_path / "cache")
+    assert [f.name for f in files] == ["data.txt"]
+    assert (out / "data.txt").read_bytes() == b"hello world\n"
+    assert (out / fetch_mod.MANIFEST).is_file()
+
+
+def test_url_download_wrong_hash_leaves_nothing(tmp_path, remote):
+    out, cache = tmp_path / "dl" / "hello", tmp_path / "cache"
+    wrong = "0" * 64
+    with pytest.raises(InputFileError) as e:
+        fetch(FetchSpec(remote.as_uri(), wrong), out, cache=cache)
+    msg = str(e.value)
+    assert remote.as_uri() in msg and wrong in msg and _sha(b"hello world\n") in msg
+    assert not out.exists()
+    assert list(cache.iterdir()) == []  # no partial download either
+    assert not (tmp_path / "dl").exists() or list((tmp_path / "dl").iterdir()) == []
+
+
+def test_second_fetch_is_a_noop(tmp_path, remote):
+    out = tmp_path / "dl" / "hello"
+    spec = FetchSpec(remote.as_uri(), _sha(b"hello world\n"))
+    fetch(spec, out, cache=tmp_path / "cache")
+    remote.unlink()  # a second download would now fail
+    assert fetch(spec, out, cache=tmp_path / "cache")[0].read_bytes() == b"hello world\n"
+
+
+def test_unpinned_url_warns_with_actual_hash(tmp_path, remote, caplog):
+    fetch(FetchSpec(remote.as_uri(), None), tmp_path / "dl" / "x", cache=tmp_path / "c")
+    assert _sha(b"hello world\n") in caplog.text
+
+
+def test_local_path_checked(tmp_path, remote):
+    files = fetch(FetchSpec(str(remote), _sha(b"hello world\n")), tmp_path / "dl" / "local")
+    assert files[0].read_bytes() == b"hello world\n"
+    with pytest.raises(InputFileError, match="not found"):
+        fetch(FetchSpec(str(tmp_path / "missing.txt")), tmp_path / "dl" / "missing")
+    with pytest.raises(InputFileError, match="sha256 mismatch"):
+        fetch(FetchSpec(str(remote), "f" * 64), tmp_path / "dl" / "bad")
+    assert not (tmp_path / "dl" / "bad").exists()
+
+
+def _make_wheel(path, members: dict[str, bytes]) -> str:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return fetch_mod.sha256_of(path)
+
+
+def test_pypi_source_uses_cached_wheel_and_extracts_members(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    wheel = cache / "tinypkg-1.0-py3-none-any.whl"
+    sha = _make_wheel(wheel, {"tinypkg/data/a.txt": b"A\n", "tinypkg/data/b.txt": b"B\n", "tinypkg/x.py": b""})
+
+    def no_pip(*a, **k):
+        raise AssertionError("pip must not run when the pinned wheel is cached")
+
+    monkeypatch.setattr(fetch_mod.subprocess, "run", no_pip)
+    out = tmp_path / "dl" / "tiny"
+    files = fetch(FetchSpec("pypi:tinypkg==1.0", sha, members=["tinypkg/data/*.txt"]), out, cache=cache)
+    assert [f.name for f in files] == ["a.txt", "b.txt"]
+    assert (out / "b.txt").read_bytes() == b"B\n"
+    assert sorted(p.name for p in out.iterdir()) == [fetch_mod.MANIFEST, "a.txt", "b.txt"]
+
+
+def test_pypi_member_glob_without_match_is_an_error(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    sha = _make_wheel(cache / "tinypkg-1.0-py3-none-any.whl", {"tinypkg/data/a.txt": b"A\n"})
+    with pytest.raises(InputFileError, match="no member matches"):
+        fetch(FetchSpec("pypi:tinypkg==1.0", sha, members=["tinypkg/nope/*"]), tmp_path / "dl" / "t", cache=cache)
+    assert not (tmp_path / "dl" / "t").exists()
+
+
+def test_pypi_wrong_hash_runs_pip_and_rejects(tmp_path, monkeypatch):
+    """A cached wheel with the wrong hash is not used; pip's download is checked and removed."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    _make_wheel(cache / "tinypkg-1.0-py3-none-any.whl", {"tinypkg/a.txt": b"A"})
+    calls = []
+
+    def fake_pip(cmd, **kwargs):
+        calls.append(cmd)
+        dest = cmd[cmd.index("-d") + 1]
+        _make_wheel(f"{dest}/tinypkg-1.0-py3-none-any.whl", {"tinypkg/a.txt": b"changed"})
+
+        class Done:
+            returncode, stdout, stderr = 0, "", ""
+        return Done()
+
+    monkeypatch.setattr(fetch_mod.subprocess, "run", fake_pip)
+    with pytest.raises(InputFileError, match="sha256 mismatch"):
+        fetch(FetchSpec("pypi:tinypkg==1.0", "a" * 64, members=["tinypkg/a.txt"]), tmp_path / "dl" / "t", cache=cache)
+    assert len(calls) == 1 and calls[0][-1] == "tinypkg==1.0"
+    assert sorted(p.name for p in cache.iterdir()) == ["tinypkg-1.0-py3-none-any.whl"]  # no new file kept
+    assert not (tmp_path / "dl" / "t").exists()
+
+
+def test_pip_command_construction():
+    pure = pip_download_command("allennlp==0.9.0", "/d")
+    assert pure[:4] == [sys.executable, "-m", "pip", "download"]
+    assert "--no-deps" in pure and pure[-1] == "allennlp==0.9.0" and pure[pure.index("-d") + 1] == "/d"
+    assert "--platform" not in pure
+    binary = pip_download_command(
+        "gensim==4.4.0", "/d", "gensim-4.4.0-cp311-cp311-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl"
+    )
+    plats = [binary[i + 1] for i, a in enumerate(binary) if a == "--platform"]
+    assert plats == ["manylinux_2_24_x86_64", "manylinux_2_28_x86_64"]
+    assert binary[binary.index("--python-version") + 1] == "3.11"
+    assert binary[binary.index("--abi") + 1] == "cp311"
+    assert binary[binary.index("--implementation") + 1] == "cp"
+
+
+def test_spec_validation():
+    with pytest.raises(ConfigError, match="64 hex"):
+        FetchSpec("https://x/y", "abc")
+    with pytest.raises(ConfigError, match="members"):
+        FetchSpec("pypi:pkg==1.0", None)
+    with pytest.raises(ConfigError, match="pypi:package==version"):
+        FetchSpec("pypi:pkg", None, members=["*"])
+    assert FetchSpec("a/b.txt").kind == "path" and FetchSpec("file:///a").kind == "url"
+
+
+def test_cli_fetch_error_exit_code(tmp_path, remote, capsys):
+    rc = main(["fetch", remote.as_uri(), "--sha256", "0" * 64, "--out", str(tmp_path / "o")])
+    assert rc == 1 and "sha256 mismatch" in capsys.readouterr().err
+    assert main(["fetch", remote.as_uri(), "--sha256", _sha(b"hello world\n"), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "data.txt").is_file()
+
+
+def test_tar_members_are_extracted(tmp_path):
+    import io
+    import tarfile
+
+    archive = tmp_path / "corpus.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        for name, data in {"top/train/news.en-00001": b"a b\n", "top/train/news.en-00002": b"c\n", "top/README": b"r"}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    files = fetch(FetchSpec(archive.as_uri(), fetch_mod.sha256_of(archive), members=["top/train/news.en-*"]),
+                  tmp_path / "dl" / "oneb", cache=tmp_path / "cache")
+    assert [f.name for f in files] == ["news.en-00001", "news.en-00002"]
+    assert files[1].read_bytes() == b"c\n"

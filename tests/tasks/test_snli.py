@@ -1,0 +1,66 @@
+import json
+
+import pytest
+
+from elmoc.errors import InputFileError
+from elmoc.registry import build
+from elmoc.tasks.embedder import TaskInputs
+from elmoc.tasks.runner import TrainerConfig, run_task
+from elmoc.tasks.snli import LABELS, read_snli
+
+ROWS = [
+    {"gold_label": "entailment", "sentence1": "A man sleeps .", "sentence2": "A person sleeps ."},
+    {"gold_label": "contradiction", "sentence1": "A man sleeps .", "sentence2": "A man runs ."},
+    {"gold_label": "-", "sentence1": "A dog barks .", "sentence2": "Something ."},
+    {"gold_label": "neutral", "sentence1": "A dog barks .", "sentence2": "A dog barks loudly at night ."},
+]
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_reader_drops_items_without_gold_label(tmp_path):
+    pairs = read_snli(_write(tmp_path / "s.jsonl", ROWS))
+    assert len(pairs) == 3
+    assert pairs[0].premise == ("A", "man", "sleeps", ".") and LABELS[pairs[0].label] == "entailment"
+    assert [LABELS[p.label] for p in pairs] == ["entailment", "contradiction", "neutral"]
+
+
+def test_binary_parse_tokens_preferred(shared_data):
+    pairs = read_snli(shared_data / "fixtures/allennlp/snli.jsonl")
+    assert pairs[0].premise[-2:] == ("airplane", ".")  # "airplane." split by the official parse
+    assert all(p.label in (0, 1, 2) for p in pairs)
+
+
+def test_shared_snli_sizes(shared_data):
+    assert len(read_snli(shared_data / "snli/test.jsonl")) == 9824
+
+
+@pytest.mark.parametrize("line,message", [
+    ("{not json", "invalid JSON"),
+    ('{"gold_label": "maybe", "sentence1": "a", "sentence2": "b"}', "gold_label 'maybe'"),
+    ('{"gold_label": "neutral", "sentence1": "a"}', "no string 'sentence2'"),
+    ("[1, 2]", "JSON object"),
+])
+def test_malformed_lines_name_file_and_line(tmp_path, line, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(ROWS[0]) + "\n" + line + "\n")
+    with pytest.raises(InputFileError, match=rf"bad.jsonl:2: .*{message}"):
+        read_snli(path)
+
+
+def test_esim_overfits(tmp_path, features_writer):
+    path = _write(tmp_path / "s.jsonl", [r for r in ROWS if r["gold_label"] != "-"] * 2)
+    task = build("task", {"type": "snli", "train": str(path), "dev": str(path), "test": str(path),
+                          "model": {"encoder_hidden": 8, "projection_dim": 8, "inference_hidden": 8,
+                                    "output_hidden": 8, "dropout": 0.0}})
+    data = {s: task.read(s) for s in ("train", "dev", "test")}
+    sentences = [s for split in data.values() for s in task.sentences(split)]
+    h5 = features_writer(tmp_path / "f.hdf5", list({" ".join(s): s for s in sentences}.values()))
+    inputs = TaskInputs.create(sentences, features=h5)
+    trainer = TrainerConfig.from_dict({"batch_size": 3, "lr": 1e-2, "epochs": 30, "patience": 30, "plateau_factor": None}, task.default_trainer)
+    result = run_task(task, inputs, seed=1, trainer=trainer, data=data)
+    assert result["test"] == 1.0
+    assert result["history"][-1]["train_loss"] < 0.5 * result["history"][0]["train_loss"]

@@ -1,0 +1,57 @@
+"""`elmoc params` reproduces the paper's parameter counts at paper sizes (meta device)."""
+import json
+
+import pytest
+import yaml
+
+from elmoc.cli import main
+from elmoc.commands.params import count_parameters
+from elmoc.config import load_yaml
+
+PAPER = {  # millions, paper Tables 2 and 4
+    ("elmo-c", None): 76,
+    ("elmo-sub", None): 92,
+    ("elmo-a", None): 196,
+    ("elmo", None): 499,
+    ("elmo-fixed", None): 76,
+    ("elmo-sampled", None): 483,
+    ("elmo-sampled", 2_000_000): 1102,
+    ("elmo-sampled", 40_000): 96,
+}
+
+
+@pytest.mark.parametrize("variant,vocab", list(PAPER))
+def test_paper_counts_within_two_percent(repo_root, monkeypatch, tmp_path, variant, vocab):
+    monkeypatch.chdir(tmp_path)  # no results/: sizes come from the paper defaults
+    spec = load_yaml(repo_root / "config" / "lm" / f"{variant}.yaml")
+    size = vocab or (30_004 if variant == "elmo-sub" else 793_475)
+    counts = count_parameters(spec, size)
+    expected = PAPER[(variant, vocab)] * 1e6
+    assert abs(counts["paper"] - expected) / expected < 0.02, counts
+    assert counts["separate"] == 2 * counts["per_direction"]
+
+
+def test_elmo_c_exact_and_frozen_tables_do_not_count(repo_root, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    counts = count_parameters(load_yaml(repo_root / "config" / "lm" / "elmo-c.yaml"), 793_475)
+    assert counts["paper"] == 76_185_176  # spec 1.3: 38,092,588 per direction
+    assert counts["input"] == 0
+
+
+def test_cli_with_workflow_config(repo_root, monkeypatch, tmp_path, capsys):
+    monkeypatch.chdir(tmp_path)
+    config = {"pretrain": {"presets_dir": str(repo_root / "config" / "lm"),
+                           "variants": {"elmo-c": {}, "elmo-a": {}, "small": {"preset": "elmo-c", "overrides": {
+                               "encoder": {"cell_size": 64, "projection_size": 16}}}}}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert main(["params", "--config", "c.yaml", "--json"]) == 0
+    rows = {r["variant"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(rows) == {"elmo-c", "elmo-a", "small"}
+    assert rows["small"]["paper"] < rows["elmo-c"]["paper"] < rows["elmo-a"]["paper"]
+
+
+def test_cli_bad_cutoffs_named(repo_root, monkeypatch, tmp_path, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = main(["params", "--preset", str(repo_root / "config" / "lm" / "elmo-a.yaml"), "--vocab-size", "40000"])
+    assert code == 1
+    assert "cutoffs [100000, 600000]" in capsys.readouterr().err

@@ -1,0 +1,63 @@
+# Artifacts some pretraining variants need beyond the word vectors (spec 1.3, 3.3):
+#   results/bpe/{tokenizer.json,vocab.txt}  BPE subwords learned on the corpus (ELMo-Sub)
+#   results/vectors/cnn.npy                 the trained ELMo char-CNN run over the vocabulary
+#                                           (ELMo-C-CNN, -CNN-CC, -CC-CNN)
+# A variant's spec names these paths, so its pretrain job depends on them automatically
+# (common.smk: lm_artifacts); cnn.npy thereby puts the CNN ablations after ELMo in the DAG.
+
+
+rule bpe:
+    input:
+        corpus="results/corpus/train",
+    output:
+        tokenizer="results/bpe/tokenizer.json",
+        vocab="results/bpe/vocab.txt",
+    log:
+        "logs/bpe.log",
+    params:
+        merges=config["variants"]["bpe_merges"],
+        min_frequency=config["variants"]["bpe_min_frequency"],
+    shell:
+        "{ELMOC} bpe --corpus {input.corpus} --num-merges {params.merges}"
+        " --min-frequency {params.min_frequency} --out-dir results/bpe > {log} 2>&1"
+
+
+rule cnn_table:
+    input:
+        checkpoint=f"results/lm/{config['variants']['cnn_source']}/forward/checkpoint.pt",
+        vocab=config["pretrain"]["vocab"],
+    output:
+        "results/vectors/cnn.npy",
+    log:
+        "logs/vectors/cnn.log",
+    shell:
+        "{ELMOC} cnn-table --checkpoint {input.checkpoint} --vocab {input.vocab} --out {output} > {log} 2>&1"
+
+
+# Open-vocabulary training (paper §3.2, spec 1.2 `emb_on_the_fly`): instead of mapping
+# corpus words outside the capped vocabulary to <unk>, every distinct training token gets
+# its own row, whose FastText vector is composed from character n-grams when the word is
+# unknown to FastText.  The paper rebuilt this per shard; here one uncapped vocabulary
+# and table are built once (same targets, more memory: use host_resident for big corpora).
+# Preset config/lm/elmo-c-open.yaml points its vocab and tables here.
+rule open_vocab:
+    input:
+        corpus="results/corpus/train",
+    output:
+        "results/open_vocab/vocab.txt",
+    log:
+        "logs/open_vocab/vocab.log",
+    shell:
+        "{ELMOC} vocab --corpus {input.corpus} --min-count 1 --out {output} > {log} 2>&1"
+
+
+rule open_vectors:
+    input:
+        vocab="results/open_vocab/vocab.txt",
+        model="results/fasttext/{name}.bin",
+    output:
+        "results/open_vocab/vectors/{name}.npy",
+    log:
+        "logs/open_vocab/vectors.{name}.log",
+    shell:
+        "{ELMOC} vectors --vocab {input.vocab} --model {input.model} --out {output} > {log} 2>&1"
