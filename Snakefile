@@ -20,6 +20,7 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/variants.smk"
 include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/features.smk"
 include: "workflow/rules/tasks.smk"

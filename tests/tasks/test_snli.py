@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from elmoc.errors import InputFileError
+from elmoc.errors import ConfigError, InputFileError
 from elmoc.registry import build
 from elmoc.tasks.embedder import TaskInputs
 from elmoc.tasks.runner import TrainerConfig, run_task
@@ -64,3 +64,13 @@ def test_esim_overfits(tmp_path, features_writer):
     result = run_task(task, inputs, seed=1, trainer=trainer, data=data)
     assert result["test"] == 1.0
     assert result["history"][-1]["train_loss"] < 0.5 * result["history"][0]["train_loss"]
+
+
+def test_dev_every_holds_out_training_pairs(tmp_path):
+    path = _write(tmp_path / "s.jsonl", [r for r in ROWS if r["gold_label"] != "-"] * 4)  # 12 pairs
+    task = build("task", {"type": "snli", "train": str(path), "test": str(path), "dev_every": 4})
+    assert task.missing_data() is None
+    train, dev = task.read("train"), task.read("dev")
+    assert (len(train), len(dev)) == (9, 3)
+    with pytest.raises(ConfigError, match="either a dev file or dev_every"):
+        build("task", {"type": "snli", "train": str(path), "dev": str(path), "dev_every": 4})

@@ -102,6 +102,14 @@ def test_polarity_reader_and_split(tmp_path):
         read_polarity(path)
 
 
+def test_undecodable_bytes_name_the_line(tmp_path):
+    path = tmp_path / "pol.cor"
+    path.write_bytes(b"__label__pos fine .\n__label__neg clich\xe9s .\n")
+    with pytest.raises(InputFileError, match=r"pol.cor:2: byte 0xe9 is not valid utf-8; set the task's encoding"):
+        read_polarity(path)
+    assert read_polarity(path, "cp1252")[1].tokens == ("clichés", ".")
+
+
 def test_missing_data_is_reported(tmp_path):
     task = build("task", {"type": "sst", "train": "x.txt"})
     assert task.missing_data() == "dev"

@@ -57,6 +57,7 @@ def test_loss_falls_and_outputs_written(tmp_path, setup):
     heldout = json.loads((tmp_path / "run/heldout.json").read_text())
     assert heldout["metric"] == "cosine"
     assert heldout["after"] > heldout["before"] + 0.05
+    assert 0 < heldout["constant_baseline"] < 1
     log = [json.loads(line) for line in (tmp_path / "run/train_log.jsonl").read_text().splitlines()]
     assert any(r["event"] == "train" and "tokens_per_s" in r for r in log)
     ckpt = load_checkpoint(tmp_path / "run/checkpoint.pt")

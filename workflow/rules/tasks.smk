@@ -113,6 +113,7 @@ rule fetch_task_data:
     localrule: True
     shell:
         "{ELMOC} fetch {params.source:q} --out resources/tasks/{wildcards.download} --sha256 {params.sha256}"
+        " --cache resources/downloads/.cache"
         " {params.members} {params.wheel} > {log} 2>&1"
 
 

@@ -57,6 +57,8 @@ rule open_vectors:
         model="results/fasttext/{name}.bin",
     output:
         "results/open_vocab/vectors/{name}.npy",
+    wildcard_constraints:
+        name="|".join(config["fasttext"].get("models", {})) or "NO_MODELS",
     log:
         "logs/open_vocab/vectors.{name}.log",
     shell:

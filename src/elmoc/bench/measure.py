@@ -134,28 +134,38 @@ def peak_step_bytes(make_step: Callable[[], Callable[[], object]], device: torch
 
 
 def max_batch_under_budget(peak_at: Callable[[int], int], budget_bytes: int, start: int = 8,
-                           limit: int = 1 << 14) -> tuple[int, int]:
+                           limit: int = 1 << 14, max_probes: int = 8) -> tuple[int, int]:
     """Largest batch whose measured peak memory fits ``budget_bytes``.
 
-    Measures at ``start`` and ``2*start``, extrapolates linearly (memory is affine in
-    the batch), then measures the candidate and halves the step until it fits.
-    Returns ``(batch, measured_peak_bytes)``; batch 0 if even ``start`` does not fit.
+    Memory is affine in the batch, so from two fitting measurements the next probe is
+    the extrapolated fit (at most 4x the last one); past the budget it bisects.
+    At most ``max_probes`` measurements.  Returns ``(batch, measured_peak_bytes)``;
+    batch 0 if even ``start`` does not fit.
     """
-    m1 = peak_at(start)
-    if m1 < 0 or m1 > budget_bytes:
-        return 0, m1
-    m2 = peak_at(2 * start)
-    if m2 < 0 or m2 > budget_bytes:
-        return start, m1
-    per_row = max((m2 - m1) / start, 1.0)
-    candidate = int(min(limit, 2 * start + (budget_bytes - m2) / per_row))
-    best, best_mem = 2 * start, m2
-    while candidate > best:
-        m = peak_at(candidate)
+    fits: list[tuple[int, int]] = []
+    too_big = limit + 1
+    batch = start
+    for _ in range(max_probes):
+        m = peak_at(batch)
         if 0 <= m <= budget_bytes:
-            return candidate, m
-        candidate = best + (candidate - best) // 2
-    return best, best_mem
+            fits.append((batch, m))
+        else:
+            too_big = batch
+        if not fits:
+            return 0, m
+        best, best_mem = max(fits)
+        if too_big <= limit:
+            nxt = (best + too_big) // 2
+        elif len(fits) >= 2:
+            (b1, m1), (b2, m2) = sorted(fits)[-2:]
+            per_row = max((m2 - m1) / max(b2 - b1, 1), 1.0)
+            nxt = min(4 * best, limit, int(best + (budget_bytes - best_mem) / per_row))
+        else:
+            nxt = min(2 * best, limit)
+        if nxt <= best or nxt >= too_big:
+            break
+        batch = nxt
+    return max(fits)
 
 
 def matmul_peak_flops(device: torch.device, size: int = 1024, seconds: float = 0.5,

@@ -64,7 +64,7 @@ def table5_markdown(rows: list[dict], settings: dict) -> str:
         lines.append(f"| {layer} | " + " | ".join(cells) + " |")
     note = (f"\nSeconds per 1M words for CONT, ratio to CONT otherwise; ADAPTIVE and SAMPLED at the 800K "
             f"vocabulary (scaled). Fixed batch {settings['table5_batch']} x 20 tokens (GPT: the same tokens at "
-            f"length 512), widths x{settings['width_scale']:g}, vocabularies x{settings['vocab_scale']:g}.\n")
+            f"length {settings['gpt_length']}), widths x{settings['width_scale']:g}, vocabularies x{settings['vocab_scale']:g}.\n")
     return "## Table 5: encoders x output layers\n\n" + head + "\n".join(lines) + "\n" + note
 
 

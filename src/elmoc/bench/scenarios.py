@@ -50,8 +50,8 @@ class Scale:
         return max(64, int(round(size * self.vocab)))
 
 
-def encoder_spec(name: str, scale: Scale) -> tuple[dict, int]:
-    """Encoder config of a Table 5 column and its sequence length (512 for GPT, else 20)."""
+def encoder_spec(name: str, scale: Scale, gpt_length: int = 512) -> tuple[dict, int]:
+    """Encoder config of a Table 5 column and its sequence length (``gpt_length`` for GPT, else 20)."""
     d = scale.dim
     if name == "ELMO":
         return {"type": "elmo_lstm", "num_layers": 2, "cell_size": d(4096), "projection_size": d(512),
@@ -63,7 +63,7 @@ def encoder_spec(name: str, scale: Scale) -> tuple[dict, int]:
                 "dropout": 0.1}, 20
     if name in ("TRANS LARGE", "GPT"):
         return {"type": "transformer", "d_model": d(768, 24), "heads": 12, "d_ff": d(3072), "num_layers": 12,
-                "dropout": 0.1}, (512 if name == "GPT" else 20)
+                "dropout": 0.1}, (gpt_length if name == "GPT" else 20)
     raise ConfigError(f"bench: unknown encoder {name!r}; choose from {', '.join(ENCODERS)}")
 
 
@@ -101,7 +101,7 @@ def table_path(scratch: Path, rows: int, dim: int) -> str:
 
 
 def build_spec(layer: str, vocab_label: str | None, encoder: str, scale: Scale, scratch: Path | None,
-               host_resident: bool = False) -> BenchModel:
+               host_resident: bool = False, gpt_length: int = 512) -> BenchModel:
     """LM spec for output ``layer`` (CONT, FIXED, ...) on ``encoder`` at ``vocab_label``.
 
     ``scratch`` None builds specs for the meta device (parameter counts only): the
@@ -111,7 +111,7 @@ def build_spec(layer: str, vocab_label: str | None, encoder: str, scale: Scale, 
     """
     if layer not in OUTPUT_LAYERS:
         raise ConfigError(f"bench: unknown output layer {layer!r}; choose from {', '.join(OUTPUT_LAYERS)}")
-    enc, seq_len = encoder_spec(encoder, scale)
+    enc, seq_len = encoder_spec(encoder, scale, gpt_length)
     emb = scale.dim(EMBEDDING_DIM, 4)
     if layer == "SUBWORD":
         vocab = scale.vocab_size(SUBWORD_VOCAB)

@@ -29,7 +29,8 @@ class BenchSettings:
     width_scale / vocab_scale: size factors (1.0 = paper).  memory_budget_mb: S2's
     per-process memory budget.  repeats: timed steps per figure (median reported).
     world: S3 processes.  table5_batch: Table 5 batch for length-20 encoders (GPT uses
-    the same number of tokens at length 512).  threads: torch intra-op threads.
+    the same number of tokens at length ``gpt_length``).  threads: torch intra-op threads.
+    s2_probes: peak-memory measurements of the S2 max-batch search.
     """
 
     device: str = "cpu"
@@ -42,11 +43,14 @@ class BenchSettings:
     s2_start: int = 8
     threads: int = 1
     skip_s3: bool = False
+    s2_probes: int = 8
+    gpt_length: int = 512
     lstm_sizes: list = field(default_factory=lambda: [[32, 20, 256, 64], [64, 20, 1024, 256]])
 
     def __post_init__(self):
-        if self.repeats < 1 or self.world < 1 or self.table5_batch < 1 or self.s2_start < 1 or self.threads < 1:
-            raise ConfigError("bench: repeats, world, table5_batch, s2_start and threads must be >= 1")
+        counts = ("repeats", "world", "table5_batch", "s2_start", "threads", "s2_probes", "gpt_length")
+        if any(getattr(self, k) < 1 for k in counts):
+            raise ConfigError(f"bench: {', '.join(counts)} must all be >= 1")
         if self.memory_budget_mb <= 0:
             raise ConfigError(f"bench: memory_budget_mb must be positive, got {self.memory_budget_mb}")
         Scale(self.width_scale, self.vocab_scale)
@@ -55,7 +59,7 @@ class BenchSettings:
     def quick(cls, **overrides) -> "BenchSettings":
         """A tiny run (under a minute on 2 CPU cores) that exercises every code path."""
         base = dict(width_scale=1 / 32, vocab_scale=0.005, memory_budget_mb=160.0, repeats=2, table5_batch=8,
-                    s2_start=4, lstm_sizes=[[8, 10, 32, 8]])
+                    s2_start=4, lstm_sizes=[[8, 10, 32, 8]], skip_s3=True, s2_probes=2, gpt_length=64)
         base.update(overrides)
         return cls(**base)
 
@@ -116,7 +120,8 @@ def run_table4(settings: BenchSettings, scratch: Path) -> list[dict]:
         models[model.label] = model
         log.info("table 4: %s", model.label)
         s1 = _step_seconds(model, 1, settings, device)
-        batch, peak = max_batch_under_budget(_peak_at(model, device), budget, start=settings.s2_start)
+        batch, peak = max_batch_under_budget(_peak_at(model, device), budget, start=settings.s2_start,
+                                             max_probes=settings.s2_probes)
         s2 = per_million_words(_step_seconds(model, batch, settings, device), batch, model) if batch else None
         rows.append({"label": model.label, "params_paper_size": bilm_parameters(paper),
                      "params_scaled": bilm_parameters(model), "max_batch": batch, "peak_mb": peak / 2**20,
@@ -148,7 +153,7 @@ def run_table5(settings: BenchSettings, scratch: Path) -> list[dict]:
         cont = None
         for layer in OUTPUT_LAYERS:
             vocab = "800K" if layer in ("ADAPTIVE", "SAMPLED") else None
-            model = build_spec(layer, vocab, encoder, scale, scratch)
+            model = build_spec(layer, vocab, encoder, scale, scratch, gpt_length=settings.gpt_length)
             batch = max(1, settings.table5_batch * 20 // model.seq_len)
             log.info("table 5: %s / %s (batch %d x %d)", encoder, layer, batch, model.seq_len)
             seconds = per_million_words(_step_seconds(model, batch, settings, device), batch, model)

@@ -55,18 +55,24 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.spec}: the spec names no vocab file")
     vocab = Vocabulary.load(vocab_path)
     eval_batch = settings.eval_batch_size or settings.batch_size
+    stream_fn = None
+    if data.get("tokenizer"):  # subword LMs (ELMo-Sub): segment the word corpus on the fly
+        from elmoc.data.subword import SubwordEncoder
+
+        stream_fn = SubwordEncoder(data["tokenizer"]).stream
 
     def make_batches(position, rank, world_size):
         batches = ShardBatches(shards, vocab, settings.batch_size, settings.bptt, args.direction,
                                seed=settings.seed, epochs=settings.epochs, rank=rank,
-                               world_size=world_size, position=position)
+                               world_size=world_size, position=position, stream_fn=stream_fn)
         for batch in batches:
             yield batch, batches.state_dict()
 
     make_heldout = None
     if data.get("heldout"):
         def make_heldout():
-            return iter_heldout(data["heldout"], vocab, eval_batch, settings.bptt, args.direction)
+            return iter_heldout(data["heldout"], vocab, eval_batch, settings.bptt, args.direction,
+                                stream_fn=stream_fn)
 
     tokens_per_epoch = sum(_count_tokens(p) for p in shards)
     out_dir = Path(args.output_dir)

@@ -34,7 +34,7 @@ import logging
 from dataclasses import asdict, dataclass
 from itertools import repeat
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -155,6 +155,8 @@ class ShardBatches:
         epochs: number of passes, None = endless.
         rank, world_size: data-parallel split; this rank gets ``B / world_size`` rows.
         position: resume from here (from :attr:`position` / :meth:`state_dict`).
+        stream_fn: lines -> id stream with sentence boundaries, replacing the word
+            lookup (e.g. :meth:`elmoc.data.subword.SubwordEncoder.stream` for ELMo-Sub).
 
     Yields:
         LMBatch with inputs/targets (batch / world_size, time) long, mask bool;
@@ -177,6 +179,7 @@ class ShardBatches:
         rank: int = 0,
         world_size: int = 1,
         position: BatchPosition | dict | None = None,
+        stream_fn: Callable[[list[str]], np.ndarray] | None = None,
     ):
         _check_common(batch_size, bptt, direction, rank, world_size)
         if not shards:
@@ -185,6 +188,7 @@ class ShardBatches:
             raise ConfigError(f"epochs must be >= 1 or None, got {epochs}")
         self.shards = [Path(p) for p in shards]
         self.lookup = dict(vocab.index)
+        self.to_stream = stream_fn or (lambda lines: sentences_to_stream(lines, self.lookup))
         self.batch_size, self.bptt, self.direction = batch_size, bptt, direction
         self.seed, self.epochs = seed, epochs
         self.rows = _row_slice(batch_size, rank, world_size)
@@ -202,7 +206,7 @@ class ShardBatches:
     def shard_rows(self, shard: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         """Full-batch inputs and targets of one shard in one pass: (batch, columns) int64 each."""
         lines = shuffled_lines(read_shard_lines(self.shards[shard]), self.seed, epoch, shard)
-        return stream_to_rows(sentences_to_stream(lines, self.lookup), self.batch_size, self.direction)
+        return stream_to_rows(self.to_stream(lines), self.batch_size, self.direction)
 
     def __iter__(self) -> Iterator[LMBatch]:
         pos = self.position
@@ -236,13 +240,15 @@ def iter_heldout(
     direction: str = "forward",
     rank: int = 0,
     world_size: int = 1,
+    stream_fn: Callable[[list[str]], np.ndarray] | None = None,
 ) -> Iterator[LMBatch]:
     """Windows of a heldout file, built like a training shard but without shuffling.
 
     Raises ConfigError when the file has too few tokens for even one window.
     """
     _check_common(batch_size, bptt, direction, rank, world_size)
-    stream = sentences_to_stream(read_shard_lines(path), dict(vocab.index))
+    lines = read_shard_lines(path)
+    stream = stream_fn(lines) if stream_fn is not None else sentences_to_stream(lines, dict(vocab.index))
     inputs, targets = stream_to_rows(stream, batch_size, direction)
     if inputs.shape[1] == 0:
         raise ConfigError(

@@ -16,6 +16,8 @@ Sentence boundaries (spec P6, our choice): the LMs were trained on streams with
 them before encoding and the boundary positions are dropped on output, as AllenNLP
 does for ELMo.  ``boundaries=False`` feeds the bare tokens (ELMo-C's wrapper).
 Every sentence starts from a zero state (spec 5.4: ``reset_hidden_state=true``).
+For subword LMs (ELMo-Sub: the checkpoint's spec has ``data.tokenizer``) the LM reads
+subwords and each word is represented by its first subword (spec 3.3).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import h5py
 import numpy as np
@@ -37,26 +39,36 @@ from elmoc.lm import LanguageModel
 from elmoc.nn.masking import reverse_padded
 from elmoc.train.checkpoint import load_checkpoint
 
+if TYPE_CHECKING:
+    from elmoc.data.subword import SubwordEncoder
+
 log = logging.getLogger(__name__)
 
 
 class BiLM(torch.nn.Module):
     """A forward and a backward :class:`LanguageModel` used together for features."""
 
-    def __init__(self, forward_lm: LanguageModel, backward_lm: LanguageModel, vocab: Vocabulary):
+    def __init__(self, forward_lm: LanguageModel, backward_lm: LanguageModel, vocab: Vocabulary,
+                 subwords: "SubwordEncoder | None" = None):
         super().__init__()
         if forward_lm.encoder.num_layers != backward_lm.encoder.num_layers:
             raise ConfigError("forward and backward LMs have different numbers of layers")
         self.forward_lm = forward_lm
         self.backward_lm = backward_lm
         self.vocab = vocab
+        self.subwords = subwords  # ELMo-Sub: words are represented by their first subword
 
     @classmethod
     def from_checkpoints(cls, forward_path: str | Path, backward_path: str | Path,
                          vocab_path: str | Path | None = None) -> "BiLM":
-        lms, vocab = [], None
+        lms, vocab, subwords = [], None, None
         for path, direction in ((forward_path, "forward"), (backward_path, "backward")):
             payload = load_checkpoint(path)
+            tokenizer = (payload["spec"].get("data") or {}).get("tokenizer")
+            if tokenizer and subwords is None:
+                from elmoc.data.subword import SubwordEncoder
+
+                subwords = SubwordEncoder(tokenizer)
             if payload.get("direction") != direction:
                 raise InputFileError(path, f"expected a {direction} checkpoint, found {payload.get('direction')!r}")
             vpath = vocab_path or payload.get("vocab_path")
@@ -68,7 +80,7 @@ class BiLM(torch.nn.Module):
             lm.load_state_dict(payload["model"])
             lm.eval()
             lms.append(lm)
-        return cls(lms[0], lms[1], vocab)
+        return cls(lms[0], lms[1], vocab, subwords)
 
     @property
     def num_layers(self) -> int:
@@ -119,17 +131,29 @@ def read_sentences(path: str | Path) -> list[list[str]]:
     return sentences
 
 
-def encode_batch(vocab: Vocabulary, sentences: Sequence[Sequence[str]], boundaries: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Padded ids (batch, time) and lengths (batch,) for ``sentences``."""
-    rows = []
+def encode_batch(vocab: Vocabulary, sentences: Sequence[Sequence[str]], boundaries: bool,
+                 subwords: "SubwordEncoder | None" = None) -> tuple[torch.Tensor, torch.Tensor, list[list[int]]]:
+    """Padded ids, lengths, and per sentence the position of each word's representative.
+
+    Returns:
+        ids: (batch, time) long, ``<pad>`` after each sequence; lengths: (batch,) long;
+        word_positions: for sentence b, the time index standing for each of its words
+        (the word itself, or its first subword for subword LMs).
+    """
+    rows, positions = [], []
+    offset = 1 if boundaries else 0
     for tokens in sentences:
-        ids = vocab.encode(tokens)
+        if subwords is not None:
+            ids, first = subwords.encode_words(tokens)
+        else:
+            ids, first = vocab.encode(tokens), list(range(len(tokens)))
         rows.append([BOS_ID] + ids + [EOS_ID] if boundaries else ids)
+        positions.append([offset + i for i in first])
     lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
     ids = torch.full((len(rows), int(lengths.max())), PAD_ID, dtype=torch.long)
     for i, r in enumerate(rows):
         ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-    return ids, lengths
+    return ids, lengths, positions
 
 
 def export_features(bilm: BiLM, sentences: list[list[str]], output: str | Path, batch_size: int = 64,
@@ -145,12 +169,11 @@ def export_features(bilm: BiLM, sentences: list[list[str]], output: str | Path, 
         with h5py.File(tmp, "w") as h5:
             for start in tqdm(range(0, len(order), batch_size), desc="extract", unit="batch", mininterval=5):
                 index = order[start : start + batch_size]
-                ids, lengths = encode_batch(bilm.vocab, [sentences[i] for i in index], boundaries)
+                ids, lengths, positions = encode_batch(bilm.vocab, [sentences[i] for i in index], boundaries,
+                                                       bilm.subwords)
                 acts = bilm(ids.to(device), lengths.to(device)).cpu().numpy()
                 for row, i in enumerate(index):
-                    n = len(sentences[i])
-                    first = 1 if boundaries else 0
-                    h5.create_dataset(str(i), data=acts[row, :, first : first + n], dtype="float32")
+                    h5.create_dataset(str(i), data=acts[row][:, positions[row]], dtype="float32")
             mapping = {" ".join(tokens): str(i) for i, tokens in enumerate(sentences)}
             ds = h5.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
             ds[0] = json.dumps(mapping)

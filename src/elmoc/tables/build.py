@@ -41,6 +41,7 @@ def pretrain_table(paths: Iterable[str | Path]) -> pd.DataFrame:
             "metric": data.get("metric"),
             "before": data.get("before"),
             "after": data.get("after"),
+            "constant_baseline": data.get("constant_baseline"),
             "steps": data.get("steps"),
             "tokens": data.get("tokens"),
             "seconds": round(float(data.get("seconds", float("nan"))), 1),

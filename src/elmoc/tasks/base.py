@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -98,6 +98,19 @@ class TaskModel(nn.Module):
             if isinstance(module, ScalarMix):
                 total = total + module.l2_penalty()
         return total
+
+
+def read_lines(path: str | Path, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of a data file; undecodable bytes are an InputFileError with the line."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                yield lineno, raw.decode(encoding)
+            except UnicodeDecodeError as e:
+                raise InputFileError(
+                    path, f"byte {raw[e.start]:#04x} is not valid {encoding}; set the task's encoding option "
+                    "(e.g. cp1252) if the file uses another one", lineno) from None
 
 
 def check_options(owner: str, given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:

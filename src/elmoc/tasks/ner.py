@@ -25,7 +25,7 @@ from torch import nn
 from elmoc.errors import InputFileError
 from elmoc.metrics.span_f1 import SpanF1, spans
 from elmoc.registry import register
-from elmoc.tasks.base import Task, TaskModel, TaskOutput
+from elmoc.tasks.base import Task, TaskModel, TaskOutput, read_lines
 from elmoc.tasks.crf import ConditionalRandomField, bioul_constraints
 from elmoc.tasks.layers import MaskedLSTM
 
@@ -65,22 +65,21 @@ def read_conll2003(path: str | Path) -> list[TaggedSentence]:
             tokens.clear()
             tags.clear()
 
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            fields = line.split()
-            if not fields:
-                flush()
-                continue
-            if fields[0] == "-DOCSTART-":
-                flush()
-                continue
-            if len(fields) != 4:
-                raise InputFileError(path, f"expected 4 columns (word POS chunk NER), found {len(fields)}", lineno)
-            tag = fields[3]
-            if tag != "O" and (tag[:2] not in ("I-", "B-") or len(tag) < 3):
-                raise InputFileError(path, f"NER tag {tag!r} is not O, I-TYPE or B-TYPE (IOB1)", lineno)
-            tokens.append(fields[0])
-            tags.append(tag)
+    for lineno, line in read_lines(path):
+        fields = line.split()
+        if not fields:
+            flush()
+            continue
+        if fields[0] == "-DOCSTART-":
+            flush()
+            continue
+        if len(fields) != 4:
+            raise InputFileError(path, f"expected 4 columns (word POS chunk NER), found {len(fields)}", lineno)
+        tag = fields[3]
+        if tag != "O" and (tag[:2] not in ("I-", "B-") or len(tag) < 3):
+            raise InputFileError(path, f"NER tag {tag!r} is not O, I-TYPE or B-TYPE (IOB1)", lineno)
+        tokens.append(fields[0])
+        tags.append(tag)
     flush()
     if not out:
         raise InputFileError(path, "no sentences in file")

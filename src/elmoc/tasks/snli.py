@@ -8,6 +8,9 @@ of the full release), otherwise the whitespace split of ``sentence{1,2}`` (the
 shared-data subset is already tokenized).  Malformed JSON or a missing sentence
 raises InputFileError naming the file and line.
 
+``dev_every: k`` holds out every k-th training pair as the dev set when no dev file
+exists (the shared-data setup trains on the 9.8K SNLI dev pairs and tests on test).
+
 Model (AllenNLP ``esim``): encoder biLSTM -> dot-product soft alignment ->
 ``[a; b; a - b; a * b]`` enhancement -> ReLU projection -> inference biLSTM ->
 max+mean pooling of both sentences -> ReLU feedforward -> 3 logits.
@@ -22,10 +25,10 @@ from typing import Any, Iterable, Sequence
 import torch
 from torch import nn
 
-from elmoc.errors import InputFileError
+from elmoc.errors import ConfigError, InputFileError
 from elmoc.metrics.accuracy import Accuracy
 from elmoc.registry import register
-from elmoc.tasks.base import Task, TaskModel, TaskOutput
+from elmoc.tasks.base import Task, TaskModel, TaskOutput, read_lines
 from elmoc.tasks.layers import MaskedLSTM, VariationalDropout, masked_max_mean, masked_softmax
 
 LABELS = ("entailment", "contradiction", "neutral")
@@ -56,22 +59,21 @@ def read_snli(path: str | Path) -> list[PairInstance]:
     """Labelled pairs of an SNLI jsonl file (items without a gold label dropped)."""
     path = Path(path)
     out = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputFileError(path, f"invalid JSON ({e.msg} at column {e.colno})", lineno) from None
-            if not isinstance(item, dict):
-                raise InputFileError(path, "each line must be a JSON object", lineno)
-            label = item.get("gold_label")
-            if label in (None, "-", ""):
-                continue
-            if label not in LABELS:
-                raise InputFileError(path, f"gold_label {label!r} is not one of {', '.join(LABELS)} or '-'", lineno)
-            out.append(PairInstance(_tokens(item, "1", path, lineno), _tokens(item, "2", path, lineno), LABELS.index(label)))
+    for lineno, line in read_lines(path):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputFileError(path, f"invalid JSON ({e.msg} at column {e.colno})", lineno) from None
+        if not isinstance(item, dict):
+            raise InputFileError(path, "each line must be a JSON object", lineno)
+        label = item.get("gold_label")
+        if label in (None, "-", ""):
+            continue
+        if label not in LABELS:
+            raise InputFileError(path, f"gold_label {label!r} is not one of {', '.join(LABELS)} or '-'", lineno)
+        out.append(PairInstance(_tokens(item, "1", path, lineno), _tokens(item, "2", path, lineno), LABELS.index(label)))
     if not out:
         raise InputFileError(path, "no labelled pairs in file")
     return out
@@ -133,7 +135,21 @@ class SnliTask(Task):
     default_trainer = {"batch_size": 32, "lr": 4e-4, "grad_norm": 10.0, "epochs": 75, "patience": 5,
                        "plateau_factor": 0.5}
 
+    def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
+                 model: dict[str, Any] | None = None, dev_every: int | None = None):
+        super().__init__(train, dev, test, model)
+        if dev_every is not None and (not isinstance(dev_every, int) or dev_every < 2):
+            raise ConfigError(f"task snli: dev_every must be an integer >= 2 or null, got {dev_every!r}")
+        if dev_every and dev:
+            raise ConfigError("task snli: give either a dev file or dev_every (hold out every k-th training pair), not both")
+        self.dev_every = dev_every
+        self.required_data = ("train", "test") if dev_every else ("train", "dev", "test")
+
     def read(self, split: str) -> list[PairInstance]:
+        if self.dev_every and split in ("train", "dev"):
+            pairs = read_snli(self.path("train"))
+            held = split == "dev"
+            return [x for i, x in enumerate(pairs) if (i % self.dev_every == 0) == held]
         return read_snli(self.path(split))
 
     def sentences(self, instances: Sequence[PairInstance]) -> Iterable[list[str]]:

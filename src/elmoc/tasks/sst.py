@@ -35,7 +35,7 @@ from torch import nn
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.metrics.accuracy import Accuracy
 from elmoc.registry import register
-from elmoc.tasks.base import Task, TaskModel, TaskOutput
+from elmoc.tasks.base import Task, TaskModel, TaskOutput, read_lines
 from elmoc.tasks.layers import MaskedLSTM, Maxout, masked_softmax
 
 _TREE_TOKEN = re.compile(r"\(|\)|[^\s()]+")
@@ -116,33 +116,31 @@ def parse_tree(text: str, path: str | Path = "<string>", line: int | None = None
     return tree
 
 
-def read_trees(path: str | Path) -> list[Tree]:
+def read_trees(path: str | Path, encoding: str = "utf-8") -> list[Tree]:
     """All trees of a PTB sentiment file (blank lines skipped)."""
     path = Path(path)
     trees = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if line.strip():
-                trees.append(parse_tree(line, path, lineno))
+    for lineno, line in read_lines(path, encoding):
+        if line.strip():
+            trees.append(parse_tree(line, path, lineno))
     if not trees:
         raise InputFileError(path, "no trees in file")
     return trees
 
 
-def read_polarity(path: str | Path) -> list[SentimentInstance]:
+def read_polarity(path: str | Path, encoding: str = "utf-8") -> list[SentimentInstance]:
     """``__label__neg|__label__pos tokens...`` lines -> binary instances."""
     path = Path(path)
     out = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            parts = line.split()
-            if parts[0] not in POLARITY_LABELS:
-                raise InputFileError(path, f"line must start with __label__neg or __label__pos, found {parts[0]!r}", lineno)
-            if len(parts) < 2:
-                raise InputFileError(path, "label without text", lineno)
-            out.append(SentimentInstance(tuple(parts[1:]), POLARITY_LABELS[parts[0]]))
+    for lineno, line in read_lines(path, encoding):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if parts[0] not in POLARITY_LABELS:
+            raise InputFileError(path, f"line must start with __label__neg or __label__pos, found {parts[0]!r}", lineno)
+        if len(parts) < 2:
+            raise InputFileError(path, "label without text", lineno)
+        out.append(SentimentInstance(tuple(parts[1:]), POLARITY_LABELS[parts[0]]))
     if not out:
         raise InputFileError(path, "no labelled sentences in file")
     return out
@@ -205,6 +203,7 @@ class SstTask(Task):
         granularity: "5-class" or "2-class" (ptb only; polarity is always binary).
         use_subtrees: train on every subtree (ptb only).
         unique_subtrees: keep each distinct (phrase, label) once.
+        encoding: of the data files (gensim's polarity file is cp1252).
     """
 
     metric_name = "accuracy"
@@ -218,8 +217,15 @@ class SstTask(Task):
 
     def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
                  model: dict[str, Any] | None = None, format: str = "ptb", granularity: str = "5-class",
-                 use_subtrees: bool = True, unique_subtrees: bool = False):
+                 use_subtrees: bool = True, unique_subtrees: bool = False, encoding: str = "utf-8"):
         super().__init__(train, dev, test, model)
+        import codecs
+
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise ConfigError(f"task sst: unknown encoding {encoding!r} (e.g. utf-8, cp1252)") from None
+        self.encoding = encoding
         if format not in ("ptb", "polarity"):
             raise ConfigError(f"task sst: format must be 'ptb' or 'polarity', got {format!r}")
         if granularity not in ("5-class", "2-class"):
@@ -237,13 +243,13 @@ class SstTask(Task):
     def read(self, split: str) -> list[SentimentInstance]:
         if self.format == "polarity":
             if self.paths.get("dev") and self.paths.get("test"):
-                return read_polarity(self.path(split))
-            everything = read_polarity(self.path("train"))
+                return read_polarity(self.path(split), self.encoding)
+            everything = read_polarity(self.path("train"), self.encoding)
             keep = {"train": lambda i: i % 5 < 3, "dev": lambda i: i % 5 == 3, "test": lambda i: i % 5 == 4}[split]
             return [x for i, x in enumerate(everything) if keep(i)]
         out: list[SentimentInstance] = []
         seen: set[SentimentInstance] = set()
-        for tree in read_trees(self.path(split)):
+        for tree in read_trees(self.path(split), self.encoding):
             nodes = tree.nodes() if (split == "train" and self.use_subtrees) else [tree]
             for node in nodes:
                 label = _map_label(node.label, self.granularity)

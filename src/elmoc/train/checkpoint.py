@@ -6,8 +6,9 @@ A checkpoint is one ``torch.save`` dict:
 ``spec``        the resolved LM spec (input/encoder/output/optimizer/train)
 ``vocab_path``  path of the vocabulary the ids refer to
 ``direction``   ``"forward"`` or ``"backward"``
-``model``       the LanguageModel state dict (frozen tables included, so the file is
-                self-contained for extraction)
+``model``       the LanguageModel state dict; frozen tables (FastText, CNN vectors) are
+                not in it: they are reloaded from the paths in ``spec``, which must
+                still exist when the checkpoint is used
 ``optimizers``  list of optimizer state dicts
 ``step``        number of optimizer steps taken
 ``tokens``      tokens trained on (all processes)

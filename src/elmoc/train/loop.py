@@ -141,11 +141,14 @@ def evaluate_heldout(model: LanguageModel, batches: Iterator[LMBatch], device: t
     """Heldout metric of ``model`` over ``batches`` (full softmax for the softmax family).
 
     Returns ``{"metric", "value", "loss", "eval_tokens"}``: "cosine" is the token-weighted
-    mean cosine (higher is better); "perplexity" is exp of the mean NLL.
+    mean cosine (higher is better), reported with ``constant_baseline``, the mean cosine
+    of the best constant prediction; "perplexity" is exp of the mean NLL.
     """
     was_training = model.training
     model.eval()
     loss_total, tokens_total, cosine_total = 0.0, 0.0, 0.0
+    table = getattr(model.output_layer, "target_table", None)
+    unit_sum = None  # sum of unit-normalized targets: gives the best constant predictor
     state = None
     for i, batch in enumerate(batches):
         if max_windows is not None and i >= max_windows:
@@ -157,6 +160,10 @@ def evaluate_heldout(model: LanguageModel, batches: Iterator[LMBatch], device: t
         tokens_total += n
         if "cosine" in out.logs:
             cosine_total += float(out.logs["cosine"]) * n
+        if isinstance(table, torch.Tensor):
+            targets = table[batch.targets[batch.mask].to(table.device)].double()
+            unit = torch.nn.functional.normalize(targets, dim=-1).sum(0)
+            unit_sum = unit if unit_sum is None else unit_sum + unit
     model.train(was_training)
     if tokens_total == 0:
         raise ConfigError("heldout set produced no tokens; check corpus.heldout settings")
@@ -168,7 +175,12 @@ def evaluate_heldout(model: LanguageModel, batches: Iterator[LMBatch], device: t
         value = cosine_total / tokens_total
     else:
         value = mean_loss
-    return {"metric": metric, "value": value, "loss": mean_loss, "eval_tokens": int(tokens_total)}
+    result = {"metric": metric, "value": value, "loss": mean_loss, "eval_tokens": int(tokens_total)}
+    if metric == "cosine" and unit_sum is not None:
+        # mean cosine of the best *constant* prediction (|sum of unit targets| / N): an
+        # LM must beat it; FastText tables from tiny corpora make it close to 1.
+        result["constant_baseline"] = float(unit_sum.norm()) / tokens_total
+    return result
 
 
 def train(
@@ -302,6 +314,7 @@ def train(
             "metric": history[-1]["metric"] if history else None,
             "before": history[0]["value"] if history else None,
             "after": history[-1]["value"] if history else None,
+            "constant_baseline": history[-1].get("constant_baseline") if history else None,
             "history": history, "trainable_parameters": core.num_trainable_parameters(),
         }
         _write_json(out_dir / "heldout.json", summary)

@@ -1,0 +1,46 @@
+"""`elmoc bench --quick` prints both paper tables (structure only; no timing assertions)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from elmoc.bench.scenarios import TABLE4_ROWS, Scale, build_spec
+from elmoc.bench.speed import BenchSettings, bilm_parameters
+from elmoc.cli import main
+from elmoc.errors import ConfigError
+
+
+def test_quick_bench_prints_tables_4_and_5(tmp_path, capsys):
+    code = main(["bench", "--quick", "--out-dir", str(tmp_path), "--scratch", str(tmp_path / "scratch")])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "## Table 4" in out and "## Table 5" in out and "## ELMo LSTM kernel" in out
+    for label in ("CONT", "FIXED", "SUBWORD", "ADAPTIVE 40K", "ADAPTIVE 800K", "ADAPTIVE 2000K",
+                  "SAMPLED 40K", "SAMPLED 800K", "SAMPLED 2000K"):
+        assert f"| {label} |" in out
+    assert "| Layer | LSTM | LSTMX2 | TRANS BASE | ELMO | TRANS LARGE | GPT |" in out
+    result = json.loads((tmp_path / "bench.json").read_text())
+    assert len(result["table4"]) == 9 and len(result["table5"]) == 30
+    assert all(r["max_batch"] >= 1 for r in result["table4"])
+    assert result["table4"][0]["s1_ratio"] == 1.0
+    assert (tmp_path / "table4.csv").read_text().startswith("label,")
+
+
+def test_paper_size_parameter_counts_match_table_4():
+    """Spec P27 / Table 4: 76M CONT, 483M SAMPLED 800K, 1102M SAMPLED 2000K (bi-LM convention)."""
+    counts = {f"{layer} {v}" if v else layer: bilm_parameters(build_spec(layer, v, "ELMO", Scale(), None))
+              for layer, v in TABLE4_ROWS}
+    assert round(counts["CONT"] / 1e6) == 76
+    assert round(counts["SAMPLED 40K"] / 1e6) == 96
+    assert abs(counts["SAMPLED 800K"] / 1e6 - 483) < 5
+    assert abs(counts["SAMPLED 2000K"] / 1e6 - 1102) < 2
+    assert abs(counts["SUBWORD"] / 1e6 - 92) < 2
+
+
+def test_bad_settings_raise_config_error():
+    with pytest.raises(ConfigError):
+        BenchSettings(width_scale=0.0)
+    with pytest.raises(ConfigError):
+        BenchSettings(repeats=0)
+    assert main(["bench", "--tables", "6"]) == 1

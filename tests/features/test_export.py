@@ -1,0 +1,85 @@
+"""HDF5 export in the `allennlp elmo --all` layout, read back with h5py."""
+import json
+from collections import Counter
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from elmoc.data.vocab import BOS_ID, EOS_ID, Vocabulary
+from elmoc.errors import InputFileError
+from elmoc.features.export import BiLM, export_features, read_sentences
+from elmoc.lm import LMBatch
+from elmoc.train.loop import train
+
+H = 6
+
+
+@pytest.fixture(scope="module")
+def bilm(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bilm")
+    words = "the cat sat on a mat dog ran".split()
+    vocab = Vocabulary.from_counts(Counter({w: 10 - i for i, w in enumerate(words)}))
+    vocab.save(tmp / "vocab.txt")
+    np.save(tmp / "vec.npy", np.random.default_rng(0).standard_normal((len(vocab), 5)).astype("float32"))
+    stream = torch.tensor([4 + i % 8 for i in range(400)])
+
+    def make_batches(position, rank, world):
+        for w in range(0 if position is None else position["w"], 3):
+            d = torch.stack([stream[w * 5 + r * 50: w * 5 + r * 50 + 6] for r in range(2)])
+            yield LMBatch(d[:, :-1], d[:, 1:], d[:, :-1] > 0), {"epoch": 0, "w": w + 1}
+
+    spec = {"input": {"type": "fasttext", "vectors": str(tmp / "vec.npy")},
+            "encoder": {"type": "elmo_lstm", "num_layers": 2, "cell_size": 10, "projection_size": H},
+            "output": {"type": "cosine", "vectors": str(tmp / "vec.npy")},
+            "optimizer": {"type": "adam", "lr": 0.01},
+            "train": {"batch_size": 2, "bptt": 5, "checkpoint_every": 0, "log_every": 100}}
+    for direction in ("forward", "backward"):
+        train(spec, vocab, tmp / direction, make_batches, None, direction=direction,
+              vocab_path=str(tmp / "vocab.txt"))
+    model = BiLM.from_checkpoints(tmp / "forward/checkpoint.pt", tmp / "backward/checkpoint.pt")
+    model.checkpoint_dir = tmp
+    return model
+
+
+def test_layout_and_values(bilm, tmp_path):
+    sentences = [["the", "cat", "sat"], ["a", "dog", "ran", "on", "the", "mat"], ["zebra"]]
+    out = tmp_path / "f.hdf5"
+    export_features(bilm, sentences, out, batch_size=2)
+    with h5py.File(out, "r") as h5:
+        mapping = json.loads(h5["sentence_to_index"][0])
+        assert mapping == {"the cat sat": "0", "a dog ran on the mat": "1", "zebra": "2"}
+        for i, s in enumerate(sentences):
+            assert h5[str(i)].shape == (3, len(s), 2 * H)
+            assert h5[str(i)].dtype == np.float32
+        got = h5["1"][()]
+    # reference: run each direction by hand on one sentence with boundaries
+    ids = torch.tensor([[BOS_ID] + bilm.vocab.encode(sentences[1]) + [EOS_ID]])
+    fwd = bilm.forward_lm.encode(ids).layers
+    bwd = bilm.backward_lm.encode(ids.flip(1)).layers
+    for k in range(3):
+        np.testing.assert_allclose(got[k, :, :H], fwd[k][0, 1:-1].detach().numpy(), atol=1e-5)
+        np.testing.assert_allclose(got[k, :, H:], bwd[k][0].flip(0)[1:-1].detach().numpy(), atol=1e-5)
+
+
+def test_batching_does_not_change_features(bilm, tmp_path):
+    sentences = [["the", "cat"], ["a", "dog", "ran", "on", "the", "mat", "the", "cat"]]
+    export_features(bilm, sentences, tmp_path / "one.hdf5", batch_size=1)
+    export_features(bilm, sentences, tmp_path / "two.hdf5", batch_size=2)
+    with h5py.File(tmp_path / "one.hdf5") as a, h5py.File(tmp_path / "two.hdf5") as b:
+        for key in ("0", "1"):
+            np.testing.assert_allclose(a[key][()], b[key][()], atol=1e-5)
+
+
+def test_blank_line_is_an_error(tmp_path):
+    p = tmp_path / "s.txt"
+    p.write_text("a b\n\nc\n")
+    with pytest.raises(InputFileError, match=r"s.txt:2: blank line"):
+        read_sentences(p)
+
+
+def test_direction_mismatch_is_an_error(bilm):
+    forward = bilm.checkpoint_dir / "forward/checkpoint.pt"
+    with pytest.raises(InputFileError, match="expected a backward checkpoint"):
+        BiLM.from_checkpoints(forward, forward)
