@@ -37,13 +37,13 @@ class BenchSettings:
     width_scale: float = 0.125
     vocab_scale: float = 0.05
     memory_budget_mb: float = 768.0
-    repeats: int = 5
+    repeats: int = 3
     world: int = 2
     table5_batch: int = 64
     s2_start: int = 8
     threads: int = 1
     skip_s3: bool = False
-    s2_probes: int = 8
+    s2_probes: int = 5
     gpt_length: int = 512
     lstm_sizes: list = field(default_factory=lambda: [[32, 20, 256, 64], [64, 20, 1024, 256]])
 

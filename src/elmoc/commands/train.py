@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from elmoc.config import load_yaml
-    from elmoc.data.batches import ShardBatches, iter_heldout
+    from elmoc.data.batches import ShardBatches, iter_heldout, num_windows
     from elmoc.data.vocab import Vocabulary
     from elmoc.errors import ConfigError, InputFileError
     from elmoc.train.loop import TrainSettings, train
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
             return iter_heldout(data["heldout"], vocab, eval_batch, settings.bptt, args.direction,
                                 stream_fn=stream_fn)
 
-    tokens_per_epoch = sum(_count_tokens(p) for p in shards)
+    steps_per_epoch = sum(num_windows((_count_tokens(p) - 1) // settings.batch_size, settings.bptt) for p in shards)
     out_dir = Path(args.output_dir)
     if args.no_resume and (out_dir / "checkpoint.pt").exists():
         (out_dir / "checkpoint.pt").unlink()
@@ -82,12 +82,13 @@ def run(args: argparse.Namespace) -> int:
         (out_dir / "train_log.jsonl").unlink()  # a fresh run starts a fresh log
     train(spec, vocab, out_dir, make_batches, make_heldout, direction=args.direction,
           vocab_path=str(vocab_path), device=args.device, resume=not args.no_resume,
-          tokens_per_epoch=tokens_per_epoch)
+          steps_per_epoch=steps_per_epoch)
     return 0
 
 
 def _count_tokens(path) -> int:
-    """Tokens of a shard as the batcher sees them (words plus <s> and </s> per sentence)."""
+    """Tokens of a shard as the word batcher sees them (words plus <s> and </s> per
+    sentence); for subword LMs this underestimates, so the ETA is approximate."""
     total = 0
     with open(path, "rb") as f:
         for line in f:

@@ -58,11 +58,7 @@ class _ProjectedLstmFunction(torch.autograd.Function):
         cell = four_cell // 4
         proj = proj_weight.shape[0]
         all_valid = bool(mask.all())
-        # Double the candidate-gate rows so that one sigmoid serves all four gates.
-        scale = input_gates.new_ones(four_cell)
-        scale[2 * cell : 3 * cell] = 2.0
-        xg = input_gates * scale
-        ws_t = (state_weight * scale[:, None]).t()  # (proj, 4*cell)
+        ws_t = state_weight.t()  # (proj, 4*cell)
         wp_t = proj_weight.t()  # (cell, proj)
         acts = torch.empty_like(input_gates)  # (T, B, 4C) activated gates i, f, g, o
         c_all = input_gates.new_empty(steps + 1, batch, cell)  # carried cell states
@@ -72,37 +68,43 @@ class _ProjectedLstmFunction(torch.autograd.Function):
         p_all = input_gates.new_empty(steps, batch, proj)  # clipped projections
         c_all[0] = c0
         h_all[0] = h0
-        maskf = mask.to(input_gates.dtype).unsqueeze(-1)  # (T, B, 1)
+        step_c = input_gates.new_empty(batch, cell) if not all_valid else None
         for t in range(steps):
             a = acts[t]
-            torch.addmm(xg[t], h_all[t], ws_t, out=a)
-            a.sigmoid_()
-            a[:, 2 * cell : 3 * cell].mul_(2.0).sub_(1.0)
-            i, f, g, o = a[:, :cell], a[:, cell : 2 * cell], a[:, 2 * cell : 3 * cell], a[:, 3 * cell :]
-            c = torch.addcmul(f * c_all[t], i, g)
+            torch.addmm(input_gates[t], h_all[t], ws_t, out=a)
+            a[:, : 2 * cell].sigmoid_()  # i, f
+            a[:, 2 * cell : 3 * cell].tanh_()  # g
+            a[:, 3 * cell :].sigmoid_()  # o
+            c = c_all[t + 1] if all_valid else step_c
+            torch.mul(a[:, cell : 2 * cell], c_all[t], out=c)
+            c.addcmul_(a[:, :cell], a[:, 2 * cell : 3 * cell])
             if cell_clip is not None:
                 c.clamp_(-cell_clip, cell_clip)
             torch.tanh(c, out=tanh_c[t])
-            torch.mul(o, tanh_c[t], out=h_tilde[t])
+            torch.mul(a[:, 3 * cell :], tanh_c[t], out=h_tilde[t])
             p = p_all[t]
             torch.mm(h_tilde[t], wp_t, out=p)
             if proj_clip is not None:
                 p.clamp_(-proj_clip, proj_clip)
             r = F.layer_norm(p, (proj,), ln_weight, ln_bias, _ln_eps()) if ln_weight is not None else p
-            if dropout is not None:
-                r = r * dropout
             if all_valid:
-                c_all[t + 1] = c
-                h_all[t + 1] = r
+                if dropout is not None:
+                    torch.mul(r, dropout, out=h_all[t + 1])
+                else:
+                    h_all[t + 1] = r
             else:
+                if dropout is not None:
+                    r = r * dropout
                 m = mask[t].unsqueeze(-1)
                 torch.where(m, c, c_all[t], out=c_all[t + 1])
                 torch.where(m, r, h_all[t], out=h_all[t + 1])
-        out = h_all[1:] if all_valid else h_all[1:] * maskf
+        # When every step is valid, step t's c is the carried c_all[t+1]; otherwise
+        # masked rows differ, but they receive no gradient through the step anyway.
+        out = h_all[1:].clone() if all_valid else h_all[1:] * mask.to(input_gates.dtype).unsqueeze(-1)
         ctx.save_for_backward(mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, state_weight, proj_weight,
                               ln_weight, dropout)
         ctx.config = (cell_clip, proj_clip, all_valid)
-        return out.clone() if all_valid else out, h_all[steps].clone(), c_all[steps].clone()
+        return out, h_all[steps].clone(), c_all[steps].clone()
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -116,63 +118,77 @@ class _ProjectedLstmFunction(torch.autograd.Function):
         dtype = acts.dtype
         if grad_out is None:
             grad_out = acts.new_zeros(steps, batch, proj)
-        dh = acts.new_zeros(batch, proj) if grad_h is None else grad_h.clone()
-        dc = acts.new_zeros(batch, cell) if grad_c is None else grad_c.clone()
+        dh = acts.new_zeros(batch, proj) if grad_h is None else grad_h
+        dc = acts.new_zeros(batch, cell) if grad_c is None else grad_c
         maskf = mask.to(dtype).unsqueeze(-1)  # (T, B, 1)
 
         # ---- everything that does not depend on the reverse recurrence, for all steps ----
         i, f, g, o = acts[..., :cell], acts[..., cell : 2 * cell], acts[..., 2 * cell : 3 * cell], acts[..., 3 * cell :]
+        # Cell clip masks.  The carried c equals the step's c where the mask is True; on a
+        # masked row it equals the last valid step's c, whose clip mask is the right one
+        # to apply again (0/1 factors are idempotent).  Only a row whose *leading* steps
+        # are masked and whose initial c0 lies outside the clip would get a zero instead
+        # of a pass-through gradient for c0 (a carried c0 always lies inside the clip).
+        cmask = (c_all[1:].abs() < cell_clip).to(dtype) if cell_clip is not None else None
         # dZ = [dc_raw * (g i(1-i)), dc_raw * (c_prev f(1-f)), dc_raw * (i (1-g^2)), dh~ * (tanh_c o(1-o))]
         k_cell = torch.cat([g * i * (1 - i), c_all[:-1] * f * (1 - f), i * (1 - g * g)], dim=-1)
         k_cell = k_cell.view(steps, batch, 3, cell)
         k_out = tanh_c * o * (1 - o)  # (T, B, C)
-        a_cell = o * (1 - tanh_c * tanh_c)  # d c / d h~ chain: dc += dh~ * o (1 - tanh^2)
-        f_gate = f.contiguous()
-        cmask = (c_all[1:].abs() < cell_clip).to(dtype) if cell_clip is not None else None
-        # The carried c equals the step's c where mask is True; masked rows get zero grads anyway.
+        # dc_raw[t] = (dc_carried + dh~ * o (1 - tanh^2)) * cmask[t]; the carried dc of
+        # step t-1 is dc_raw[t] * f[t] * cmask[t-1], so fold cmask into both factors.
+        a_cell = o * (1 - tanh_c * tanh_c)
+        f_next = f.clone()
+        if cmask is not None:
+            a_cell = a_cell * cmask
+            f_next[1:] *= cmask[:-1]
+            dc = dc * cmask[-1]
         pmask = (p_all.abs() < proj_clip).to(dtype) if proj_clip is not None else None
+        gain = dropout  # (B, P) or None: the dropout mask multiplies the LayerNorm output
         if ln_weight is not None:
+            gain = ln_weight if gain is None else ln_weight * gain
             mean = p_all.mean(-1, keepdim=True)
             centered = p_all - mean
             rstd = torch.rsqrt(centered.pow(2).mean(-1, keepdim=True) + _ln_eps())
             xhat = centered * rstd  # (T, B, P)
-            row_scale = rstd if pmask is None else rstd * pmask  # (T, B, 1|P)
-            gain = ln_weight if dropout is None else ln_weight * dropout  # (P,) or (B, P)
+            scale = rstd.expand_as(p_all) if pmask is None else rstd * pmask  # (T, B, P)
+            # dp = scale * (u - mean(u) - xhat * mean(u * xhat)) with u = dr * gain:
+            # the two means are one batched product of dr with [gain, gain*xhat] / P.
+            sums_rhs = torch.stack([gain.expand_as(p_all), gain * xhat], dim=-1) / proj  # (T, B, P, 2)
+            scale_gain = scale * gain
+            scale_xhat = scale * xhat
         else:
-            gain = dropout  # None or (B, P)
-            row_scale = pmask
+            scale_gain = gain if pmask is None else (pmask if gain is None else pmask * gain)
         dz = acts.new_empty(steps, batch, four_cell)
         dp_all = acts.new_empty(steps, batch, proj)  # grads of the raw projection
-        dr_all = acts.new_empty(steps, batch, proj) if ln_weight is not None else None
+        dr_all = acts.new_empty(steps, batch, proj)
+        dz_cell = dz[..., : 3 * cell].view(steps, batch, 3, cell)
+        dz_out = dz[..., 3 * cell :]
 
         for t in range(steps - 1, -1, -1):
-            dr = grad_out[t] + dh
+            dr = dr_all[t]
+            torch.add(grad_out[t], dh, out=dr)
             if not all_valid:
                 m = maskf[t]
                 dh_pass = dh * (1 - m)
                 dc_pass = dc * (1 - m)
-                dr = dr * m
+                dr.mul_(m)
                 dc = dc * m
-            if dr_all is not None:
-                dr_all[t] = dr
-            dq = dr if gain is None else dr * gain
-            if ln_weight is not None:
-                xh = xhat[t]
-                dq = dq - dq.mean(-1, keepdim=True) - xh * (dq * xh).mean(-1, keepdim=True)
             dp = dp_all[t]
-            if row_scale is None:
-                dp.copy_(dq)
+            if ln_weight is not None:
+                sums = torch.bmm(dr.unsqueeze(1), sums_rhs[t]).squeeze(1)  # (B, 2)
+                torch.mul(dr, scale_gain[t], out=dp)
+                dp.addcmul_(scale[t], sums[:, :1], value=-1.0)
+                dp.addcmul_(scale_xhat[t], sums[:, 1:], value=-1.0)
+            elif scale_gain is not None:
+                torch.mul(dr, scale_gain if scale_gain.dim() == 2 else scale_gain[t], out=dp)
             else:
-                torch.mul(dq, row_scale[t], out=dp)
+                dp.copy_(dr)
             dht = torch.mm(dp, proj_weight)  # (B, C)
-            dc = torch.addcmul(dc, dht, a_cell[t])
-            if cmask is not None:
-                dc = dc * cmask[t]
-            dzt = dz[t]
-            torch.mul(dc.unsqueeze(1), k_cell[t], out=dzt[:, : 3 * cell].view(batch, 3, cell))
-            torch.mul(dht, k_out[t], out=dzt[:, 3 * cell :])
-            dc = dc * f_gate[t]
-            dh = torch.mm(dzt, state_weight)
+            dc = torch.addcmul(dc, dht, a_cell[t])  # dc_raw (clip mask folded in)
+            torch.mul(dc.unsqueeze(1), k_cell[t], out=dz_cell[t])
+            torch.mul(dht, k_out[t], out=dz_out[t])
+            dc = dc * f_next[t]
+            dh = torch.mm(dz[t], state_weight)
             if not all_valid:
                 dh = dh + dh_pass
                 dc = dc + dc_pass

@@ -35,13 +35,16 @@ def pretrain_table(paths: Iterable[str | Path]) -> pd.DataFrame:
     for path in paths:
         path = Path(path)
         data = _read_json(path)
+        def r4(x):
+            return None if x is None else round(float(x), 4)
+
         rows.append({
             "variant": path.parent.parent.name,
             "direction": data.get("direction", path.parent.name),
             "metric": data.get("metric"),
-            "before": data.get("before"),
-            "after": data.get("after"),
-            "constant_baseline": data.get("constant_baseline"),
+            "before": r4(data.get("before")),
+            "after": r4(data.get("after")),
+            "constant_baseline": r4(data.get("constant_baseline")),
             "steps": data.get("steps"),
             "tokens": data.get("tokens"),
             "seconds": round(float(data.get("seconds", float("nan"))), 1),

@@ -194,7 +194,7 @@ def train(
     vocab_path: str | None = None,
     device: str | torch.device = "cpu",
     resume: bool = True,
-    tokens_per_epoch: int | None = None,
+    steps_per_epoch: int | None = None,
 ) -> RunResult:
     """Train one direction of an LM and write ``checkpoint.pt``, ``heldout.json`` and
     ``train_log.jsonl`` into ``out_dir``.
@@ -262,11 +262,11 @@ def train(
     if step == 0:
         heldout("before")
     total_steps = settings.max_steps
-    if total_steps is None and tokens_per_epoch:
-        total_steps = max(1, tokens_per_epoch * settings.epochs // (settings.batch_size * settings.bptt))
+    if total_steps is None and steps_per_epoch:
+        total_steps = steps_per_epoch * settings.epochs
     params = [p for p in core.parameters() if p.requires_grad]
     model.train()
-    t0, tokens_at_t0, last_log = time.time(), tokens, {}
+    t0, tokens_at_t0, steps_at_t0, last_log = time.time(), tokens, step, {}
     done = settings.max_steps is not None and step >= settings.max_steps
     for batch, next_position in ([] if done else make_batches(position, ddp.rank, ddp.world_size)):
         # next_position: where the iterator resumes after this batch (saved in checkpoints)
@@ -289,7 +289,8 @@ def train(
         if ddp.is_main and (step % max(1, settings.log_every) == 0 or step == 1):
             elapsed = time.time() - t0
             speed = (tokens - tokens_at_t0) / max(elapsed, 1e-9)
-            eta = ((total_steps - step) * settings.batch_size * settings.bptt / speed) if total_steps and speed else None
+            per_step = elapsed / max(1, step - steps_at_t0)
+            eta = (total_steps - step) * per_step if total_steps else None
             last_log = {"event": "train", "step": step, "tokens": tokens, "lr": lr, "loss": float(loss),
                         "grad_norm": grad_norm, "tokens_per_s": speed, "eta_s": eta,
                         **{k: float(v) for k, v in out.logs.items()}}
