@@ -12,7 +12,13 @@ from snakemake.utils import min_version, validate
 min_version("9.19")
 
 
-configfile: "config/config.yaml"
+# The demo config is the default. A --configfile on the command line replaces it (rather
+# than being merged into it), so `--configfile config/paper.yaml` means exactly that file;
+# give several --configfile files to layer them.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
 
 
 validate(config, "workflow/schemas/config.schema.yaml")

@@ -25,7 +25,7 @@ rule pretrain:
         "logs/pretrain/{variant}.{direction}.log",
     benchmark:
         "logs/benchmarks/pretrain/{variant}.{direction}.tsv"
-    threads: workflow.cores
+    threads: config["pretrain"]["threads"] or workflow.cores
     resources:
         gpu=pretrain_gpus(),
         runtime=config["pretrain"]["runtime_minutes"],

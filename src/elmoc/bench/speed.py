@@ -43,7 +43,7 @@ class BenchSettings:
     s2_start: int = 8
     threads: int = 1
     skip_s3: bool = False
-    s2_probes: int = 5
+    s2_probes: int = 8
     gpt_length: int = 512
     lstm_sizes: list = field(default_factory=lambda: [[32, 20, 256, 64], [64, 20, 1024, 256]])
 

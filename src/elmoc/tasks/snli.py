@@ -13,7 +13,8 @@ exists (the shared-data setup trains on the 9.8K SNLI dev pairs and tests on tes
 
 Model (AllenNLP ``esim``): encoder biLSTM -> dot-product soft alignment ->
 ``[a; b; a - b; a * b]`` enhancement -> ReLU projection -> inference biLSTM ->
-max+mean pooling of both sentences -> ReLU feedforward -> 3 logits.
+max+mean pooling of both sentences -> ReLU feedforward -> 3 logits.  Word vectors
+(the FastText baseline) are frozen unless ``model.trainable_words: true``.
 """
 from __future__ import annotations
 
@@ -131,7 +132,8 @@ class SnliTask(Task):
 
     metric_name = "accuracy"
     default_model = {"encoder_hidden": 300, "projection_dim": 300, "inference_hidden": 300, "output_hidden": 300,
-                     "dropout": 0.5, "layer_norm": False, "feature_dropout": 0.0}
+                     "dropout": 0.5, "layer_norm": False, "feature_dropout": 0.0,
+                     "trainable_words": False}
     default_trainer = {"batch_size": 32, "lr": 4e-4, "grad_norm": 10.0, "epochs": 75, "patience": 5,
                        "plateau_factor": 0.5}
 
@@ -162,7 +164,8 @@ class SnliTask(Task):
 
     def build_model(self, inputs) -> Esim:
         o = dict(self.model_options)
-        embedder = inputs.embedder(layer_norm=o.pop("layer_norm"), feature_dropout=o.pop("feature_dropout"))
+        embedder = inputs.embedder(layer_norm=o.pop("layer_norm"), feature_dropout=o.pop("feature_dropout"),
+                                   trainable_words=o.pop("trainable_words"))
         return Esim(embedder, **o)
 
     def collate(self, instances: Sequence[PairInstance], inputs) -> dict[str, Any]:

@@ -20,7 +20,9 @@ Data formats (``format`` option):
 Model (BCN, McCann et al. 2017, as in AllenNLP's ``biattentive_classification_network``):
 embedding dropout -> ReLU feedforward -> biLSTM encoder -> self bi-attention ->
 integrator biLSTM over ``[x; x - ctx; x * ctx]`` -> max/min/mean/self-attentive
-pooling -> maxout classifier.
+pooling -> maxout classifier.  The word vectors are frozen as in the paper
+(GloVe); ``model.trainable_words: true`` fine-tunes them instead (our shared-data
+setting, where the FastText vectors come from a 0.5M-token corpus).
 """
 from __future__ import annotations
 
@@ -211,7 +213,7 @@ class SstTask(Task):
         "pre_encode_dim": 300, "encoder_hidden": 300, "integrator_hidden": 300,
         "embedding_dropout": 0.5, "pre_encode_dropout": 0.25, "integrator_dropout": 0.1,
         "output_dims": [1200, 600], "pool_size": 4, "output_dropouts": [0.2, 0.3, 0.0],
-        "layer_norm": False, "feature_dropout": 0.0,
+        "layer_norm": False, "feature_dropout": 0.0, "trainable_words": False,
     }
     default_trainer = {"batch_size": 100, "lr": 1e-3, "grad_norm": 5.0, "epochs": 40, "patience": 5}
 
@@ -271,7 +273,8 @@ class SstTask(Task):
 
     def build_model(self, inputs) -> BiattentiveClassificationNetwork:
         o = dict(self.model_options)
-        embedder = inputs.embedder(layer_norm=o.pop("layer_norm"), feature_dropout=o.pop("feature_dropout"))
+        embedder = inputs.embedder(layer_norm=o.pop("layer_norm"), feature_dropout=o.pop("feature_dropout"),
+                                   trainable_words=o.pop("trainable_words"))
         return BiattentiveClassificationNetwork(embedder, self.num_classes, **o)
 
     def collate(self, instances: Sequence[SentimentInstance], inputs) -> dict:
