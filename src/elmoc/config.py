@@ -94,16 +94,7 @@ def artifact_paths(spec: Any) -> list[str]:
 
 def dump_yaml(data: Any, path: str | Path) -> None:
     """Write YAML atomically."""
-    import os
-    import tempfile
+    from elmoc.data.atomic import atomic_file
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            yaml.safe_dump(data, f, sort_keys=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as f:
+        yaml.safe_dump(data, f, sort_keys=False)

@@ -155,6 +155,11 @@ def test_cli_end_to_end_and_no_data(tmp_path, vectors_writer):
     sentences = tmp_path / "sentences.txt"
     assert main(["task-sentences", "--task", "demo", "--config", str(config), "--output", str(sentences)]) == 0
     assert len(sentences.read_text().splitlines()) == 30
+    section = json.loads(config.read_text())["tasks"]["demo"]
+    again = tmp_path / "again.txt"
+    assert main(["task-sentences", "--task", "demo", "--section-json", json.dumps(section), "--output", str(again)]) == 0
+    assert again.read_text() == sentences.read_text()
+    assert main(["task-sentences", "--task", "demo", "--output", str(again)]) == 1  # neither --config nor --section-json
     out2 = tmp_path / "ner.json"
     assert main(["task", "--task", "ner", "--config", str(config), "--variant", "x", "--output", str(out2)]) == 0
     assert json.loads(out2.read_text())["status"] == "no data: set tasks.ner.train"

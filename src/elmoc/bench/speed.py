@@ -241,8 +241,11 @@ def run_cont_vocab(settings: BenchSettings, scratch: Path) -> dict:
 
 
 def run_all(settings: BenchSettings, scratch: Path, tables: tuple[str, ...] = ("4", "5", "lstm")) -> dict:
+    from elmoc.train.precision import retain_freed_host_memory
+
     torch.set_num_threads(settings.threads)
-    result: dict = {"settings": asdict(settings), "torch": torch.__version__}
+    retained = retain_freed_host_memory()  # as a training process should (see its docstring)
+    result: dict = {"settings": asdict(settings), "torch": torch.__version__, "retain_freed_host_memory": retained}
     if "lstm" in tables:
         result["lstm"] = run_lstm_kernels(settings, scratch)
         result["cont_vocab"] = run_cont_vocab(settings, scratch)

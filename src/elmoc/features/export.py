@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -33,6 +31,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from elmoc.data.atomic import atomic_path
 from elmoc.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabulary
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.lm import LanguageModel
@@ -163,25 +162,18 @@ def export_features(bilm: BiLM, sentences: list[list[str]], output: str | Path, 
     output.parent.mkdir(parents=True, exist_ok=True)
     bilm = bilm.to(device)
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        with h5py.File(tmp, "w") as h5:
-            for start in tqdm(range(0, len(order), batch_size), desc="extract", unit="batch", mininterval=5):
-                index = order[start : start + batch_size]
-                ids, lengths, positions = encode_batch(bilm.vocab, [sentences[i] for i in index], boundaries,
-                                                       bilm.subwords)
-                acts = bilm(ids.to(device), lengths.to(device)).cpu().numpy()
-                for row, i in enumerate(index):
-                    h5.create_dataset(str(i), data=acts[row][:, positions[row]], dtype="float32")
-            mapping = {" ".join(tokens): str(i) for i, tokens in enumerate(sentences)}
-            ds = h5.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
-            ds[0] = json.dumps(mapping)
-            h5.attrs["num_layers"] = bilm.num_layers
-            h5.attrs["dim"] = bilm.output_dim
-            h5.attrs["boundaries"] = boundaries
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(output) as tmp, h5py.File(tmp, "w") as h5:
+        for start in tqdm(range(0, len(order), batch_size), desc="extract", unit="batch", mininterval=5):
+            index = order[start : start + batch_size]
+            ids, lengths, positions = encode_batch(bilm.vocab, [sentences[i] for i in index], boundaries,
+                                                   bilm.subwords)
+            acts = bilm(ids.to(device), lengths.to(device)).cpu().numpy()
+            for row, i in enumerate(index):
+                h5.create_dataset(str(i), data=acts[row][:, positions[row]], dtype="float32")
+        mapping = {" ".join(tokens): str(i) for i, tokens in enumerate(sentences)}
+        ds = h5.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
+        ds[0] = json.dumps(mapping)
+        h5.attrs["num_layers"] = bilm.num_layers
+        h5.attrs["dim"] = bilm.output_dim
+        h5.attrs["boundaries"] = boundaries
     log.info("wrote %d sentences x %d layers x %d dims to %s", len(sentences), bilm.num_layers, bilm.output_dim, output)

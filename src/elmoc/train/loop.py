@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from elmoc.data.atomic import atomic_file
 from elmoc.data.vocab import Vocabulary
 from elmoc.errors import ConfigError
 from elmoc.lm import LanguageModel, LMBatch
@@ -330,6 +331,5 @@ def _append_jsonl(path: Path, record: dict) -> None:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_file(path) as f:
+        f.write(json.dumps(data, indent=2) + "\n")
