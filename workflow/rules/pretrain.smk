@@ -53,8 +53,10 @@ rule pretrain_table:
     output:
         md="results/tables/pretrain.md",
         csv="results/tables/pretrain.csv",
+        plot=report("results/tables/pretrain_curves.png", caption="../report/pretrain_curves.rst", category="Pretraining"),
     log:
         "logs/tables/pretrain.log",
     localrule: True
     shell:
-        "{ELMOC} tables pretrain --inputs {input.heldout} --output {output.md} --csv {output.csv} > {log} 2>&1"
+        "{ELMOC} tables pretrain --inputs {input.heldout} --output {output.md} --csv {output.csv}"
+        " --plot {output.plot} > {log} 2>&1"

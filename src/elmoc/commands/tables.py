@@ -18,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", required=True, help="Markdown file to write")
     parser.add_argument("--csv", help="also write the table as CSV here")
     parser.add_argument("--runs-csv", help="downstream: also write every single run as CSV here")
+    parser.add_argument("--plot", help="pretrain: also draw learning curves (PNG) from the train_log.jsonl files")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,6 +32,10 @@ def run(args: argparse.Namespace) -> int:
                  "constant_baseline: mean cosine of the best constant prediction on the same heldout "
                  "tokens; a CONT model must beat it (tiny-corpus FastText tables make it close to 1)."]
         write_table(df, args.output, args.csv, title="Pretraining: heldout metric per LM", notes=notes)
+        if args.plot:
+            from elmoc.tables.plot import learning_curves
+
+            learning_curves(args.inputs, args.plot)
     else:
         df, runs = downstream_table(args.inputs)
         notes = ["Cells: our test score in %, mean±std over seeds (n runs), then the paper's Table 2/3 value.",
