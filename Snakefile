@@ -31,6 +31,7 @@ include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/features.smk"
 include: "workflow/rules/tasks.smk"
 include: "workflow/rules/tables.smk"
+include: "workflow/rules/bench.smk"
 
 
 rule all:

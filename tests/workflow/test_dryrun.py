@@ -4,7 +4,9 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 CONFIGS = ["config/config.yaml", "config/shared-data.yaml", "config/paper.yaml"]
 

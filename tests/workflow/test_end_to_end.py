@@ -4,6 +4,7 @@ Real data from ../shared/data (skipped when absent): the 1B Word sample as corpu
 small slices of SST-5. Checks that the final tables exist and their numbers are finite.
 """
 import math
+import os
 import subprocess
 import sys
 
@@ -11,7 +12,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO_ROOT, shared_data_dir
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _slice(src, dst, n):
@@ -22,7 +25,7 @@ def _slice(src, dst, n):
 
 @pytest.mark.slow
 def test_tiny_workflow_end_to_end(tmp_path):
-    shared = shared_data_dir()
+    shared = Path(os.environ.get("ELMOC_SHARED_DATA", REPO_ROOT.parent / "shared" / "data")).resolve()
     if not shared.is_dir():
         pytest.skip(f"shared data not found at {shared}")
     data = tmp_path / "data"

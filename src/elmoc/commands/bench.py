@@ -17,7 +17,8 @@ DESCRIPTION = (
 
 def add_arguments(parser) -> None:
     parser.add_argument("--quick", action="store_true",
-                        help="tiny sizes and few repeats (under a minute; for tests and smoke runs)")
+                        help="smoke run in well under a minute: widths x1/32, vocabularies x0.005, 2 repeats, "
+                        "2 S2 probes, GPT length 64, S3 skipped")
     parser.add_argument("--tables", default="4,5,lstm",
                         help="comma-separated subset of 4, 5, lstm (default: all)")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")

@@ -44,7 +44,7 @@ def run(args) -> int:
     from elmoc.tasks.runner import TrainerConfig, run_task
 
     log = logging.getLogger(__name__)
-    start = time.time()
+    start, cpu_start = time.time(), time.process_time()
     if args.threads:
         torch.set_num_threads(args.threads)
     section, scale = task_section_from_args(args)
@@ -64,10 +64,11 @@ def run(args) -> int:
         data = {split: task.read(split) for split in ("train", "dev", "test")}
         sentences = [s for split in data.values() for s in task.sentences(split)]
         inputs = TaskInputs.create(sentences, vectors=args.fasttext, vocab=args.vocab, features=args.features,
-                                   lowercase=getattr(task, "lowercase_words", False))
+                                   lowercase=task.lowercase_words)
         result = run_task(task, inputs, args.seed, trainer, data)
         record.update(result)
         record["seconds"] = round(time.time() - start, 2)
+        record["cpu_seconds"] = round(time.process_time() - cpu_start, 2)
         record["status"] = "ok"
         record["inputs"] = {"features": args.features, "fasttext": args.fasttext}
         log.info("%s/%s seed %d: dev %s %.4f, test %.4f (%.0f s)", args.task, args.variant, args.seed,

@@ -25,6 +25,7 @@ What a subclass implements (instances are any Python objects the task likes):
 
 * ``metric_name``: the headline metric written to the metrics JSON ("accuracy", "f1", ...).
 * ``default_trainer``: dict of paper trainer values (``TrainerConfig`` keys).
+* ``lowercase_words``: look static word vectors up lowercased (NER's GloVe); default False.
 * :meth:`read` ``(split) -> list`` of instances for "train" / "dev" / "test";
   malformed input raises :class:`~elmoc.errors.InputFileError` with file and line.
 * :meth:`sentences` ``(instances) -> iterable of token lists``: every sentence
@@ -137,6 +138,7 @@ class Task:
     default_model: dict[str, Any] = {}
     default_trainer: dict[str, Any] = {}
     required_data: tuple[str, ...] = SPLITS
+    lowercase_words: bool = False
 
     def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
                  model: dict[str, Any] | None = None):

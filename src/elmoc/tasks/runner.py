@@ -142,7 +142,7 @@ def run_task(task: Task, inputs: TaskInputs, seed: int, trainer: TrainerConfig,
         history.append({"epoch": epoch, "train_loss": total / max(steps, 1), "dev": dev})
         log.info("%s epoch %d: train loss %.4f, dev %s %.4f", task.registered_name, epoch,
                  total / max(steps, 1), task.metric_name, score)
-        if score > best:
+        if score > best or best_state is None:
             best, best_epoch, bad_epochs = score, epoch, 0
             best_state = copy.deepcopy(model.state_dict())
         else:

@@ -32,6 +32,7 @@ from elmoc.errors import ConfigError
 from elmoc.lm import LanguageModel, LMBatch
 from elmoc.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from elmoc.train.optim import build_optimizer, clip_global_norm
+from elmoc.train.precision import autocast_context, retain_freed_host_memory, to_device
 
 log = logging.getLogger(__name__)
 
@@ -131,12 +132,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def autocast_context(device: torch.device, precision: str):
-    if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    return torch.autocast(device_type=device.type, enabled=False)
-
-
 def evaluate_heldout(model: LanguageModel, batches: Iterator[LMBatch], device: torch.device,
                      reset_state: bool, max_windows: int | None = None) -> dict[str, float]:
     """Heldout metric of ``model`` over ``batches`` (full softmax for the softmax family).
@@ -204,6 +199,7 @@ def train(
     stopped (same weights, optimizer moments, data position, RNG and carried state).
     """
     settings = TrainSettings.from_config(spec.get("train", {}))
+    retain_freed_host_memory()  # freed activations stay mapped: no page faults every step
     ddp = Distributed.from_env()
     device = torch.device(device)
     if ddp.enabled and not dist.is_initialized():
@@ -271,7 +267,7 @@ def train(
     done = settings.max_steps is not None and step >= settings.max_steps
     for batch, next_position in ([] if done else make_batches(position, ddp.rank, ddp.world_size)):
         # next_position: where the iterator resumes after this batch (saved in checkpoints)
-        batch = batch.to(device, non_blocking=True)
+        batch = to_device(batch, device)  # pinned, non-blocking on CUDA
         lr = bundle.set_lr(step + 1)
         bundle.zero_grad()
         with autocast_context(device, settings.precision):
