@@ -73,19 +73,20 @@ def _vocab_size(spec: dict[str, Any], word: int | None, subword: int | None) -> 
     return PAPER_SUBWORD_VOCAB if is_subword else PAPER_WORD_VOCAB
 
 
-def _with_table_dims(node: Any, dims: dict[str, int], default: int) -> Any:
-    """Copy of a spec section with ``dim`` set for frozen tables whose file is missing."""
+def _with_table_dims(node: Any, dims: dict[str, int], default: int, ignore_files: bool = False) -> Any:
+    """Copy of a spec section with ``dim`` set for frozen tables whose file is missing
+    (or for every table with ``ignore_files``, when sizes are given explicitly)."""
     if isinstance(node, dict):
-        out = {k: _with_table_dims(v, dims, default) for k, v in node.items()}
+        out = {k: _with_table_dims(v, dims, default, ignore_files) for k, v in node.items()}
         vectors = node.get("vectors")
-        if isinstance(vectors, str) and "dim" not in node and not Path(vectors).is_file():
+        if isinstance(vectors, str) and "dim" not in node and (ignore_files or not Path(vectors).is_file()):
             out["dim"] = dims.get(vectors, default)
         return out
     return node
 
 
 def count_parameters(spec: dict[str, Any], vocab_size: int, table_dims: dict[str, int] | None = None,
-                     default_table_dim: int = 300) -> dict[str, int]:
+                     default_table_dim: int = 300, ignore_files: bool = False) -> dict[str, int]:
     """Trainable parameter counts of one LM spec (see the module docstring).
 
     Returns ``{"input", "encoder", "output", "per_direction", "paper", "separate", "vocab"}``.
@@ -96,7 +97,7 @@ def count_parameters(spec: dict[str, Any], vocab_size: int, table_dims: dict[str
 
     dims = {**DEFAULT_TABLE_DIMS, **(table_dims or {})}
     spec = {k: v for k, v in spec.items() if k in ("input", "encoder", "output")}
-    spec = _with_table_dims(spec, dims, default_table_dim)
+    spec = _with_table_dims(spec, dims, default_table_dim, ignore_files)
     with torch.device("meta"):
         model = LanguageModel.from_spec(spec, _SizedVocab(vocab_size))
 
@@ -155,7 +156,9 @@ def run(args) -> int:
     rows = []
     for name, spec in _specs(args):
         size = _vocab_size(spec, args.vocab_size, args.subword_vocab_size)
-        rows.append({"variant": name, **count_parameters(spec, size, dims, args.default_table_dim)})
+        # explicit sizes mean "at these sizes": tables under results/ (maybe from a demo run) are not read
+        explicit = args.vocab_size is not None or args.subword_vocab_size is not None
+        rows.append({"variant": name, **count_parameters(spec, size, dims, args.default_table_dim, explicit)})
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -60,10 +60,10 @@ def load_table(
     if dim is not None and (not isinstance(dim, int) or dim <= 0):
         raise ConfigError(f"{what}: dim must be a positive integer, got {dim!r}")
     if building_on_meta():
-        if path.is_file():
-            shape, _ = _header_shape(path)
-        elif vocab is not None and dim is not None:
+        if vocab is not None and dim is not None:  # sizing only: the file is not read
             shape = (len(vocab), dim)
+        elif path.is_file():
+            shape, _ = _header_shape(path)
         else:
             raise ConfigError(
                 f"{what}: {path} does not exist; to size the model without it set `dim:` "
