@@ -24,7 +24,7 @@ shared-data: $(BIN)/.elmoc-installed
 	$(BIN)/snakemake --cores $(CORES) --configfile config/shared-data.yaml
 
 dag: $(BIN)/.elmoc-installed
-	$(BIN)/snakemake --rulegraph mermaid-js > docs/rulegraph.mmd
+	$(BIN)/snakemake --rulegraph mermaid-js --cores 1 --configfile config/paper.yaml | grep -v "^\s*style " > docs/rulegraph.mmd
 
 clean-results:
 	rm -rf results logs .snakemake

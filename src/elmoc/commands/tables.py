@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         df, runs = downstream_table(args.inputs)
         notes = ["Cells: our test score in %, mean±std over seeds (n runs), then the paper's Table 2/3 value.",
-                 "[demo] marks toy-scale data or models: not comparable with the paper."]
+                 "[demo] marks toy-scale data or models; [cpu] real data splits with CPU-sized models: neither is comparable with the paper."]
         write_table(df, args.output, args.csv, title="Downstream tasks (Table 2/3 layout)", notes=notes)
         if args.runs_csv:
             with atomic_file(args.runs_csv) as f:

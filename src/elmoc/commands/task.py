@@ -24,7 +24,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--features", help="HDF5 features of the task's sentences (results/features/{variant}/{task}.hdf5)")
     parser.add_argument("--fasttext", help="static word vectors: fastText .bin model or .npy table (with --vocab)")
     parser.add_argument("--vocab", help="vocabulary file the .npy table follows (results/vocab/vocab.txt)")
-    parser.add_argument("--scale", choices=["demo", "full"], help="label of the run (default: the config's `scale`, else demo)")
+    parser.add_argument("--scale", choices=["demo", "cpu", "full"], help="label of the run (default: the config's `scale`, else demo)")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from elmoc.tasks.base import Metric
+from elmoc.metrics.base import Metric
 
 
 class Accuracy(Metric):

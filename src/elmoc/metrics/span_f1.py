@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from elmoc.tasks.base import Metric
+from elmoc.metrics.base import Metric
 
 _CANONICAL = {"B": "B", "I": "I", "L": "E", "E": "E", "U": "S", "S": "S"}
 

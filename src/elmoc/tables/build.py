@@ -98,7 +98,7 @@ def downstream_table(paths: Iterable[str | Path]) -> tuple[pd.DataFrame, pd.Data
                 continue
             scores = ok.test.astype(float) * 100.0
             std = float(scores.std(ddof=1)) if len(scores) > 1 else None
-            scale = " [demo]" if (ok.scale == "demo").any() else ""
+            scale = " [demo]" if (ok.scale == "demo").any() else " [cpu]" if (ok.scale == "cpu").any() else ""
             cell = f"{_fmt(float(scores.mean()), std)} (n={len(scores)}){scale}"
             paper = DOWNSTREAM.get(variant, {}).get(task)
             if paper is not None:

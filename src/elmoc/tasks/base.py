@@ -57,6 +57,7 @@ import torch
 from torch import nn
 
 from elmoc.errors import ConfigError, InputFileError
+from elmoc.metrics.base import Metric  # noqa: F401  (re-exported: part of the task contract)
 
 SPLITS = ("train", "dev", "test")
 
@@ -72,19 +73,6 @@ class TaskOutput:
 
     loss: torch.Tensor
     predictions: Any
-
-
-class Metric:
-    """Accumulates predictions against the gold labels stored in the batch."""
-
-    def reset(self) -> None:
-        raise NotImplementedError
-
-    def update(self, predictions: Any, batch: dict) -> None:
-        raise NotImplementedError
-
-    def compute(self) -> dict[str, float]:
-        raise NotImplementedError
 
 
 class TaskModel(nn.Module):
