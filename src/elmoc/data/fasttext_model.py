@@ -92,12 +92,7 @@ def train_fasttext(shards: list[Path], out: str | Path, config: FastTextTrainCon
         if n_tokens == 0:
             raise InputFileError(shards[0].parent, "train shards contain no tokens")
         start = time.perf_counter()
-        try:
-            model = _train_skipgram(corpus, asdict(config))
-        except RuntimeError as e:
-            raise InputFileError(
-                shards[0].parent, f"fastText training failed: {e} (for 'Encountered NaN': lower lr, raise bucket/dim)"
-            ) from None
+        model = _train_with_retries(corpus, config, shards[0].parent)
         n_words = len(model.words)
         if n_words == 0:
             raise InputFileError(shards[0].parent, f"fasttext learned no words (minCount={config.minCount}); "
@@ -111,6 +106,39 @@ def train_fasttext(shards: list[Path], out: str | Path, config: FastTextTrainCon
                "seconds": round(seconds, 2), "tokens_per_second": round(n_tokens * config.epoch / seconds)}
     log.info("fasttext: %d words, %d tokens x %d epochs in %.1fs", n_words, n_tokens, config.epoch, seconds)
     return summary
+
+
+MAX_ATTEMPTS = 3
+
+
+def _train_with_retries(corpus: str, config: FastTextTrainConfig, where: Path):
+    """Train; if fastText diverges, train again with a derived seed (at most 3 tries).
+
+    fasttext==0.9.3 sometimes diverges ("Encountered NaN", or non-finite vectors) on
+    small corpora even with thread=1; a retry with seed ``seed + 1000 * attempt`` is
+    logged, so the run stays reproducible given the same outcome of the first try.
+    """
+    import numpy as np
+
+    params = asdict(config)
+    problem = ""
+    for attempt in range(MAX_ATTEMPTS):
+        params["seed"] = config.seed + 1000 * attempt
+        try:
+            model = _train_skipgram(corpus, params)
+        except RuntimeError as e:
+            problem = str(e)
+        else:
+            if np.isfinite(model.get_input_matrix()).all() and np.isfinite(model.get_output_matrix()).all():
+                if attempt:
+                    log.warning("fasttext: attempt %d (seed %d) succeeded after divergence (%s)",
+                                attempt + 1, params["seed"], problem)
+                return model
+            problem = "non-finite vectors"
+        log.warning("fasttext: attempt %d with seed %d diverged (%s)", attempt + 1, params["seed"], problem)
+    raise InputFileError(
+        where, f"fastText training diverged {MAX_ATTEMPTS} times ({problem}); lower lr, raise bucket/dim"
+    )
 
 
 def _train_skipgram(corpus: str, params: dict):
