@@ -15,7 +15,6 @@ import logging
 import os
 import statistics
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 import torch

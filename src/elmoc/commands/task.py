@@ -31,10 +31,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import json
     import logging
-    import os
-    import tempfile
     import time
-    from pathlib import Path
 
     import torch
 
@@ -73,15 +70,9 @@ def run(args) -> int:
         record["inputs"] = {"features": args.features, "fasttext": args.fasttext}
         log.info("%s/%s seed %d: dev %s %.4f, test %.4f (%.0f s)", args.task, args.variant, args.seed,
                  task.metric_name, record["dev"], record["test"], record["seconds"])
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(record, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from elmoc.data.atomic import atomic_file
+
+    with atomic_file(args.output) as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
     return 0

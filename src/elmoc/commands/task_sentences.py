@@ -20,9 +20,6 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     import logging
-    import os
-    import tempfile
-    from pathlib import Path
 
     from elmoc.errors import ConfigError
     from elmoc.features.store import sentence_key
@@ -38,16 +35,10 @@ def run(args) -> int:
         for tokens in task.sentences(task.read(split)):
             if tokens:
                 seen.setdefault(sentence_key(tokens), None)
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for sentence in seen:
-                f.write(sentence + "\n")
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    logging.getLogger(__name__).info("%s: %d distinct sentences -> %s", args.task, len(seen), out)
+    from elmoc.data.atomic import atomic_file
+
+    with atomic_file(args.output) as f:
+        for sentence in seen:
+            f.write(sentence + "\n")
+    logging.getLogger(__name__).info("%s: %d distinct sentences -> %s", args.task, len(seen), args.output)
     return 0

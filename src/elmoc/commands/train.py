@@ -68,11 +68,8 @@ def run(args: argparse.Namespace) -> int:
         for batch in batches:
             yield batch, batches.state_dict()
 
-    make_heldout = None
-    if data.get("heldout"):
-        def make_heldout():
-            return iter_heldout(data["heldout"], vocab, eval_batch, settings.bptt, args.direction,
-                                stream_fn=stream_fn)
+    def make_heldout():
+        return iter_heldout(data["heldout"], vocab, eval_batch, settings.bptt, args.direction, stream_fn=stream_fn)
 
     steps_per_epoch = sum(num_windows((_count_tokens(p) - 1) // settings.batch_size, settings.bptt) for p in shards)
     out_dir = Path(args.output_dir)
@@ -80,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         (out_dir / "checkpoint.pt").unlink()
     if not (out_dir / "checkpoint.pt").exists() and (out_dir / "train_log.jsonl").exists():
         (out_dir / "train_log.jsonl").unlink()  # a fresh run starts a fresh log
-    train(spec, vocab, out_dir, make_batches, make_heldout, direction=args.direction,
+    train(spec, vocab, out_dir, make_batches, make_heldout if data.get("heldout") else None, direction=args.direction,
           vocab_path=str(vocab_path), device=args.device, resume=not args.no_resume,
           steps_per_epoch=steps_per_epoch)
     return 0

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from elmoc.data.vocab import SPECIALS, UNK, Vocabulary
 from elmoc.errors import ConfigError, InputFileError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,6 @@ given list such as bilm-tf's ``vocab-2016-09-10.txt`` (the paper's vocabulary).
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence

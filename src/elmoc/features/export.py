@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import h5py
-import numpy as np
 import torch
 from tqdm import tqdm
 
