@@ -102,7 +102,7 @@ def downstream_table(paths: Iterable[str | Path]) -> tuple[pd.DataFrame, pd.Data
             cell = f"{_fmt(float(scores.mean()), std)} (n={len(scores)}){scale}"
             paper = DOWNSTREAM.get(variant, {}).get(task)
             if paper is not None:
-                cell += f" | paper {_fmt(*paper)}"
+                cell += f"; paper {_fmt(*paper)}"
             row[task] = cell
         table.append(row)
     return pd.DataFrame(table), long
