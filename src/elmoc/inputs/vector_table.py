@@ -112,3 +112,21 @@ def lookup(table: torch.Tensor, ids: torch.Tensor, host_resident: bool) -> torch
             rows = rows.pin_memory()
         return rows.to(ids.device, non_blocking=True).view(*ids.shape, table.shape[1])
     return table.index_select(0, ids.reshape(-1)).view(*ids.shape, table.shape[1])
+
+
+def table_for_output(vectors: str, host_resident: bool, input_layer, vocab, dim: int | None, what: str) -> torch.Tensor:
+    """The frozen target table of an output layer.
+
+    When the input layer holds the same file with the same placement, its tensor is
+    reused instead of loading a second copy (as the paper's code does, spec 2.2).
+    """
+    if (
+        input_layer is not None
+        and getattr(input_layer, "vectors_path", None) == str(vectors)
+        and getattr(input_layer, "host_resident", None) == bool(host_resident)
+    ):
+        table = input_layer.weight
+        if dim is not None and table.shape[1] != dim:
+            raise ConfigError(f"{what}: {vectors} has {table.shape[1]} columns, config says dim: {dim}")
+        return table
+    return load_table(vectors, vocab, dim, what=what)

@@ -20,7 +20,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from elmoc.errors import ConfigError
-from elmoc.inputs.vector_table import load_table, lookup
+from elmoc.inputs.vector_table import lookup, table_for_output
 from elmoc.nn.masking import masked_sum_and_count
 from elmoc.outputs.base import OutputLayer, OutputLoss
 
@@ -59,17 +59,8 @@ class ContinuousOutput(OutputLayer):
             raise ConfigError(f"output {self.registered_name!r}: hidden_dim must be a positive int, got {hidden_dim!r}")
         self.vectors_path = str(vectors)
         self.host_resident = bool(host_resident)
-        table = None
-        if (
-            input_layer is not None
-            and getattr(input_layer, "vectors_path", None) == self.vectors_path
-            and getattr(input_layer, "host_resident", None) == self.host_resident
-        ):
-            table = input_layer.weight  # same tensor, no second copy
-            if dim is not None and table.shape[1] != dim:
-                raise ConfigError(f"output {self.registered_name!r}: {vectors} has {table.shape[1]} columns, config says dim: {dim}")
-        if table is None:
-            table = load_table(vectors, vocab, dim, what=f"output {self.registered_name!r} vectors")
+        table = table_for_output(vectors, self.host_resident, input_layer, vocab, dim,
+                                 what=f"output {self.registered_name!r} vectors")
         if self.host_resident:
             self.host_table = table
         else:

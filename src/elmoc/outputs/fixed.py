@@ -14,7 +14,7 @@ from typing import Sized
 import torch
 from torch import nn
 
-from elmoc.inputs.vector_table import load_table
+from elmoc.inputs.vector_table import table_for_output
 from elmoc.outputs.sampled import SampledSoftmaxBase
 from elmoc.registry import register
 
@@ -46,14 +46,7 @@ class FixedOutput(SampledSoftmaxBase):
         input_layer: nn.Module | None = None,
     ):
         self_vectors = str(vectors)
-        if (
-            input_layer is not None
-            and getattr(input_layer, "vectors_path", None) == self_vectors
-            and getattr(input_layer, "host_resident", None) == bool(host_resident)
-        ):
-            table = input_layer.weight
-        else:
-            table = load_table(vectors, vocab, dim, what="output 'fixed' vectors")
+        table = table_for_output(vectors, host_resident, input_layer, vocab, dim, what="output 'fixed' vectors")
         super().__init__(int(table.shape[0]), num_samples, seed)
         self.vectors_path = self_vectors
         self.host_resident = bool(host_resident)
