@@ -6,7 +6,8 @@ import torch
 
 from elmoc.errors import ConfigError
 from elmoc.lm import LMBatch
-from elmoc.train.precision import autocast_context, gather_rows, to_device
+from elmoc.inputs.vector_table import lookup
+from elmoc.train.precision import autocast_context, to_device
 
 
 def test_autocast_bf16_changes_matmul_dtype_and_fp32_does_not():
@@ -22,14 +23,12 @@ def test_bad_precision_names_choices():
         autocast_context("cpu", "fp16")
 
 
-def test_gather_rows_returns_only_needed_rows():
+def test_host_resident_lookup_returns_only_needed_rows():
     table = torch.arange(20.0).view(10, 2)
     ids = torch.tensor([[3, 1], [9, 3]])
-    rows = gather_rows(table, ids)
+    rows = lookup(table, ids, host_resident=True)
     assert rows.shape == (2, 2, 2)
     assert rows[0, 0].tolist() == [6.0, 7.0] and rows[1, 0].tolist() == [18.0, 19.0]
-    with pytest.raises(ValueError):
-        gather_rows(table.view(-1), ids)
 
 
 def test_to_device_cpu_keeps_batch():
@@ -45,7 +44,7 @@ def test_to_device_cuda_pins_and_copies():
                     torch.ones(2, 3, dtype=torch.bool))
     moved = to_device(batch, "cuda")
     assert moved.inputs.is_cuda
-    rows = gather_rows(torch.randn(5, 2), torch.tensor([1, 2], device="cuda"))
+    rows = lookup(torch.randn(5, 2), torch.tensor([1, 2], device="cuda"), host_resident=True)
     assert rows.is_cuda
 
 

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     def make_heldout():
         return iter_heldout(data["heldout"], vocab, eval_batch, settings.bptt, args.direction, stream_fn=stream_fn)
 
-    steps_per_epoch = sum(num_windows((_count_tokens(p) - 1) // settings.batch_size, settings.bptt) for p in shards)
+    steps_per_epoch = sum(num_windows((n - 1) // settings.batch_size, settings.bptt) for n in _shard_tokens(shards))
     out_dir = Path(args.output_dir)
     if args.no_resume and (out_dir / "checkpoint.pt").exists():
         (out_dir / "checkpoint.pt").unlink()
@@ -83,13 +83,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _count_tokens(path) -> int:
-    """Tokens of a shard as the word batcher sees them (words plus <s> and </s> per
-    sentence); for subword LMs this underestimates, so the ETA is approximate."""
-    total = 0
-    with open(path, "rb") as f:
-        for line in f:
-            n = len(line.split())
-            if n:
-                total += n + 2
-    return total
+def _shard_tokens(shards) -> list[int]:
+    """Tokens per shard as the word batcher sees them (words plus ``<s>``/``</s>`` per
+    sentence), for the step count behind the ETA.  Taken from the corpus stage's
+    ``stats.json`` when it lists these shards, so the corpus is not read an extra time;
+    for subword LMs this underestimates, so the ETA is approximate."""
+    import json
+    from pathlib import Path
+
+    stats_path = Path(shards[0]).parent.parent / "stats.json"
+    if stats_path.is_file():
+        listed = {e["name"]: e for e in json.loads(stats_path.read_text(encoding="utf-8")).get("shards", [])}
+        if all(Path(p).name in listed for p in shards):
+            return [listed[Path(p).name]["tokens"] + 2 * listed[Path(p).name]["sentences"] for p in shards]
+    counts = []
+    for path in shards:
+        total = 0
+        with open(path, "rb") as f:
+            for line in f:
+                n = len(line.split())
+                if n:
+                    total += n + 2
+        counts.append(total)
+    return counts

@@ -12,7 +12,7 @@ from typing import Sized
 import torch
 
 from elmoc.inputs.base import InputLayer
-from elmoc.inputs.vector_table import load_table, lookup
+from elmoc.inputs.vector_table import load_table, lookup, store_table, stored_table
 from elmoc.registry import register
 
 
@@ -48,17 +48,14 @@ class FastTextInput(InputLayer):
         self.vectors_path = str(vectors)
         self.host_resident = bool(host_resident)
         table = load_table(vectors, vocab, dim, what="input 'fasttext' vectors")
-        if self.host_resident:
-            self.host_table = table
-        else:
-            self.register_buffer("table", table, persistent=False)
+        store_table(self, table, self.host_resident)
         self.output_dim = int(table.shape[1])
         self.vocab_size = int(table.shape[0])
 
     @property
     def weight(self) -> torch.Tensor:
         """The ``(vocab, dim)`` table wherever it lives."""
-        return self.host_table if self.host_resident else self.table
+        return stored_table(self)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return lookup(self.weight, ids, self.host_resident)

@@ -130,3 +130,20 @@ def table_for_output(vectors: str, host_resident: bool, input_layer, vocab, dim:
             raise ConfigError(f"{what}: {vectors} has {table.shape[1]} columns, config says dim: {dim}")
         return table
     return load_table(vectors, vocab, dim, what=what)
+
+
+def store_table(module: torch.nn.Module, table: torch.Tensor, host_resident: bool) -> None:
+    """Attach a frozen table to ``module``: a non-persistent buffer that follows
+    ``.to(device)``, or, when ``host_resident``, a plain attribute that stays in CPU
+    memory (rows then reach the device through :func:`lookup`).  Read it back with
+    :func:`stored_table`.  Not persistent either way: it is rebuilt from its file."""
+    module.host_resident = bool(host_resident)
+    if module.host_resident:
+        module.host_table = table
+    else:
+        module.register_buffer("table", table, persistent=False)
+
+
+def stored_table(module: torch.nn.Module) -> torch.Tensor:
+    """The table attached by :func:`store_table`."""
+    return module.host_table if module.host_resident else module.table

@@ -20,7 +20,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from elmoc.errors import ConfigError
-from elmoc.inputs.vector_table import lookup, table_for_output
+from elmoc.inputs.vector_table import lookup, store_table, stored_table, table_for_output
 from elmoc.nn.masking import masked_sum_and_count
 from elmoc.outputs.base import OutputLayer, OutputLoss
 
@@ -61,16 +61,13 @@ class ContinuousOutput(OutputLayer):
         self.host_resident = bool(host_resident)
         table = table_for_output(vectors, self.host_resident, input_layer, vocab, dim,
                                  what=f"output {self.registered_name!r} vectors")
-        if self.host_resident:
-            self.host_table = table
-        else:
-            self.register_buffer("table", table, persistent=False)
+        store_table(self, table, self.host_resident)
         self.embedding_dim = int(table.shape[1])
         self.projection = nn.Linear(hidden_dim, self.embedding_dim)
 
     @property
     def target_table(self) -> torch.Tensor:
-        return self.host_table if self.host_resident else self.table
+        return stored_table(self)
 
     def token_loss(self, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Per-token loss.  Shape: prediction, target (batch, time, d_emb) -> (batch, time)."""

@@ -14,7 +14,7 @@ from typing import Sized
 import torch
 from torch import nn
 
-from elmoc.inputs.vector_table import table_for_output
+from elmoc.inputs.vector_table import store_table, stored_table, table_for_output
 from elmoc.outputs.sampled import SampledSoftmaxBase
 from elmoc.registry import register
 
@@ -50,16 +50,13 @@ class FixedOutput(SampledSoftmaxBase):
         super().__init__(int(table.shape[0]), num_samples, seed)
         self.vectors_path = self_vectors
         self.host_resident = bool(host_resident)
-        if self.host_resident:
-            self.host_table = table
-        else:
-            self.register_buffer("table", table, persistent=False)
+        store_table(self, table, self.host_resident)
         self.embedding_dim = int(table.shape[1])
         self.projection = nn.Linear(hidden_dim, self.embedding_dim)
 
     @property
     def target_table(self) -> torch.Tensor:
-        return self.host_table if self.host_resident else self.table
+        return stored_table(self)
 
     def project(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.projection(hidden)

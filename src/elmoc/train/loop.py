@@ -143,7 +143,8 @@ def evaluate_heldout(model: LanguageModel, batches: Iterator[LMBatch], device: t
     was_training = model.training
     model.eval()
     loss_total, tokens_total, cosine_total = 0.0, 0.0, 0.0
-    table = getattr(model.output_layer, "target_table", None)
+    metric = model.output_layer.heldout_metric
+    table = getattr(model.output_layer, "target_table", None) if metric == "cosine" else None
     unit_sum = None  # sum of unit-normalized targets: gives the best constant predictor
     state = None
     for i, batch in enumerate(batches):
@@ -163,7 +164,6 @@ def evaluate_heldout(model: LanguageModel, batches: Iterator[LMBatch], device: t
     model.train(was_training)
     if tokens_total == 0:
         raise ConfigError("heldout set produced no tokens; check corpus.heldout settings")
-    metric = model.output_layer.heldout_metric
     mean_loss = loss_total / tokens_total
     if metric == "perplexity":
         value = math.exp(min(mean_loss, 700.0))
@@ -172,7 +172,7 @@ def evaluate_heldout(model: LanguageModel, batches: Iterator[LMBatch], device: t
     else:
         value = mean_loss
     result = {"metric": metric, "value": value, "loss": mean_loss, "eval_tokens": int(tokens_total)}
-    if metric == "cosine" and unit_sum is not None:
+    if unit_sum is not None:
         # mean cosine of the best *constant* prediction (|sum of unit targets| / N): an
         # LM must beat it; FastText tables from tiny corpora make it close to 1.
         result["constant_baseline"] = float(unit_sum.norm()) / tokens_total
@@ -263,7 +263,7 @@ def train(
         total_steps = steps_per_epoch * settings.epochs
     params = [p for p in core.parameters() if p.requires_grad]
     model.train()
-    t0, tokens_at_t0, steps_at_t0, last_log = time.time(), tokens, step, {}
+    t0, tokens_at_t0, steps_at_t0 = time.time(), tokens, step
     done = settings.max_steps is not None and step >= settings.max_steps
     for batch, next_position in ([] if done else make_batches(position, ddp.rank, ddp.world_size)):
         # next_position: where the iterator resumes after this batch (saved in checkpoints)
@@ -288,10 +288,10 @@ def train(
             speed = (tokens - tokens_at_t0) / max(elapsed, 1e-9)
             per_step = elapsed / max(1, step - steps_at_t0)
             eta = (total_steps - step) * per_step if total_steps else None
-            last_log = {"event": "train", "step": step, "tokens": tokens, "lr": lr, "loss": float(loss),
+            record = {"event": "train", "step": step, "tokens": tokens, "lr": lr, "loss": float(loss),
                         "grad_norm": grad_norm, "tokens_per_s": speed, "eta_s": eta,
                         **{k: float(v) for k, v in out.logs.items()}}
-            _append_jsonl(out_dir / "train_log.jsonl", last_log)
+            _append_jsonl(out_dir / "train_log.jsonl", record)
             eta_txt = f", ETA {eta / 60:.1f} min" if eta is not None else ""
             log.info("step %d%s: loss %.4f, lr %.2e, |g| %.3f, %.0f tok/s%s", step,
                      f"/{total_steps}" if total_steps else "", float(loss), lr, grad_norm, speed, eta_txt)

@@ -3,9 +3,8 @@
 * :func:`autocast_context`: bf16 autocast (CPU or CUDA) or a no-op for fp32.
 * :func:`to_device`: moves a batch to the model's device; on CUDA the host tensors
   are pinned first and copied with ``non_blocking=True`` so the copy overlaps compute.
-* :func:`gather_rows`: the paper's host-resident output table (spec 2.2, 3.4): the
-  table stays in CPU memory and only the rows a batch needs are gathered on the host
-  and copied (pinned, non-blocking) to the device.
+* The paper's host-resident tables (spec 2.2, 3.4) are served by
+  :func:`elmoc.inputs.vector_table.lookup`: only the rows a batch needs cross the bus.
 * :func:`retain_freed_host_memory`: keep freed CPU buffers mapped (glibc ``mallopt``),
   so a training step's large activation buffers do not page-fault on every step.
 """
@@ -86,20 +85,3 @@ def to_device(tensor_or_batch, device: torch.device | str):
     return tensor_or_batch.to(device, non_blocking=True)
 
 
-def gather_rows(table: torch.Tensor, ids: torch.Tensor, device: torch.device | str | None = None) -> torch.Tensor:
-    """Rows ``table[ids]`` of a host-resident table, delivered on ``device``.
-
-    Shape: table (vocab, dim) on CPU; ids (...) long on any device; returns (..., dim)
-    on ``device`` (default: the device of ``ids``).  Only ``ids.numel()`` rows cross
-    the bus, never the table.
-    """
-    if table.dim() != 2:
-        raise ValueError(f"table must be (vocab, dim), got {tuple(table.shape)}")
-    device = torch.device(device) if device is not None else ids.device
-    rows = table.index_select(0, ids.reshape(-1).to(table.device))
-    rows = rows.view(*ids.shape, table.shape[1])
-    if rows.device == device:
-        return rows
-    if rows.device.type == "cpu" and device.type == "cuda":
-        return rows.pin_memory().to(device, non_blocking=True)
-    return rows.to(device)
