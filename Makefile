@@ -11,6 +11,8 @@ CORES ?= all
 $(BIN)/.elmoc-installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -e '.[test]'
+	@# compile the C++ LSTM time loop once (~15-30 s; falls back to Python without a compiler)
+	$(BIN)/python -c "from elmoc.encoders.native import native_status; print('elmoc LSTM:', native_status())"
 	touch $@
 
 demo: $(BIN)/.elmoc-installed

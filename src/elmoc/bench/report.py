@@ -68,19 +68,23 @@ def table5_markdown(rows: list[dict], settings: dict) -> str:
     return "## Table 5: encoders x output layers\n\n" + head + "\n".join(lines) + "\n" + note
 
 
-def lstm_markdown(rows: list[dict], cont_vocab: dict | None) -> str:
+def lstm_markdown(rows: list[dict], cont_vocab: dict | None, time_loop: str | None = None) -> str:
     head = ("| batch x time, cell/proj | optimized fwd+bwd | per-step reference | speedup | CONT step | "
-            "CONT layer+loss share | MFU (CONT step) | matmul peak |\n|---|---|---|---|---|---|---|---|\n")
+            "CONT layer+loss | share of step | MFU (CONT step) | matmul peak |\n|---|---|---|---|---|---|---|---|---|\n")
     lines = [f"| {r['batch']}x{r['time']}, {r['cell']}/{r['projection']} | {r['fast_ms']:.1f} ms | "
              f"{r['reference_ms']:.1f} ms | {r['speedup']:.2f}x | {r['cont_step_ms']:.1f} ms | "
-             f"{100 * r['cont_share']:.1f}% | {100 * r['mfu']:.0f}% | {r['matmul_peak_gflops']:.0f} GFLOP/s |"
+             f"{r['cont_layer_ms']:.2f} ms | {100 * r['cont_share']:.1f}% | {100 * r['mfu']:.0f}% | "
+             f"{r['matmul_peak_gflops']:.0f} GFLOP/s |"
              for r in rows]
     text = "## ELMo LSTM kernel\n\n" + head + "\n".join(lines) + "\n"
+    if time_loop:
+        text += f"\nOptimized encoder's time loop: {time_loop}.\n"
     if cont_vocab:
         text += (f"\nCONT step at the 2000K vocabulary ({cont_vocab['vocab_2000k']} rows) over 40K "
-                 f"({cont_vocab['vocab_40k']} rows), batch {cont_vocab['batch']}: "
-                 f"{cont_vocab['step_2000k_ms']:.1f} / {cont_vocab['step_40k_ms']:.1f} ms = "
-                 f"{cont_vocab['ratio']:.3f}\n")
+                 f"({cont_vocab['vocab_40k']} rows), batch {cont_vocab['batch']}: median of "
+                 f"{cont_vocab['pairs']} paired ratios {cont_vocab['ratio']:.3f} (interquartile "
+                 f"{cont_vocab['ratio_q1']:.3f}-{cont_vocab['ratio_q3']:.3f}); median steps "
+                 f"{cont_vocab['step_2000k_ms']:.1f} / {cont_vocab['step_40k_ms']:.1f} ms\n")
     return text
 
 
@@ -91,7 +95,7 @@ def to_markdown(result: dict) -> str:
     if "table5" in result:
         parts.append(table5_markdown(result["table5"], result["settings"]))
     if "lstm" in result:
-        parts.append(lstm_markdown(result["lstm"], result.get("cont_vocab")))
+        parts.append(lstm_markdown(result["lstm"], result.get("cont_vocab"), result.get("lstm_time_loop")))
     return "\n".join(parts)
 
 

@@ -8,13 +8,15 @@ are the paper's.
 from __future__ import annotations
 
 import logging
+import statistics
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
 from elmoc.bench.measure import (TrainStep, elmo_step_flops, matmul_peak_flops, max_batch_under_budget,
-                                 peak_step_bytes, robust_seconds, synthetic_batch, time_calls)
+                                 peak_step_bytes, robust_seconds, synchronize, synthetic_batch, time_calls)
 from elmoc.bench.scenarios import ENCODERS, OUTPUT_LAYERS, TABLE4_ROWS, BenchModel, Scale, build_spec
 from elmoc.errors import ConfigError
 from elmoc.lm import LanguageModel
@@ -30,7 +32,8 @@ class BenchSettings:
     per-process memory budget.  repeats: timed steps per figure (median reported).
     world: S3 processes.  table5_batch: Table 5 batch for length-20 encoders (GPT uses
     the same number of tokens at length ``gpt_length``).  threads: torch intra-op threads.
-    s2_probes: peak-memory measurements of the S2 max-batch search.
+    s2_probes: peak-memory measurements of the S2 max-batch search.  warmup_seconds: how
+    long batch-1 steps run before the first timed Table 4 figure (see ``_warm_up``).
     """
 
     device: str = "cpu"
@@ -46,6 +49,7 @@ class BenchSettings:
     s2_probes: int = 8
     gpt_length: int = 512
     lstm_sizes: list = field(default_factory=lambda: [[32, 20, 256, 64], [64, 20, 1024, 256]])
+    warmup_seconds: float = 3.0
 
     def __post_init__(self):
         counts = ("repeats", "world", "table5_batch", "s2_start", "threads", "s2_probes", "gpt_length")
@@ -59,7 +63,8 @@ class BenchSettings:
     def quick(cls, **overrides) -> "BenchSettings":
         """A tiny run (under a minute on 2 CPU cores) that exercises every code path."""
         base = dict(width_scale=1 / 32, vocab_scale=0.005, memory_budget_mb=160.0, repeats=2, table5_batch=8,
-                    s2_start=4, lstm_sizes=[[8, 10, 32, 8]], skip_s3=True, s2_probes=2, gpt_length=64)
+                    s2_start=4, lstm_sizes=[[8, 10, 32, 8]], skip_s3=True, s2_probes=2, gpt_length=64,
+                    warmup_seconds=0.3)
         base.update(overrides)
         return cls(**base)
 
@@ -93,10 +98,28 @@ def per_million_words(seconds: float, batch: int, model: BenchModel, processes: 
     return seconds / words * 1e6
 
 
-def _step_seconds(model: BenchModel, batch: int, settings: BenchSettings, device: torch.device) -> float:
+def _step_seconds(model: BenchModel, batch: int, settings: BenchSettings, device: torch.device,
+                  calls_per_repeat: int = 1) -> float:
+    """Median seconds of a training step (``repeats * calls_per_repeat`` timed calls)."""
     lm = build_model(model, device)
     step = TrainStep(lm, synthetic_batch(model.vocab_size, batch, model.seq_len, 1, device), device)
-    return robust_seconds(time_calls(step, device, repeats=settings.repeats, warmup=1))
+    calls = settings.repeats * calls_per_repeat
+    return robust_seconds(time_calls(step, device, repeats=calls, warmup=min(calls, 3)))
+
+
+def _warm_up(model: BenchModel, settings: BenchSettings, device: torch.device) -> None:
+    """Run batch-1 steps for a few seconds before the first timed figure.
+
+    The first seconds of a process (heap growth, first-touch page faults, lazy
+    library initialization) made the first model's S1 up to 1.5x slower than the
+    same step measured later in the same process, which skewed every S1 ratio.
+    """
+    lm = build_model(model, device)
+    step = TrainStep(lm, synthetic_batch(model.vocab_size, 1, model.seq_len, 1, device), device)
+    end = time.perf_counter() + settings.warmup_seconds
+    while time.perf_counter() < end:
+        step()
+    synchronize(device)
 
 
 def _peak_at(model: BenchModel, device: torch.device):
@@ -114,12 +137,14 @@ def run_table4(settings: BenchSettings, scratch: Path) -> list[dict]:
     scale = Scale(settings.width_scale, settings.vocab_scale)
     budget = int(settings.memory_budget_mb * 2**20)
     rows, models = [], {}
+    _warm_up(build_spec(*TABLE4_ROWS[0], "ELMO", scale, scratch), settings, device)
     for layer, vocab in TABLE4_ROWS:
         model = build_spec(layer, vocab, "ELMO", scale, scratch)
         paper = build_spec(layer, vocab, "ELMO", Scale(), None)
         models[model.label] = model
         log.info("table 4: %s", model.label)
-        s1 = _step_seconds(model, 1, settings, device)
+        # batch-1 steps are short and dominated by per-op overhead: more calls, steadier median
+        s1 = _step_seconds(model, 1, settings, device, calls_per_repeat=5)
         batch, peak = max_batch_under_budget(_peak_at(model, device), budget, start=settings.s2_start,
                                              max_probes=settings.s2_probes)
         s2 = per_million_words(_step_seconds(model, batch, settings, device), batch, model) if batch else None
@@ -168,10 +193,11 @@ def run_lstm_kernels(settings: BenchSettings, scratch: Path) -> list[dict]:
 
     For each size ``[batch, time, cell, projection]``: forward+backward of the
     2-layer encoder alone (optimized and reference, same parameters and dropout
-    masks), a full CONT training step, the same step with a trivial loss instead
-    of the CONT layer (the difference is the output layer + loss share), and the
-    model FLOP utilization of the CONT step against the matmul peak measured now.
-    Each figure is the fastest of ``3 * repeats`` interleaved calls.
+    masks), a full CONT training step (input layer, encoder, CONT layer and loss,
+    backward, clipping, optimizer), the CONT layer + loss alone (forward and backward
+    from a fixed encoder output: its share of the step), and the model FLOP
+    utilization of the CONT step against the matmul peak measured now.  Each figure
+    is the fastest of ``3 * repeats`` interleaved calls.
     """
     from elmoc.bench.reference_lstm import reference_forward
 
@@ -191,6 +217,8 @@ def run_lstm_kernels(settings: BenchSettings, scratch: Path) -> list[dict]:
         enc = lm.encoder
         x = torch.randn(batch, steps, emb, device=device)
         mask = torch.ones(batch, steps, dtype=torch.bool, device=device)
+        step = TrainStep(lm, synthetic_batch(model.vocab_size, batch, steps, 1, device), device)
+        hidden = torch.randn(batch, steps, proj, device=device, requires_grad=True)
 
         def fast():
             torch.manual_seed(3)
@@ -201,46 +229,60 @@ def run_lstm_kernels(settings: BenchSettings, scratch: Path) -> list[dict]:
             masks = [enc._dropout_mask(batch, x) for _ in enc.lstm_layers]
             reference_forward(enc, x, mask, None, masks).output.sum().backward()
 
-        def encoder_only_step():
-            lm.zero_grad()
-            lm.encode(step.batch.inputs, step.batch.mask).output.sum().backward()
+        def output_layer_and_loss():
+            out = lm.output_layer(hidden, step.batch.targets, step.batch.mask)
+            (out.loss_sum / out.num_tokens.clamp(min=1.0)).backward()
 
-        step = TrainStep(lm, synthetic_batch(model.vocab_size, batch, steps, 1, device), device)
-        t_fast, t_ref, t_step, t_enc = [], [], [], []
+        t_fast, t_ref, t_step, t_out = [], [], [], []
         for _ in range(3 * settings.repeats):  # interleaved, so drift hits all four alike
             t_fast += time_calls(fast, device, 1, warmup=0 if t_fast else 1)
             t_ref += time_calls(reference, device, 1, warmup=0 if t_ref else 1)
             t_step += time_calls(step, device, 1, warmup=0 if t_step else 1)
-            t_enc += time_calls(encoder_only_step, device, 1, warmup=0 if t_enc else 1)
+            t_out += time_calls(output_layer_and_loss, device, 1, warmup=0 if t_out else 1)
         # The fastest call: kernel comparisons want the intrinsic cost, and on a shared
         # machine every slower call is slower only because of other processes.
-        fast_s, ref_s, step_s, enc_s = map(min, (t_fast, t_ref, t_step, t_enc))
+        fast_s, ref_s, step_s, out_s = map(min, (t_fast, t_ref, t_step, t_out))
         flops = elmo_step_flops(batch * steps, emb, cell, proj, 2, emb)
         rows.append({"batch": batch, "time": steps, "cell": cell, "projection": proj,
                      "fast_ms": fast_s * 1e3, "reference_ms": ref_s * 1e3, "speedup": ref_s / fast_s,
-                     "cont_step_ms": step_s * 1e3, "cont_share": max(0.0, (step_s - enc_s) / step_s),
+                     "cont_step_ms": step_s * 1e3, "cont_layer_ms": out_s * 1e3, "cont_share": out_s / step_s,
                      "mfu": flops / step_s / peak, "matmul_peak_gflops": peak / 1e9})
     return rows
 
 
 def run_cont_vocab(settings: BenchSettings, scratch: Path) -> dict:
-    """CONT step time at the 2000K vocabulary over that at 40K (same batch)."""
+    """CONT step time at the 2000K vocabulary over that at 40K (same batch).
+
+    The two steps alternate (which one goes first alternates too) and each pair gives
+    one ratio; the median of ``10 * repeats`` paired ratios is reported with its
+    interquartile range, so drift in the machine's load cancels within a pair.
+    """
     device = torch.device(settings.device)
     scale = Scale(settings.width_scale, settings.vocab_scale)
     small = build_spec("CONT", "40K", "ELMO", scale, scratch)
     large = build_spec("CONT", "2000K", "ELMO", scale, scratch)
     batch = settings.table5_batch
-    t_small, t_large = [], []
     steps = {}
     for m in (small, large):
         lm = build_model(m, device)
         steps[m.vocab_size] = TrainStep(lm, synthetic_batch(m.vocab_size, batch, m.seq_len, 1, device), device)
-    for _ in range(settings.repeats):
-        t_small += time_calls(steps[small.vocab_size], device, 1)
-        t_large += time_calls(steps[large.vocab_size], device, 1)
-    s, l_ = robust_seconds(t_small), robust_seconds(t_large)
+        steps[m.vocab_size]()  # warm up
+    run_small, run_large = steps[small.vocab_size], steps[large.vocab_size]
+    t_small, t_large, ratios = [], [], []
+    for i in range(10 * settings.repeats):
+        if i % 2:
+            a = time_calls(run_small, device, 1, warmup=0)[0]
+            b = time_calls(run_large, device, 1, warmup=0)[0]
+        else:
+            b = time_calls(run_large, device, 1, warmup=0)[0]
+            a = time_calls(run_small, device, 1, warmup=0)[0]
+        t_small.append(a)
+        t_large.append(b)
+        ratios.append(b / a)
+    q1, median, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
     return {"batch": batch, "vocab_40k": small.vocab_size, "vocab_2000k": large.vocab_size,
-            "step_40k_ms": s * 1e3, "step_2000k_ms": l_ * 1e3, "ratio": l_ / s}
+            "step_40k_ms": robust_seconds(t_small) * 1e3, "step_2000k_ms": robust_seconds(t_large) * 1e3,
+            "ratio": median, "ratio_q1": q1, "ratio_q3": q3, "pairs": len(ratios)}
 
 
 def run_all(settings: BenchSettings, scratch: Path, tables: tuple[str, ...] = ("4", "5", "lstm")) -> dict:
@@ -248,7 +290,10 @@ def run_all(settings: BenchSettings, scratch: Path, tables: tuple[str, ...] = ("
 
     torch.set_num_threads(settings.threads)
     retained = retain_freed_host_memory()  # as a training process should (see its docstring)
-    result: dict = {"settings": asdict(settings), "torch": torch.__version__, "retain_freed_host_memory": retained}
+    from elmoc.encoders.native import native_status
+
+    result: dict = {"settings": asdict(settings), "torch": torch.__version__, "retain_freed_host_memory": retained,
+                    "lstm_time_loop": native_status() if settings.device == "cpu" else "Python time loop (CUDA)"}
     if "lstm" in tables:
         result["lstm"] = run_lstm_kernels(settings, scratch)
         result["cont_vocab"] = run_cont_vocab(settings, scratch)

@@ -9,8 +9,13 @@ non-deterministic.  Measured with the fasttext==0.9.3 wheel: with the demo
 settings (dim 50-100, bucket >= 1e5) two runs wrote identical ``.bin`` files, but
 with tiny settings (dim 10, bucket 2000, a 20K-token corpus) identical runs gave
 different vectors and sometimes "Encountered NaN", even with ``thread=1``, in one
-process or in fresh ones.  So reproducibility of *training* is not guaranteed by
-the library; everything downstream of a given ``.bin`` is deterministic.
+process or in fresh ones (2026-11-22: four fresh-process runs of dim 10 / bucket 2000
+differed by up to 1e5 in single weights, i.e. the library reads memory it never
+set).  So reproducibility of *training* is not guaranteed by the library;
+everything downstream of a given ``.bin`` is deterministic.  Training runs in a
+child interpreter (:func:`_train_in_fresh_process`) so that what the calling
+process did before cannot make it worse: in a process whose freed heap held NaNs
+the first attempt diverged every time.
 
 A pretrained model (the paper's ``crawl-300d-2M-subword.bin``, shipped inside a
 zip) is fetched with :mod:`elmoc.data.fetch` and linked (hard link, else symbolic
@@ -22,6 +27,8 @@ import json
 import logging
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -120,25 +127,61 @@ def _train_with_retries(corpus: str, config: FastTextTrainConfig, where: Path):
     """
     import numpy as np
 
+    import fasttext
+
     params = asdict(config)
     problem = ""
     for attempt in range(MAX_ATTEMPTS):
         params["seed"] = config.seed + 1000 * attempt
+        fd, trained = tempfile.mkstemp(dir=Path(corpus).parent, prefix=".fasttext.", suffix=".bin")
+        os.close(fd)
         try:
-            model = _train_skipgram(corpus, params)
-        except RuntimeError as e:
-            problem = str(e)
-        else:
-            if np.isfinite(model.get_input_matrix()).all() and np.isfinite(model.get_output_matrix()).all():
-                if attempt:
-                    log.warning("fasttext: attempt %d (seed %d) succeeded after divergence (%s)",
-                                attempt + 1, params["seed"], problem)
-                return model
-            problem = "non-finite vectors"
+            error = _train_in_fresh_process(corpus, params, trained)
+            if not error:
+                model = fasttext.load_model(trained)
+                if np.isfinite(model.get_input_matrix()).all() and np.isfinite(model.get_output_matrix()).all():
+                    if attempt:
+                        log.warning("fasttext: attempt %d (seed %d) succeeded after divergence (%s)",
+                                    attempt + 1, params["seed"], problem)
+                    return model
+                error = "non-finite vectors"
+            problem = error
+        finally:
+            Path(trained).unlink(missing_ok=True)
         log.warning("fasttext: attempt %d with seed %d diverged (%s)", attempt + 1, params["seed"], problem)
     raise InputFileError(
         where, f"fastText training diverged {MAX_ATTEMPTS} times ({problem}); lower lr, raise bucket/dim"
     )
+
+
+def _train_in_fresh_process(corpus: str, params: dict, dest: str) -> str:
+    """Train in a new Python interpreter and save the model to ``dest``.
+
+    Returns "" on success, else fastText's error ("Encountered NaN." ...).  Why a
+    child process: fasttext==0.9.3 diverges far more often in a process whose freed
+    heap memory holds stale values (measured: after freeing NaN-filled tensors with
+    :func:`elmoc.train.precision.retain_freed_host_memory` active, the first attempt
+    diverged every time; in a fresh process it did not), so training must not depend
+    on what the calling process did before (a test session, a notebook, a trainer).
+    """
+    code = ("import json, sys; from elmoc.data.fasttext_model import _train_child; "
+            "print(json.dumps(_train_child(*json.loads(sys.argv[1]))))")
+    done = subprocess.run([sys.executable, "-c", code, json.dumps([corpus, params, dest])],
+                          capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return f"fastText child process failed (exit {done.returncode}): {done.stderr.strip()[-500:]}"
+    return json.loads(lines[-1])
+
+
+def _train_child(corpus: str, params: dict, dest: str) -> str:
+    """Body of :func:`_train_in_fresh_process` (runs in the child)."""
+    try:
+        model = _train_skipgram(corpus, params)
+    except RuntimeError as e:
+        return str(e) or "RuntimeError"
+    model.save_model(dest)
+    return ""
 
 
 def _train_skipgram(corpus: str, params: dict):

@@ -35,11 +35,18 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from elmoc.encoders import native
+
 __all__ = ["projected_lstm_layer"]
 
 
 def _ln_eps() -> float:
     return 1e-5  # torch.nn.LayerNorm default, used by spec 1.1
+
+
+def _native_eligible(t: torch.Tensor) -> bool:
+    """The C++ loop serves CPU float32/float64 tensors; everything else runs the Python loop."""
+    return t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
 
 
 class _ProjectedLstmFunction(torch.autograd.Function):
@@ -63,9 +70,20 @@ class _ProjectedLstmFunction(torch.autograd.Function):
         scale = input_gates.new_ones(four_cell, 1)
         scale[2 * cell : 3 * cell] = 2.0
         ws_t = (state_weight * scale).t()  # (proj, 4*cell)
-        input_gates = input_gates * scale[:, 0]
+        input_gates = (input_gates * scale[:, 0]).contiguous()  # a fresh tensor: both loops overwrite it
         wp_t = proj_weight.t()  # (cell, proj)
-        acts = torch.empty_like(input_gates)  # (T, B, 4C) activated gates i, f, g, o
+        clips = (None if cell_clip is None else float(cell_clip), None if proj_clip is None else float(proj_clip))
+        ops = native.native_ops() if _native_eligible(input_gates) else None
+        ctx.native = ops is not None
+        if ops is not None:  # the same loop in C++ (csrc/projected_lstm.cpp)
+            acts, c_all, h_all, tanh_c, h_tilde, p_all = ops.lstm_forward(
+                input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bias, dropout, *clips)
+            out = h_all[1:].clone() if all_valid else h_all[1:] * mask.to(input_gates.dtype).unsqueeze(-1)
+            ctx.save_for_backward(mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, state_weight, proj_weight,
+                                  ln_weight, dropout)
+            ctx.config = (clips[0], clips[1], all_valid)
+            return out, h_all[steps].clone(), c_all[steps].clone()
+        acts = input_gates  # (T, B, 4C): input gates in, activated gates i, f, g, o out
         c_all = input_gates.new_empty(steps + 1, batch, cell)  # carried cell states
         h_all = input_gates.new_empty(steps + 1, batch, proj)  # carried hidden states
         tanh_c = input_gates.new_empty(steps, batch, cell)
@@ -76,7 +94,7 @@ class _ProjectedLstmFunction(torch.autograd.Function):
         step_c = input_gates.new_empty(batch, cell) if not all_valid else None
         for t in range(steps):
             a = acts[t]
-            torch.addmm(input_gates[t], h_all[t], ws_t, out=a)
+            a.addmm_(h_all[t], ws_t)
             a.sigmoid_()  # i, f, o; sigmoid(2 z_g) for g
             a[:, 2 * cell : 3 * cell].mul_(2.0).sub_(1.0)  # g = tanh(z_g)
             c = c_all[t + 1] if all_valid else step_c
@@ -126,16 +144,27 @@ class _ProjectedLstmFunction(torch.autograd.Function):
             grad_out = acts.new_zeros(steps, batch, proj)
         dh = acts.new_zeros(batch, proj) if grad_h is None else grad_h
         dc = acts.new_zeros(batch, cell) if grad_c is None else grad_c
+        if ctx.native:
+            dz, dh, dc, d_ws, d_wp, d_lnw, d_lnb = native.native_ops().lstm_backward(
+                grad_out, dh, dc, mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, state_weight, proj_weight,
+                ln_weight, dropout, cell_clip, proj_clip)
+            if ln_weight is None:
+                d_lnw = d_lnb = None
+            return (dz, None, dh, dc, d_ws, d_wp, d_lnw, d_lnb, None, None, None)
         maskf = mask.to(dtype).unsqueeze(-1)  # (T, B, 1)
 
         # ---- everything that does not depend on the reverse recurrence, for all steps ----
         i, f, g, o = acts[..., :cell], acts[..., cell : 2 * cell], acts[..., 2 * cell : 3 * cell], acts[..., 3 * cell :]
         # Cell clip masks.  The carried c equals the step's c where the mask is True; on a
         # masked row it equals the last valid step's c, whose clip mask is the right one
-        # to apply again (0/1 factors are idempotent).  Only a row whose *leading* steps
-        # are masked and whose initial c0 lies outside the clip would get a zero instead
-        # of a pass-through gradient for c0 (a carried c0 always lies inside the clip).
-        cmask = (c_all[1:].abs() < cell_clip).to(dtype) if cell_clip is not None else None
+        # to apply again (0/1 factors are idempotent).  Before a row's first valid step
+        # the carried c is c0, which no clip touched: factor 1 (gradient passes to c0).
+        cmask = None
+        if cell_clip is not None:
+            cmask = (c_all[1:].abs() < cell_clip).to(dtype)
+            if not all_valid:
+                seen_valid = mask.to(torch.int8).cummax(0).values.bool().unsqueeze(-1)  # (T, B, 1)
+                cmask = torch.where(seen_valid, cmask, torch.ones_like(cmask))
         # dZ = [dc_raw * (g i(1-i)), dc_raw * (c_prev f(1-f)), dc_raw * (i (1-g^2)), dh~ * (tanh_c o(1-o))]
         k_cell = torch.cat([g * i * (1 - i), c_all[:-1] * f * (1 - f), i * (1 - g * g)], dim=-1)
         k_cell = k_cell.view(steps, batch, 3, cell)

@@ -17,10 +17,10 @@ from typing import Sized
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from elmoc.errors import ConfigError
 from elmoc.inputs.vector_table import lookup, store_table, stored_table, table_for_output
+from elmoc.nn.cosine import cosine_similarity
 from elmoc.nn.masking import masked_sum_and_count
 from elmoc.outputs.base import OutputLayer, OutputLoss
 
@@ -83,8 +83,11 @@ class ContinuousOutput(OutputLayer):
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
         prediction, target = self._predict(hidden, targets)
         loss_sum, count = masked_sum_and_count(self.token_loss(prediction, target), mask)
-        with torch.no_grad():
-            cos_sum, _ = masked_sum_and_count(F.cosine_similarity(prediction, target, dim=-1), mask)
+        if self.loss_name == "cosine":  # the loss is -cos: no second pass for the log
+            cos_sum = -loss_sum.detach()
+        else:
+            with torch.no_grad():
+                cos_sum, _ = masked_sum_and_count(cosine_similarity(prediction, target), mask)
         logs = {"cosine": cos_sum / count.clamp(min=1.0)}
         if self.loss_name != "cosine":
             logs[self.loss_name] = loss_sum.detach() / count.clamp(min=1.0)
@@ -94,7 +97,7 @@ class ContinuousOutput(OutputLayer):
     def evaluate(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
         """``loss_sum = -sum(cos)`` for every CONT loss; metric ``cosine`` = its negated mean."""
         prediction, target = self._predict(hidden, targets)
-        cos_sum, count = masked_sum_and_count(F.cosine_similarity(prediction, target, dim=-1), mask)
+        cos_sum, count = masked_sum_and_count(cosine_similarity(prediction, target), mask)
         return OutputLoss(-cos_sum, count, {"cosine": cos_sum / count.clamp(min=1.0)})
 
     def extra_repr(self) -> str:

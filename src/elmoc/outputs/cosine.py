@@ -2,13 +2,14 @@
 
 Per token ``l_t = -cos(W h_t + b, e_{w_{t+1}})`` with ``e`` the raw (unnormalized)
 target vector; ``-cos`` rather than ``1 - cos`` as in the paper's code (same
-gradients).  ``torch.nn.functional.cosine_similarity`` (eps 1e-8) does the math.
+gradients).  :func:`elmoc.nn.cosine.cosine_similarity` does the math: the value of
+``torch.nn.functional.cosine_similarity`` (eps 1e-8) with a fused backward.
 """
 from __future__ import annotations
 
 import torch
-from torch.nn import functional as F
 
+from elmoc.nn.cosine import cosine_similarity
 from elmoc.outputs.continuous import ContinuousOutput
 from elmoc.registry import register
 
@@ -20,4 +21,4 @@ class CosineOutput(ContinuousOutput):
     loss_name = "cosine"
 
     def token_loss(self, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        return -F.cosine_similarity(prediction, target, dim=-1)
+        return -cosine_similarity(prediction, target)
