@@ -30,3 +30,56 @@ def test_bpe_command_writes_vocab_and_first_subwords(tmp_path):
 def test_bpe_missing_corpus_is_an_error(tmp_path, capsys):
     assert main(["bpe", "--corpus", str(tmp_path / "none"), "--out-dir", str(tmp_path / "bpe")]) == 1
     assert "not found" in capsys.readouterr().err
+
+
+def _tie_corpus(path):
+    """Many words with equally frequent character pairs: merge order depends on tie-breaking."""
+    import random
+
+    rng = random.Random(0)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = ["".join(rng.choice(letters) for _ in range(rng.randint(3, 8))) for _ in range(400)]
+    path.write_text("\n".join(" ".join(words[i : i + 8]) for i in range(0, len(words), 8)) + "\n")
+    return path
+
+
+def test_bpe_training_is_deterministic(tmp_path):
+    """tokenizers' own trainer numbers `##` symbols in hash order and breaks ties with those
+    numbers, so its merge order changed from run to run; ours must not."""
+    from elmoc.data.subword import train_bpe
+
+    corpus = _tie_corpus(tmp_path / "ties.txt")
+    runs = [train_bpe([corpus], num_merges=300, min_frequency=1).to_str() for _ in range(4)]
+    assert all(r == runs[0] for r in runs[1:])
+
+
+def test_bpe_merges_use_the_continuation_prefix(tmp_path):
+    import json
+
+    from elmoc.data.subword import train_bpe
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("banana bandana cabana\n" * 3)
+    tok = train_bpe([corpus], num_merges=6, min_frequency=1)
+    model = json.loads(tok.to_str())["model"]
+    assert model["continuing_subword_prefix"] == "##"
+    assert len(model["merges"]) == 6
+    for a, b in (m if isinstance(m, list) else m.split(" ") for m in model["merges"]):
+        assert b.startswith("##")  # the right side of a merge is never word-initial
+        assert a + b[2:] in model["vocab"] or "##" + (a[2:] if a.startswith("##") else a) + b[2:] in model["vocab"]
+    pieces = tok.encode("banana cabana").tokens
+    assert "".join(p.removeprefix("##") for p in pieces) == "bananacabana"
+    assert pieces[0] != "" and not pieces[0].startswith("##")
+    assert all(ord(c) < 0xF0000 for token in model["vocab"] for c in token)  # no private-use marks leak out
+
+
+def test_bpe_rejects_private_use_characters(tmp_path):
+    import pytest
+
+    from elmoc.data.subword import train_bpe
+    from elmoc.errors import InputFileError
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("ab\U000f0001c d\n")
+    with pytest.raises(InputFileError, match="private-use"):
+        train_bpe([corpus], num_merges=2, min_frequency=1)

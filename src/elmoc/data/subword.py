@@ -15,6 +15,7 @@ trainer's vocabulary size to ``specials + alphabet + num_merges``.
 """
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
@@ -52,7 +53,19 @@ def _alphabet(files: Sequence[Path]) -> set[str]:
 
 
 def train_bpe(files: Sequence[str | Path], num_merges: int = 30000, min_frequency: int = 2):
-    """Learn BPE merges on whitespace-tokenized ``files``; returns a ``tokenizers.Tokenizer``."""
+    """Learn BPE merges on whitespace-tokenized ``files``; returns a ``tokenizers.Tokenizer``.
+
+    Deterministic: the same files give the same merges in the same order.  The
+    ``tokenizers`` trainer (0.23) is not, when it creates the ``##``-prefixed
+    continuation symbols itself: it numbers them in hash-map order, and those numbers
+    break ties between equally frequent pairs (huggingface/tokenizers#1794, PR #2066;
+    measured here: 3 runs on the demo corpus gave 3 different merge orders, 151 of
+    2024 merges in other places).  So the trainer never sees a prefix: every
+    word-internal character is first replaced by its own private-use character
+    (:class:`_Continuations`), which makes all symbols plain alphabet characters,
+    numbered in sorted order; the learned vocabulary and merges are then mapped back
+    to ``##`` form and loaded into a BPE model that encodes with the prefix as usual.
+    """
     Tokenizer, decoders, models, pre_tokenizers, trainers = _tokenizers()
     paths = [Path(f) for f in files]
     for p in paths:
@@ -63,24 +76,73 @@ def train_bpe(files: Sequence[str | Path], num_merges: int = 30000, min_frequenc
     alphabet = _alphabet(paths)
     if not alphabet:
         raise InputFileError(paths[0] if paths else "<none>", "corpus is empty; nothing to learn BPE from")
-    tokenizer = Tokenizer(models.BPE(unk_token=UNK, continuing_subword_prefix=CONTINUATION))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer.decoder = decoders.WordPiece(prefix=CONTINUATION)
+    marks = _Continuations(alphabet, paths[0])
     # every character may appear both word-initially and as a continuation
     vocab_size = len(SPECIALS) + 2 * len(alphabet) + num_merges
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
         special_tokens=list(SPECIALS),
-        continuing_subword_prefix=CONTINUATION,
+        initial_alphabet=sorted(alphabet | set(marks.mark.values())),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(_iter_lines(paths), trainer=trainer)
+    plain = Tokenizer(models.BPE(unk_token=UNK))
+    plain.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    plain.train_from_iterator((marks.line(line) for line in _iter_lines(paths)), trainer=trainer)
+    learned = json.loads(plain.to_str())["model"]
+    vocab = {marks.token(token): i for token, i in learned["vocab"].items()}
+    merges = [(marks.token(a), marks.token(b)) for a, b in (_merge_pair(m) for m in learned["merges"])]
+    tokenizer = Tokenizer(models.BPE(vocab, merges, unk_token=UNK, continuing_subword_prefix=CONTINUATION))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.decoder = decoders.WordPiece(prefix=CONTINUATION)
     for i, special in enumerate(SPECIALS):
         if tokenizer.token_to_id(special) != i:
             raise RuntimeError(f"BPE trainer put {special!r} at id {tokenizer.token_to_id(special)}, expected {i}")
     log.info("learned BPE: %d subwords (%d characters, %d merges requested)", tokenizer.get_vocab_size(), len(alphabet), num_merges)
     return tokenizer
+
+
+def _merge_pair(merge) -> tuple[str, str]:
+    """A merge of ``tokenizer.json`` (a pair, or ``"a b"`` in older files)."""
+    if isinstance(merge, str):
+        a, b = merge.split(" ")
+        return a, b
+    return merge[0], merge[1]
+
+
+class _Continuations:
+    """Word-internal characters as private-use characters, and back.
+
+    Character ``c`` after the first of a word becomes ``mark[c]``, a code point of
+    Unicode's supplementary private-use planes (15 and 16, 131K code points),
+    assigned in sorted order; a training token made of marks maps back to ``##`` +
+    the characters, one that starts with a plain character to the plain characters.
+    """
+
+    FIRST, LAST = 0xF0000, 0x10FFFD
+
+    def __init__(self, alphabet: set[str], where: Path):
+        used = sorted(c for c in alphabet if ord(c) >= self.FIRST)
+        if used:
+            raise InputFileError(where, f"corpus contains private-use character U+{ord(used[0]):04X}, which the BPE "
+                                        "trainer reserves; remove or replace it")
+        points = [cp for cp in range(self.FIRST, self.LAST + 1) if cp & 0xFFFF < 0xFFFE]
+        if len(alphabet) > len(points):
+            raise InputFileError(where, f"corpus has {len(alphabet)} distinct characters; at most {len(points)} "
+                                        "are supported")
+        self.mark = {c: chr(cp) for c, cp in zip(sorted(alphabet), points)}
+        self.unmark = {m: c for c, m in self.mark.items()}
+        self._table = str.maketrans(self.mark)
+
+    def line(self, line: str) -> str:
+        return " ".join(w[0] + w[1:].translate(self._table) for w in line.split())
+
+    def token(self, token: str) -> str:
+        if token in SPECIALS or not token:
+            return token
+        if token[0] in self.unmark:
+            return CONTINUATION + "".join(self.unmark[c] for c in token)
+        return token[0] + "".join(self.unmark.get(c, c) for c in token[1:])
 
 
 class SubwordEncoder:
