@@ -76,3 +76,21 @@ def test_native_path_is_taken_on_cpu_and_can_be_disabled(monkeypatch):
     monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")
     assert native.native_ops() is None
     assert "disabled" in native.native_status()
+
+
+def test_failed_build_falls_back_to_the_python_loop_with_a_warning(monkeypatch, tmp_path, caplog):
+    import logging
+
+    broken = tmp_path / "broken.cpp"
+    broken.write_text("this is not C++\n")
+    monkeypatch.setattr(native, "_state", {"tried": False, "ops": None, "reason": "not loaded yet"})
+    monkeypatch.setattr(native, "SOURCE", broken)
+    monkeypatch.setattr(native, "_build_flavour", lambda: ("elmoc_native_lstm_broken_test", ["-O0"]))
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    with caplog.at_level(logging.WARNING, logger="elmoc.encoders.native"):
+        assert native.native_ops() is None
+    assert "build failed" in native.native_status()
+    assert any("slower Python time loop" in r.getMessage() for r in caplog.records)
+    args, mask, ln, drop = case(torch.float32, True, True, True)
+    out = run(args, mask, ln, drop, 0.4, 0.9)  # still trains, on the Python loop
+    assert all(torch.isfinite(t).all() for t in out)

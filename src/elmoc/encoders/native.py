@@ -72,7 +72,8 @@ def native_ops() -> Any | None:
         _state["ops"] = torch.ops.elmoc_native
         _state["reason"] = "loaded"
     except Exception as err:  # no compiler, no ninja, read-only cache...: fall back, loudly
-        _state["reason"] = f"build failed: {type(err).__name__}: {str(err).strip().splitlines()[-1:]}"
+        last_line = (str(err).strip().splitlines() or [""])[-1]
+        _state["reason"] = f"build failed: {type(err).__name__}: {last_line}"
         log.warning("native LSTM kernel unavailable (%s); using the slower Python time loop. "
                     "Install a C++ compiler and `ninja`, or set ELMOC_NATIVE_LSTM=0 to silence this.",
                     _state["reason"])
