@@ -1,6 +1,6 @@
 # Speed tables (paper Tables 4 and 5): one `elmoc bench` run, so every ratio is
 # measured side by side on the same machine.  Not a default target unless
-# `bench.enabled` (it occupies the machine for ~20 minutes at the default scale).
+# `bench.enabled` (it occupies the machine for ~10 minutes at the default scale on 2 CPU cores).
 
 
 def bench_options():

@@ -74,7 +74,7 @@ class _ProjectedLstmFunction(torch.autograd.Function):
         wp_t = proj_weight.t()  # (cell, proj)
         clips = (None if cell_clip is None else float(cell_clip), None if proj_clip is None else float(proj_clip))
         ops = native.native_ops() if _native_eligible(input_gates) else None
-        ctx.native = ops is not None
+        ctx.native = ops  # the backward uses the same loop as the forward, whatever the environment says later
         if ops is not None:  # the same loop in C++ (csrc/projected_lstm.cpp)
             acts, c_all, h_all, tanh_c, h_tilde, p_all = ops.lstm_forward(
                 input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bias, dropout, *clips)
@@ -144,8 +144,8 @@ class _ProjectedLstmFunction(torch.autograd.Function):
             grad_out = acts.new_zeros(steps, batch, proj)
         dh = acts.new_zeros(batch, proj) if grad_h is None else grad_h
         dc = acts.new_zeros(batch, cell) if grad_c is None else grad_c
-        if ctx.native:
-            dz, dh, dc, d_ws, d_wp, d_lnw, d_lnb = native.native_ops().lstm_backward(
+        if ctx.native is not None:
+            dz, dh, dc, d_ws, d_wp, d_lnw, d_lnb = ctx.native.lstm_backward(
                 grad_out, dh, dc, mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, state_weight, proj_weight,
                 ln_weight, dropout, cell_clip, proj_clip)
             if ln_weight is None:
