@@ -91,8 +91,8 @@ def test_prepare_cleaning_options(tmp_path):
 
 
 def test_prepare_streamed_mode_one_shard_per_file(tmp_path):
-    a = _write(tmp_path, "a.txt", "a1\na2\n")
-    b = _write(tmp_path, "b.txt", "b1\n")
+    _write(tmp_path, "a.txt", "a1\na2\n")
+    _write(tmp_path, "b.txt", "b1\n")
     h = _write(tmp_path, "h.txt", "h1\n")
     prepare_corpus(
         CorpusConfig(sources=[("lines", str(tmp_path / "[ab].txt"))], heldout_sources=[("lines", str(h))],

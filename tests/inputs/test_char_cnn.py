@@ -1,13 +1,12 @@
 """The char-CNN + ELMo LSTM reproduce bilm-tf's activations on AllenNLP's tiny ELMo."""
 import json
-import shutil
 
 import h5py
 import numpy as np
 import pytest
 import torch
 
-from elmoc.errors import ConfigError, InputFileError
+from elmoc.errors import InputFileError
 from elmoc.inputs.bilm_tf_weights import load_elmo_lstm
 from elmoc.inputs.characters import batch_char_ids, token_char_ids
 from elmoc.nn.masking import reverse_padded

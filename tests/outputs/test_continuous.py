@@ -1,7 +1,6 @@
 """cosine / l2 / vmf against brute-force references (values and gradients)."""
 import math
 
-import numpy as np
 import pytest
 import torch
 

@@ -45,6 +45,20 @@ def vectors_writer():
     return write_vectors
 
 
+def _random_inputs(task, instances, dim: int = 16, seed: int = 0):
+    """Random word vectors (TaskInputs) for every word of ``instances``."""
+    from elmoc.tasks.embedder import TaskInputs
+
+    words = sorted({w for s in task.sentences(instances) for w in s})
+    rng = np.random.default_rng(seed)
+    return TaskInputs(rng.standard_normal((len(words), dim)).astype(np.float32), words)
+
+
+@pytest.fixture
+def random_inputs():
+    return _random_inputs
+
+
 @pytest.fixture(autouse=True)
 def _one_thread():
     """Tiny models run far faster on one thread than on 2 contended ones."""

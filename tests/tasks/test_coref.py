@@ -4,7 +4,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -18,7 +17,6 @@ from elmoc.tasks.coref import (
     document_instances,
     select_non_crossing,
 )
-from elmoc.tasks.embedder import TaskInputs
 
 DOCS = """\
 #begin document (nw/wsj/00/wsj_0001); part 000
@@ -55,13 +53,6 @@ SMALL = {"contextualization_size": 16, "contextualization_layers": 1, "ffnn_size
          "mention_loss": 1.0}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @pytest.fixture
 def conll(tmp_path) -> Path:
@@ -70,13 +61,8 @@ def conll(tmp_path) -> Path:
     return path
 
 
-def random_inputs(task, instances, dim=16, seed=0):
-    words = sorted({w for s in task.sentences(instances) for w in s})
-    rng = np.random.default_rng(seed)
-    return TaskInputs(rng.standard_normal((len(words), dim)).astype(np.float32), words)
 
-
-def test_read_and_collate(conll):
+def test_read_and_collate(conll, random_inputs):
     task = build("task", {"type": "coref", "train": str(conll), "dev": str(conll), "test": str(conll), "model": SMALL})
     assert isinstance(task, CorefTask)
     docs = task.read("dev")
@@ -117,7 +103,7 @@ def test_options_are_checked():
     assert build("task", {"type": "coref"}).missing_data() == "train"
 
 
-def test_overfits_two_documents(conll):
+def test_overfits_two_documents(conll, random_inputs):
     torch.manual_seed(0)
     task = build("task", {"type": "coref", "train": str(conll), "model": SMALL})
     docs = task.read("train")
@@ -148,7 +134,7 @@ def test_overfits_two_documents(conll):
     assert time.time() - start < 20
 
 
-def test_runner_is_deterministic_and_reads_fixture(shared_data):
+def test_runner_is_deterministic_and_reads_fixture(shared_data, random_inputs):
     from elmoc.tasks.runner import TrainerConfig, run_task
 
     path = str(shared_data / "fixtures/allennlp/coref/coref.gold_conll")
@@ -164,7 +150,7 @@ def test_runner_is_deterministic_and_reads_fixture(shared_data):
     assert results[0]["history"] == results[1]["history"]
 
 
-def test_paper_objective_reaches_every_scorer(conll):
+def test_paper_objective_reaches_every_scorer(conll, random_inputs):
     """mention_loss 0: gradients of the antecedent likelihood alone reach mention, coarse, fine and gate."""
     torch.manual_seed(1)
     task = build("task", {"type": "coref", "train": str(conll), "model": {**SMALL, "mention_loss": 0.0}})

@@ -4,7 +4,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -36,14 +35,6 @@ nw/wsj/00/wsj_0001 0 1 there  RB  *))         -    -  - - *        -
 SMALL = {"hidden_dim": 24, "num_layers": 2, "recurrent_dropout": 0.0, "predicate_dim": 8, "feature_dropout": 0.0}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run much faster single-threaded on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @pytest.fixture
 def conll(tmp_path) -> Path:
@@ -52,13 +43,8 @@ def conll(tmp_path) -> Path:
     return path
 
 
-def random_inputs(task, instances, dim=16, seed=0):
-    words = sorted({w for s in task.sentences(instances) for w in s})
-    rng = np.random.default_rng(seed)
-    return TaskInputs(rng.standard_normal((len(words), dim)).astype(np.float32), words)
 
-
-def test_build_read_collate(conll):
+def test_build_read_collate(conll, random_inputs):
     task = build("task", {"type": "srl", "train": str(conll), "dev": str(conll), "test": str(conll), "model": SMALL})
     assert isinstance(task, SrlTask) and task.missing_data() is None
     train = task.read("train")
@@ -82,7 +68,7 @@ def test_missing_data_and_bad_options():
         build("task", {"type": "srl", "model": {"hidden": 3}})
 
 
-def test_overfits_a_handful_of_predicates(conll):
+def test_overfits_a_handful_of_predicates(conll, random_inputs):
     torch.manual_seed(0)
     task = build("task", {"type": "srl", "train": str(conll), "model": SMALL})
     train = task.read("train")

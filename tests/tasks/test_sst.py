@@ -1,7 +1,6 @@
 import json
 
 import pytest
-import torch
 
 from elmoc.cli import main
 from elmoc.errors import InputFileError
