@@ -50,3 +50,21 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     index = torch.where(rev >= 0, rev, steps)  # padding positions map to themselves
     gather_index = index.view(batch, time, *([1] * (x.dim() - 2))).expand_as(x)
     return torch.gather(x, 1, gather_index)
+
+
+def valid_positions(
+    hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The encoder states and targets of the valid tokens, flattened, and their count.
+
+    Shape:
+        hidden: (batch, time, dim); targets: (batch, time) long; mask: (batch, time) bool.
+        returns: h (N, dim), y (N,), count (scalar, ``hidden``'s dtype) with N = mask.sum().
+    """
+    if hidden.dim() != 3 or hidden.shape[:2] != targets.shape or targets.shape != mask.shape:
+        raise ValueError(
+            f"hidden {tuple(hidden.shape)}, targets {tuple(targets.shape)} and mask {tuple(mask.shape)} "
+            "must agree on (batch, time)"
+        )
+    flat = mask.reshape(-1)
+    return hidden.reshape(-1, hidden.shape[-1])[flat], targets.reshape(-1)[flat], flat.sum().to(hidden.dtype)

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from elmoc.errors import ConfigError
+from elmoc.nn.masking import valid_positions
 from elmoc.outputs.base import OutputLayer, OutputLoss
 from elmoc.registry import register
 
@@ -77,15 +78,7 @@ class AdaptiveOutput(OutputLayer):
             self.head = nn.Linear(hidden_dim, size, bias=bool(head_bias))
 
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
-        if hidden.dim() != 3 or hidden.shape[:2] != targets.shape or targets.shape != mask.shape:
-            raise ValueError(
-                f"hidden {tuple(hidden.shape)}, targets {tuple(targets.shape)} and mask {tuple(mask.shape)} "
-                "must agree on (batch, time)"
-            )
-        flat = mask.reshape(-1)
-        h = hidden.reshape(-1, hidden.shape[-1])[flat]  # (N, hidden_dim)
-        y = targets.reshape(-1)[flat]  # (N,)
-        count = flat.sum().to(hidden.dtype)
+        h, y, count = valid_positions(hidden, targets, mask)  # (N, hidden_dim), (N,)
         if y.numel() == 0:
             return OutputLoss(hidden.sum() * 0.0, count, {})
         if self.cutoffs:

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from elmoc.errors import ConfigError
+from elmoc.nn.masking import valid_positions
 from elmoc.outputs.base import OutputLayer, OutputLoss
 from elmoc.outputs.log_uniform import LogUniformSampler
 from elmoc.registry import register
@@ -67,17 +68,10 @@ class SampledSoftmaxBase(OutputLayer):
 
     # --- loss ------------------------------------------------------------------------
     def _select(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor):
-        if hidden.dim() != 3 or hidden.shape[:2] != targets.shape or targets.shape != mask.shape:
-            raise ValueError(
-                f"hidden {tuple(hidden.shape)}, targets {tuple(targets.shape)} and mask {tuple(mask.shape)} "
-                "must agree on (batch, time)"
-            )
-        flat_mask = mask.reshape(-1)
-        h = self.project(hidden.reshape(-1, hidden.shape[-1])[flat_mask])  # (N, d)
-        y = targets.reshape(-1)[flat_mask]  # (N,)
+        h, y, count = valid_positions(hidden, targets, mask)
         if y.numel() and (int(y.min()) < 0 or int(y.max()) >= self.vocab_size):
             raise ValueError(f"target ids must be in [0, {self.vocab_size}), got [{int(y.min())}, {int(y.max())}]")
-        return h, y, flat_mask.sum().to(hidden.dtype)
+        return self.project(h), y, count  # (N, d), (N,), scalar
 
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
         if not self.training:

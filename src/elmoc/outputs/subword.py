@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from elmoc.errors import ConfigError
+from elmoc.nn.masking import valid_positions
 from elmoc.outputs.base import OutputLayer, OutputLoss
 from elmoc.registry import register
 
@@ -76,16 +77,9 @@ class SubwordOutput(OutputLayer):
         return torch.log_softmax(h @ self.table().t() + self.bias, dim=-1)
 
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
-        if hidden.dim() != 3 or hidden.shape[:2] != targets.shape or targets.shape != mask.shape:
-            raise ValueError(
-                f"hidden {tuple(hidden.shape)}, targets {tuple(targets.shape)} and mask {tuple(mask.shape)} "
-                "must agree on (batch, time)"
-            )
-        flat = mask.reshape(-1)
-        h = hidden.reshape(-1, hidden.shape[-1])[flat]  # (N, hidden_dim)
-        y = targets.reshape(-1)[flat]  # (N,)
+        h, y, count = valid_positions(hidden, targets, mask)  # (N, hidden_dim), (N,)
         nll = -self.full_log_probs(h).gather(1, y[:, None]).squeeze(1)
-        return OutputLoss(nll.sum(), flat.sum().to(hidden.dtype), {})
+        return OutputLoss(nll.sum(), count, {})
 
     @torch.no_grad()
     def evaluate(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
