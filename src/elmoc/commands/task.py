@@ -15,9 +15,9 @@ DESCRIPTION = (
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--task", required=True, help="task name, i.e. the key under `tasks:` in the config (e.g. sst5)")
-    parser.add_argument("--config", help="workflow config (uses tasks.<task> and scale) or a single task section YAML")
-    parser.add_argument("--section-json", help="the task section as JSON instead of --config (what the workflow passes)")
+    from elmoc.tasks.config import add_task_section_arguments
+
+    add_task_section_arguments(parser, config_help="workflow config (uses tasks.<task> and scale) or a single task section YAML")
     parser.add_argument("--variant", required=True, help="name recorded in the metrics JSON (LM variant, or 'fasttext')")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     parser.add_argument("--output", required=True, help="metrics JSON to write (e.g. results/tasks/sst5/elmo-c/seed1.json)")

@@ -12,9 +12,9 @@ DESCRIPTION = (
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--task", required=True, help="task name, i.e. the key under `tasks:` in the config (e.g. sst5)")
-    parser.add_argument("--config", help="workflow config (uses tasks.<task>) or a single task section YAML")
-    parser.add_argument("--section-json", help="the task section as JSON instead of --config (what the workflow passes)")
+    from elmoc.tasks.config import add_task_section_arguments
+
+    add_task_section_arguments(parser, config_help="workflow config (uses tasks.<task>) or a single task section YAML")
     parser.add_argument("--output", required=True, help="sentences file to write (e.g. results/tasks/sst5/sentences.txt)")
 
 

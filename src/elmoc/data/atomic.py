@@ -32,21 +32,13 @@ def atomic_file(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
 
     On any exception the temp file is removed and ``path`` is untouched.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        public_mode(tmp)
+    with atomic_path(path) as tmp:
         if "b" in mode:
-            f = os.fdopen(fd, mode)
+            f = open(tmp, mode)
         else:
-            f = os.fdopen(fd, mode, encoding=encoding, newline="\n")
+            f = open(tmp, mode, encoding=encoding, newline="\n")
         with f:
             yield f
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @contextlib.contextmanager

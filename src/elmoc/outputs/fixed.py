@@ -45,10 +45,9 @@ class FixedOutput(SampledSoftmaxBase):
         seed: int = 1111,
         input_layer: nn.Module | None = None,
     ):
-        self_vectors = str(vectors)
         table = table_for_output(vectors, host_resident, input_layer, vocab, dim, what="output 'fixed' vectors")
         super().__init__(int(table.shape[0]), num_samples, seed)
-        self.vectors_path = self_vectors
+        self.vectors_path = str(vectors)
         self.host_resident = bool(host_resident)
         store_table(self, table, self.host_resident)
         self.embedding_dim = int(table.shape[1])

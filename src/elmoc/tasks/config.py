@@ -42,6 +42,13 @@ def load_task_section(path: str | Path, name: str) -> tuple[dict[str, Any], str]
     return dict(section), scale
 
 
+def add_task_section_arguments(parser, config_help: str) -> None:
+    """``--task``, ``--config`` and ``--section-json``, read by :func:`task_section_from_args`."""
+    parser.add_argument("--task", required=True, help="task name, i.e. the key under `tasks:` in the config (e.g. sst5)")
+    parser.add_argument("--config", help=config_help)
+    parser.add_argument("--section-json", help="the task section as JSON instead of --config (what the workflow passes)")
+
+
 def task_section_from_args(args) -> tuple[dict[str, Any], str]:
     """(section, scale) from ``--config FILE`` or ``--section-json JSON`` of a command."""
     import json
