@@ -49,6 +49,61 @@ def _native_eligible(t: torch.Tensor) -> bool:
     return t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
 
 
+def _python_forward_loop(input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bias, dropout, cell_clip, proj_clip):
+    """The forward time loop in Python; same arguments and results as the C++ ``lstm_forward``.
+
+    ``input_gates`` (T, B, 4C, g block pre-scaled by 2) is overwritten with the activated
+    gates.  Returns acts, c_all (T+1, B, C), h_all (T+1, B, P), tanh_c, h_tilde (T, B, C),
+    p_all (T, B, P).
+    """
+    steps, batch, four_cell = input_gates.shape
+    cell = four_cell // 4
+    proj = wp_t.shape[1]
+    all_valid = bool(mask.all())
+    acts = input_gates  # (T, B, 4C): input gates in, activated gates i, f, g, o out
+    c_all = input_gates.new_empty(steps + 1, batch, cell)  # carried cell states
+    h_all = input_gates.new_empty(steps + 1, batch, proj)  # carried hidden states
+    tanh_c = input_gates.new_empty(steps, batch, cell)
+    h_tilde = input_gates.new_empty(steps, batch, cell)
+    p_all = input_gates.new_empty(steps, batch, proj)  # clipped projections
+    c_all[0] = c0
+    h_all[0] = h0
+    # When every step is valid, step t's c is the carried c_all[t+1]; otherwise it goes to
+    # step_c (masked rows differ, but they receive no gradient through the step anyway).
+    step_c = input_gates.new_empty(batch, cell) if not all_valid else None
+    for t in range(steps):
+        a = acts[t]
+        a.addmm_(h_all[t], ws_t)
+        a.sigmoid_()  # i, f, o; sigmoid(2 z_g) for g
+        a[:, 2 * cell : 3 * cell].mul_(2.0).sub_(1.0)  # g = tanh(z_g)
+        c = c_all[t + 1] if all_valid else step_c
+        torch.mul(a[:, cell : 2 * cell], c_all[t], out=c)
+        c.addcmul_(a[:, :cell], a[:, 2 * cell : 3 * cell])
+        if cell_clip is not None:
+            c.clamp_(-cell_clip, cell_clip)
+        tc = tanh_c[t]
+        torch.mul(c, 2.0, out=tc)
+        tc.sigmoid_().mul_(2.0).sub_(1.0)  # tanh(c)
+        torch.mul(a[:, 3 * cell :], tanh_c[t], out=h_tilde[t])
+        p = p_all[t]
+        torch.mm(h_tilde[t], wp_t, out=p)
+        if proj_clip is not None:
+            p.clamp_(-proj_clip, proj_clip)
+        r = F.layer_norm(p, (proj,), ln_weight, ln_bias, _ln_eps()) if ln_weight is not None else p
+        if all_valid:
+            if dropout is not None:
+                torch.mul(r, dropout, out=h_all[t + 1])
+            else:
+                h_all[t + 1] = r
+        else:
+            if dropout is not None:
+                r = r * dropout
+            m = mask[t].unsqueeze(-1)
+            torch.where(m, c, c_all[t], out=c_all[t + 1])
+            torch.where(m, r, h_all[t], out=h_all[t + 1])
+    return acts, c_all, h_all, tanh_c, h_tilde, p_all
+
+
 class _ProjectedLstmFunction(torch.autograd.Function):
     """Autograd function over one window of one layer (time-major tensors).
 
@@ -61,9 +116,8 @@ class _ProjectedLstmFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, input_gates, mask, h0, c0, state_weight, proj_weight, ln_weight, ln_bias,
                 dropout, cell_clip, proj_clip):
-        steps, batch, four_cell = input_gates.shape
+        steps, _, four_cell = input_gates.shape
         cell = four_cell // 4
-        proj = proj_weight.shape[0]
         all_valid = bool(mask.all())
         # tanh(z) = 2*sigmoid(2z) - 1: this CPU build's tanh is ~4x slower than its
         # sigmoid, so the candidate-gate rows are doubled and one sigmoid serves all gates.
@@ -75,59 +129,13 @@ class _ProjectedLstmFunction(torch.autograd.Function):
         clips = (None if cell_clip is None else float(cell_clip), None if proj_clip is None else float(proj_clip))
         ops = native.native_ops() if _native_eligible(input_gates) else None
         ctx.native = ops  # the backward uses the same loop as the forward, whatever the environment says later
-        if ops is not None:  # the same loop in C++ (csrc/projected_lstm.cpp)
-            acts, c_all, h_all, tanh_c, h_tilde, p_all = ops.lstm_forward(
-                input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bias, dropout, *clips)
-            out = h_all[1:].clone() if all_valid else h_all[1:] * mask.to(input_gates.dtype).unsqueeze(-1)
-            ctx.save_for_backward(mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, state_weight, proj_weight,
-                                  ln_weight, dropout)
-            ctx.config = (clips[0], clips[1], all_valid)
-            return out, h_all[steps].clone(), c_all[steps].clone()
-        acts = input_gates  # (T, B, 4C): input gates in, activated gates i, f, g, o out
-        c_all = input_gates.new_empty(steps + 1, batch, cell)  # carried cell states
-        h_all = input_gates.new_empty(steps + 1, batch, proj)  # carried hidden states
-        tanh_c = input_gates.new_empty(steps, batch, cell)
-        h_tilde = input_gates.new_empty(steps, batch, cell)
-        p_all = input_gates.new_empty(steps, batch, proj)  # clipped projections
-        c_all[0] = c0
-        h_all[0] = h0
-        step_c = input_gates.new_empty(batch, cell) if not all_valid else None
-        for t in range(steps):
-            a = acts[t]
-            a.addmm_(h_all[t], ws_t)
-            a.sigmoid_()  # i, f, o; sigmoid(2 z_g) for g
-            a[:, 2 * cell : 3 * cell].mul_(2.0).sub_(1.0)  # g = tanh(z_g)
-            c = c_all[t + 1] if all_valid else step_c
-            torch.mul(a[:, cell : 2 * cell], c_all[t], out=c)
-            c.addcmul_(a[:, :cell], a[:, 2 * cell : 3 * cell])
-            if cell_clip is not None:
-                c.clamp_(-cell_clip, cell_clip)
-            tc = tanh_c[t]
-            torch.mul(c, 2.0, out=tc)
-            tc.sigmoid_().mul_(2.0).sub_(1.0)  # tanh(c)
-            torch.mul(a[:, 3 * cell :], tanh_c[t], out=h_tilde[t])
-            p = p_all[t]
-            torch.mm(h_tilde[t], wp_t, out=p)
-            if proj_clip is not None:
-                p.clamp_(-proj_clip, proj_clip)
-            r = F.layer_norm(p, (proj,), ln_weight, ln_bias, _ln_eps()) if ln_weight is not None else p
-            if all_valid:
-                if dropout is not None:
-                    torch.mul(r, dropout, out=h_all[t + 1])
-                else:
-                    h_all[t + 1] = r
-            else:
-                if dropout is not None:
-                    r = r * dropout
-                m = mask[t].unsqueeze(-1)
-                torch.where(m, c, c_all[t], out=c_all[t + 1])
-                torch.where(m, r, h_all[t], out=h_all[t + 1])
-        # When every step is valid, step t's c is the carried c_all[t+1]; otherwise
-        # masked rows differ, but they receive no gradient through the step anyway.
+        loop = _python_forward_loop if ops is None else ops.lstm_forward  # the C++ one: csrc/projected_lstm.cpp
+        acts, c_all, h_all, tanh_c, h_tilde, p_all = loop(
+            input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bias, dropout, *clips)
         out = h_all[1:].clone() if all_valid else h_all[1:] * mask.to(input_gates.dtype).unsqueeze(-1)
         ctx.save_for_backward(mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, state_weight, proj_weight,
                               ln_weight, dropout)
-        ctx.config = (cell_clip, proj_clip, all_valid)
+        ctx.config = (clips[0], clips[1], all_valid)
         return out, h_all[steps].clone(), c_all[steps].clone()
 
     @staticmethod
