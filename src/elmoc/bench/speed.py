@@ -111,7 +111,7 @@ def _warm_up(model: BenchModel, settings: BenchSettings, device: torch.device) -
     """Run batch-1 steps for a few seconds before the first timed figure.
 
     The first seconds of a process (heap growth, first-touch page faults, lazy
-    library initialization) made the first model's S1 up to 1.5x slower than the
+    library initialization) made the first model's S1 up to 1.4x slower than the
     same step measured later in the same process, which skewed every S1 ratio.
     """
     lm = build_model(model, device)
