@@ -44,3 +44,15 @@ def test_bad_settings_raise_config_error():
     with pytest.raises(ConfigError):
         BenchSettings(repeats=0)
     assert main(["bench", "--tables", "6"]) == 1
+
+
+def test_adaptive_rows_use_the_elmo_a_preset(repo_root):
+    """The bench times the ELMo-A that Table 2 trains: same cutoffs, so 97M / 196M (spec 3.2, Table 4)."""
+    from elmoc.bench.scenarios import ELMO_A_CUTOFFS
+    from elmoc.config import load_yaml
+
+    assert list(ELMO_A_CUTOFFS) == load_yaml(repo_root / "config" / "lm" / "elmo-a.yaml")["output"]["cutoffs"]
+    counts = {v: bilm_parameters(build_spec("ADAPTIVE", v, "ELMO", Scale(), None)) for v in ("40K", "800K", "2000K")}
+    assert abs(counts["40K"] / 1e6 - 97) < 2
+    assert abs(counts["800K"] / 1e6 - 196) / 196 < 0.02
+    assert counts["40K"] < counts["800K"] < counts["2000K"]

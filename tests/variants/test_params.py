@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from elmoc.cli import main
-from elmoc.commands.params import count_parameters
+from elmoc.params import count_parameters
 from elmoc.config import load_yaml
 
 PAPER = {  # millions, paper Tables 2 and 4

@@ -20,6 +20,7 @@ from elmoc.bench.measure import (TrainStep, elmo_step_flops, matmul_peak_flops, 
 from elmoc.bench.scenarios import ENCODERS, OUTPUT_LAYERS, TABLE4_ROWS, BenchModel, Scale, build_spec
 from elmoc.errors import ConfigError
 from elmoc.lm import LanguageModel
+from elmoc.params import count_parameters
 
 log = logging.getLogger(__name__)
 
@@ -75,22 +76,9 @@ def build_model(model: BenchModel, device: torch.device, seed: int = 1) -> Langu
 
 
 def bilm_parameters(model: BenchModel) -> int:
-    """Trainable parameters of the bi-LM as the paper counts them, at this model's size.
-
-    Built on the meta device (no memory).  The two directions have their own input
-    projection, encoder and (CONT/FIXED) output projection; the softmax family shares
-    its output layer, and SUBWORD its tied table, between directions (spec 3.1-3.3).
-    """
-    with torch.device("meta"):
-        lm = LanguageModel.from_spec(model.spec, range(model.vocab_size))
-    total = lm.num_trainable_parameters()
-    kind = model.spec["output"]["type"]
-    shared = 0
-    if kind in ("sampled", "adaptive", "subword"):
-        shared += sum(p.numel() for p in lm.output_layer.parameters() if p.requires_grad)
-    if kind == "subword":
-        shared += sum(p.numel() for p in lm.input_layer.parameters() if p.requires_grad)
-    return 2 * (total - shared) + shared
+    """Trainable parameters of the bi-LM as the paper counts them, at this model's size
+    (the one convention of :func:`elmoc.params.count_parameters`, on the meta device)."""
+    return count_parameters(model.spec, model.vocab_size, ignore_files=True)["paper"]
 
 
 def per_million_words(seconds: float, batch: int, model: BenchModel, processes: int = 1) -> float:

@@ -1,0 +1,155 @@
+"""Trainable parameter counts of LM specs, without allocating weights (``elmoc params``, the bench).
+
+Models are built on PyTorch's meta device (shapes only), so a 2M-word softmax
+costs nothing.  Frozen tables (FastText, random, CNN vectors) are buffers and never
+count.  Two totals are reported:
+
+* ``paper``: the paper's convention (spec 1.3, 3.1-3.3, P27): parameters the
+  original models share between the forward and backward LM count once -- the input
+  layer's trainable table/CNN (bilm-tf shares its char-CNN; ELMo-Sub ties one
+  subword table) and every ``direction_shared_parameters()`` of the output layer
+  (one softmax for both directions) -- everything else (encoder, CONT projection)
+  twice.  This is what Tables 2 and 4 report.
+* ``separate``: what this pipeline trains, two independent directions (2 x one LM).
+
+Sizes come from the preset; the vocabulary size from ``--vocab-size``, else the
+spec's vocabulary file if it exists, else the paper's 793,475 words (30,004
+subwords for presets whose vocabulary is the BPE one).  Frozen tables that do not
+exist yet are sized from ``--table-dim`` (default 300; ``results/vectors/cnn.npy``
+512, the width of ELMo's char-CNN projection).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+PAPER_WORD_VOCAB = 793_475  # 4 specials + bilm-tf's 793,471-line vocabulary (spec 1.2)
+PAPER_SUBWORD_VOCAB = 30_004  # 4 specials + ~30K BPE subwords (spec 3.3)
+DEFAULT_TABLE_DIMS = {"results/vectors/cnn.npy": 512}
+
+
+class SizedVocab:
+    """Stands in for a vocabulary when only its size matters (meta-device builds)."""
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def vocab_size_for(spec: dict[str, Any], word: int | None, subword: int | None) -> int:
+    from elmoc.data.vocab import Vocabulary
+
+    is_subword = spec.get("input", {}).get("type") == "subword" or "bpe" in str(spec.get("vocab", ""))
+    explicit = subword if is_subword else word
+    if explicit is not None:
+        return explicit
+    path = Path(str(spec.get("vocab", "")))
+    if path.is_file():
+        return len(Vocabulary.load(path))
+    return PAPER_SUBWORD_VOCAB if is_subword else PAPER_WORD_VOCAB
+
+
+def _with_table_dims(node: Any, dims: dict[str, int], default: int, ignore_files: bool = False) -> Any:
+    """Copy of a spec section with ``dim`` set for frozen tables whose file is missing
+    (or for every table with ``ignore_files``, when sizes are given explicitly)."""
+    if isinstance(node, dict):
+        out = {k: _with_table_dims(v, dims, default, ignore_files) for k, v in node.items()}
+        vectors = node.get("vectors")
+        if isinstance(vectors, str) and "dim" not in node and (ignore_files or not Path(vectors).is_file()):
+            out["dim"] = dims.get(vectors, default)
+        return out
+    return node
+
+
+def count_parameters(spec: dict[str, Any], vocab_size: int, table_dims: dict[str, int] | None = None,
+                     default_table_dim: int = 300, ignore_files: bool = False) -> dict[str, int]:
+    """Trainable parameter counts of one LM spec (see the module docstring).
+
+    Returns ``{"input", "encoder", "output", "per_direction", "paper", "separate", "vocab"}``.
+    """
+    import torch
+
+    from elmoc.lm import LanguageModel
+
+    dims = {**DEFAULT_TABLE_DIMS, **(table_dims or {})}
+    spec = {k: v for k, v in spec.items() if k in ("input", "encoder", "output")}
+    spec = _with_table_dims(spec, dims, default_table_dim, ignore_files)
+    with torch.device("meta"):
+        model = LanguageModel.from_spec(spec, SizedVocab(vocab_size))
+
+    def unique(params) -> dict[int, torch.nn.Parameter]:
+        return {id(p): p for p in params if p.requires_grad}
+
+    inp = unique(model.input_layer.parameters())
+    enc = unique(model.encoder.parameters())
+    out = {k: p for k, p in unique(model.output_layer.parameters()).items() if k not in inp}
+    shared = unique(model.output_layer.direction_shared_parameters())
+    n = lambda d: sum(p.numel() for p in d.values())  # noqa: E731
+    per_direction = n(inp) + n(enc) + n(out)
+    out_shared = n({k: p for k, p in out.items() if k in shared})
+    out_private = n(out) - out_shared
+    return {
+        "vocab": vocab_size,
+        "input": n(inp),
+        "encoder": n(enc),
+        "output": n(out),
+        "per_direction": per_direction,
+        "paper": n(inp) + 2 * n(enc) + 2 * out_private + out_shared,
+        "separate": 2 * per_direction,
+    }
+
+
+def parse_table_dims(items: list[str]) -> dict[str, int]:
+    """``["PATH=DIM", ...]`` -> ``{PATH: DIM}`` (the ``--table-dim`` option)."""
+    from elmoc.errors import ConfigError
+
+    dims: dict[str, int] = {}
+    for item in items:
+        path, sep, value = item.rpartition("=")
+        if not sep or not value.isdigit():
+            raise ConfigError(f"--table-dim expects PATH=DIM, got {item!r}")
+        dims[path] = int(value)
+    return dims
+
+
+def named_specs(config: str | None = None, presets: list[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """(name, spec) of every pretrain variant of a workflow ``config``, or of preset files."""
+    from elmoc.config import load_yaml, resolve_variant
+    from elmoc.errors import InputFileError
+
+    if config:
+        data = load_yaml(config)
+        if not isinstance(data, dict):
+            raise InputFileError(config, "a workflow config must be a mapping")
+        variants = (data.get("pretrain") or {}).get("variants") or {}
+        return [(name, resolve_variant(data, name)) for name in variants]
+    out = []
+    for preset in presets or []:
+        spec = load_yaml(preset)
+        if not isinstance(spec, dict):
+            raise InputFileError(preset, "an LM preset must be a mapping")
+        out.append((spec.get("name", Path(preset).stem), spec))
+    return out
+
+
+def parameter_rows(config: str | None = None, presets: list[str] | None = None, vocab_size: int | None = None,
+                   subword_vocab_size: int | None = None, table_dims: dict[str, int] | None = None,
+                   default_table_dim: int = 300) -> list[dict[str, Any]]:
+    """One row of :func:`count_parameters` per variant (``elmoc params``)."""
+    # explicit sizes mean "at these sizes": tables under results/ (maybe from a demo run) are not read
+    explicit = vocab_size is not None or subword_vocab_size is not None
+    rows = []
+    for name, spec in named_specs(config, presets):
+        size = vocab_size_for(spec, vocab_size, subword_vocab_size)
+        rows.append({"variant": name, **count_parameters(spec, size, table_dims, default_table_dim, explicit)})
+    return rows
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    lines = [f"{'variant':<16} {'vocab':>9} {'input':>12} {'encoder':>12} {'output':>13} {'paper':>14} {'separate':>14}"]
+    for r in rows:
+        lines.append(f"{r['variant']:<16} {r['vocab']:>9,} {r['input']:>12,} {r['encoder']:>12,} {r['output']:>13,} "
+                     f"{r['paper'] / 1e6:>13.1f}M {r['separate'] / 1e6:>13.1f}M")
+    return "\n".join(lines)
