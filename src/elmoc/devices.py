@@ -1,0 +1,157 @@
+"""Give each job of a workflow its own GPUs on a shared machine.
+
+Snakemake counts GPUs (``resources: gpu=N`` against ``--resources gpu=M``) but never
+sets ``CUDA_VISIBLE_DEVICES``, so every job would start on GPU 0. ``elmoc with-gpus N
+-- CMD ...`` picks N free devices, exports them in ``CUDA_VISIBLE_DEVICES`` and execs
+CMD, so ``cuda`` (= ``cuda:0``) inside CMD is the job's first own device and
+``torchrun --nproc-per-node N`` spreads its ranks over exactly those N.
+
+Slots are lock files, one per device, in a folder every job shares (the workflow uses
+``.snakemake/gpu-slots`` in its working directory; point several workflows at one
+folder to keep them apart too). A job takes its slots with ``fcntl.flock`` and hands the
+locked file descriptors to CMD through ``exec``, so the slots stay taken for as long as
+CMD's process lives and are freed however it ends (exit, crash, SIGKILL): the kernel
+drops a flock lock when the last descriptor of the file closes. A job that finds too
+few free slots waits for them. A short guard lock makes "take N slots" atomic, so two
+jobs never split the devices between them and both wait forever.
+
+The devices on offer are the entries of ``CUDA_VISIBLE_DEVICES`` when it is set (so a
+user can restrict a workflow to some GPUs, and tests can fake a 4-GPU machine with
+``CUDA_VISIBLE_DEVICES=0,1,2,3``), otherwise ``torch.cuda.device_count()`` indices.
+Inside a SLURM job (``SLURM_JOB_ID`` set) the scheduler has already given the job its
+own GPUs (and its own cgroup): nothing is locked and the environment passes through.
+A job asking for 0 GPUs outside SLURM gets ``CUDA_VISIBLE_DEVICES=""``, so it cannot
+touch a device another job owns.
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from elmoc.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+GUARD = "allocator.lock"
+
+
+def visible_devices(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Device ids on offer: ``CUDA_VISIBLE_DEVICES`` entries (indices or UUIDs), else
+    ``0 .. torch.cuda.device_count()-1``."""
+    environ = os.environ if environ is None else environ
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        return [d.strip() for d in environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def in_slurm_job(environ: Mapping[str, str] | None = None) -> bool:
+    environ = os.environ if environ is None else environ
+    return bool(environ.get("SLURM_JOB_ID"))
+
+
+class GpuSlots:
+    """Lock-file slots for ``devices`` in ``lock_dir``.
+
+    Args:
+        lock_dir: folder shared by every job that competes for these devices.
+        devices: device ids (``CUDA_VISIBLE_DEVICES`` entries).
+    """
+
+    def __init__(self, lock_dir: str | Path, devices: Sequence[str]):
+        self.lock_dir = Path(lock_dir)
+        self.devices = list(devices)
+
+    def _slot_path(self, device: str) -> Path:
+        return self.lock_dir / f"gpu-{re.sub(r'[^A-Za-z0-9_.-]', '_', device)}.lock"
+
+    def try_acquire(self, n: int) -> list[tuple[str, int]] | None:
+        """Take ``n`` free slots at once: ``[(device, locked fd), ...]``, or None (nothing
+        taken) when fewer than ``n`` are free. Close the fds (or end the process) to free them."""
+        if n > len(self.devices):
+            raise ConfigError(
+                f"a job asks for {n} GPU(s) but this machine offers {len(self.devices)}"
+                f" ({'CUDA_VISIBLE_DEVICES=' + ','.join(self.devices) if self.devices else 'no CUDA device visible'});"
+                " lower the GPU counts under `resources:` in the config, or run on a machine with more GPUs"
+            )
+        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        guard = os.open(self.lock_dir / GUARD, os.O_RDWR | os.O_CREAT, 0o666)
+        taken: list[tuple[str, int]] = []
+        try:
+            fcntl.flock(guard, fcntl.LOCK_EX)
+            for device in self.devices:
+                if len(taken) == n:
+                    break
+                fd = os.open(self._slot_path(device), os.O_RDWR | os.O_CREAT, 0o666)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+                taken.append((device, fd))
+            if len(taken) < n:
+                for _, fd in taken:
+                    os.close(fd)
+                return None
+            return taken
+        finally:
+            os.close(guard)  # closing drops the guard lock
+
+    def acquire(self, n: int, poll_seconds: float = 1.0) -> list[tuple[str, int]]:
+        """Like :meth:`try_acquire`, but wait until ``n`` slots are free."""
+        waited = None
+        while True:
+            taken = self.try_acquire(n)
+            if taken is not None:
+                if waited is not None:
+                    log.info("got GPU(s) %s after waiting %.0f s", ",".join(d for d, _ in taken), time.monotonic() - waited)
+                return taken
+            if waited is None:
+                waited = time.monotonic()
+                log.info("waiting for %d free GPU(s) of %s (slots in %s)", n, ",".join(self.devices), self.lock_dir)
+            time.sleep(poll_seconds)
+
+
+def job_environment(n: int, lock_dir: str | Path,
+                    environ: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[int]]:
+    """The environment for a job that needs ``n`` GPUs, and the locked slot fds it must
+    keep open while it runs (empty inside SLURM or for ``n == 0``)."""
+    environ = dict(os.environ if environ is None else environ)
+    if n < 0:
+        raise ConfigError(f"the number of GPUs must be >= 0, got {n}")
+    if in_slurm_job(environ):
+        if n > 0:
+            offered = visible_devices(environ)
+            if len(offered) < n:
+                raise ConfigError(
+                    f"this SLURM job asks for {n} GPU(s) but sees {len(offered)}"
+                    f" (CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES', 'unset')});"
+                    " check the rule's `gpu` resource and the partition's GRES"
+                )
+        return environ, []
+    if n == 0:
+        environ["CUDA_VISIBLE_DEVICES"] = ""
+        return environ, []
+    taken = GpuSlots(lock_dir, visible_devices(environ)).acquire(n)
+    environ["CUDA_VISIBLE_DEVICES"] = ",".join(device for device, _ in taken)
+    log.info("CUDA_VISIBLE_DEVICES=%s", environ["CUDA_VISIBLE_DEVICES"])
+    return environ, [fd for _, fd in taken]
+
+
+def exec_with_gpus(n: int, command: Sequence[str], lock_dir: str | Path) -> None:
+    """Run ``command`` in place of this process with ``n`` GPUs of its own; never returns."""
+    if not command:
+        raise ConfigError("no command given: elmoc with-gpus N -- COMMAND [ARGS...]")
+    environ, fds = job_environment(n, lock_dir)
+    for fd in fds:
+        os.set_inheritable(fd, True)  # the command keeps the slots locked until it ends
+    try:
+        os.execvpe(command[0], list(command), environ)
+    except OSError as e:
+        raise ConfigError(f"cannot run {command[0]!r}: {e.strerror}") from None
