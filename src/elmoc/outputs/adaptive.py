@@ -10,6 +10,14 @@ published; ``config/lm/elmo-a.yaml`` chooses cutoffs that give the paper's 196M
 parameters with this layout (see ``elmoc params``).  Unlike the paper's code (P7),
 the loss is masked.  The log-probabilities are exactly normalized, so
 :meth:`evaluate` is the same computation and the heldout metric is perplexity.
+
+Every parameter gets a gradient at every step: PyTorch skips a tail cluster with no
+target in the batch, so the loss adds ``0 * sum(tail weights)`` (a zero gradient
+where a cluster is unused).  Data parallelism needs this: DDP (without the costly
+``find_unused_parameters``) waits for a gradient of every parameter on every rank,
+and a rank whose share of the batch misses a cluster would otherwise stall it.
+One process computes the same, so 1 and N processes stay equal (Adam also moves a
+parameter whose gradient is zero, by its momentum).
 """
 from __future__ import annotations
 
@@ -79,13 +87,20 @@ class AdaptiveOutput(OutputLayer):
 
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
         h, y, count = valid_positions(hidden, targets, mask)  # (N, hidden_dim), (N,)
-        if y.numel() == 0:
-            return OutputLoss(hidden.sum() * 0.0, count, {})
+        if y.numel() == 0:  # zero gradients for the encoder and every weight here
+            return OutputLoss(hidden.sum() * 0.0 + self._zero_touch(self.parameters()), count, {})
         if self.cutoffs:
             log_prob = self.softmax(h, y).output  # (N,) target log-probabilities
+            touch = self._zero_touch(self.softmax.tail.parameters())  # clusters without a target
         else:
             log_prob = torch.log_softmax(self.head(h), dim=-1).gather(1, y[:, None]).squeeze(1)
-        return OutputLoss(-log_prob.sum(), count, {})
+            touch = 0.0
+        return OutputLoss(-log_prob.sum() + touch, count, {})
+
+    @staticmethod
+    def _zero_touch(params) -> torch.Tensor:
+        """``0 * sum(p)`` over ``params``: value 0, gradient 0 for each of them."""
+        return sum(p.sum() for p in params) * 0.0
 
     @torch.no_grad()
     def evaluate(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:

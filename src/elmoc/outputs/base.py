@@ -56,6 +56,10 @@ class OutputLayer(nn.Module):
     def evaluate(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
         return self.forward(hidden, targets, mask)
 
+    def set_process_rank(self, rank: int) -> None:
+        """Data parallelism: called with this process's rank before training, for
+        per-process randomness (the sampled softmax's negatives).  Default: nothing."""
+
     def sparse_parameters(self) -> list[nn.Parameter]:
         """Parameters that receive sparse gradients (need a sparse-capable optimizer)."""
         return []

@@ -9,13 +9,21 @@ appear, and the number of draws ("tries") gives each id's expected count
 ``1 - (1 - P(k))^tries`` (TensorFlow's ``unique=True`` convention).
 
 Why hand-written: PyTorch has no candidate sampler, and the paper's is a compiled
-C++/Cython extension.  A ``torch.Generator`` makes it deterministic per seed; its
-state is part of the owning module's checkpoint (``get_extra_state``).
+C++/Cython extension.
+
+Streams: draw number ``n`` of process ``rank`` uses a ``torch.Generator`` seeded
+from ``(seed, rank, n)`` (mixed by ``numpy.random.SeedSequence``), so under data
+parallelism every process draws its own negatives (as bilm-tf did per GPU), and
+any draw is reproducible from (seed, rank, step) alone.  The owning module saves
+the draw counter in its checkpoint (``get_extra_state``); the rank is set by the
+trainer (:func:`elmoc.train.distributed.wrap_model`), so a resumed run continues
+every process's stream.
 """
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from elmoc.errors import ConfigError
@@ -34,7 +42,14 @@ class LogUniformSampler:
             raise ConfigError(f"log-uniform sampler needs at least 2 classes, got {num_classes!r}")
         self.num_classes = num_classes
         self.log_range = math.log(num_classes + 1.0)
-        self.generator = torch.Generator().manual_seed(int(seed))
+        self.seed = int(seed)
+        self.rank = 0  # this process's rank under data parallelism
+        self.draws = 0  # calls of :meth:`sample` so far (checkpointed by the owner)
+
+    def generator(self, rank: int, draw: int) -> torch.Generator:
+        """The generator of draw number ``draw`` of process ``rank``."""
+        key = np.random.SeedSequence([self.seed, rank, draw]).generate_state(1, dtype=np.uint64)[0]
+        return torch.Generator().manual_seed(int(key))
 
     def probability(self, ids: torch.Tensor) -> torch.Tensor:
         """P(id) per element.  Shape: any; returns float64 of the same shape."""
@@ -48,9 +63,12 @@ class LogUniformSampler:
     def sample(self, num_samples: int) -> tuple[torch.Tensor, int]:
         """``num_samples`` distinct ids (CPU long, in draw order) and the number of draws.
 
+        Uses the stream of (seed, :attr:`rank`, :attr:`draws`) and advances :attr:`draws`.
         ``num_samples >= V`` returns every id with ``tries = 0`` (meaning: no sampling;
         the caller uses expected count 1, which turns the loss into the full softmax).
         """
+        generator = self.generator(self.rank, self.draws)
+        self.draws += 1
         if num_samples >= self.num_classes:
             return torch.arange(self.num_classes), 0
         seen = torch.zeros(self.num_classes, dtype=torch.bool)
@@ -58,7 +76,7 @@ class LogUniformSampler:
         chunk = max(64, 2 * num_samples)
         picked: list[torch.Tensor] = []
         while found < num_samples:
-            u = torch.rand(chunk, generator=self.generator, dtype=torch.float64)
+            u = torch.rand(chunk, generator=generator, dtype=torch.float64)
             ids = (torch.exp(u * self.log_range).floor().long() - 1).clamp_(0, self.num_classes - 1)
             # first occurrence of each id inside the chunk and not seen before
             first = torch.zeros(chunk, dtype=torch.bool)

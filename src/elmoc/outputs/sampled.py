@@ -1,12 +1,14 @@
 """SAMPLED: sampled softmax over a trainable output table (spec 3.1; ELMo's output).
 
-Training: one set of ``num_samples`` unique log-uniform negatives per batch shared
-by every position; logits ``h.w + b - log E[count]`` for the true id and each
+Training: one set of ``num_samples`` unique log-uniform negatives per batch (per
+process under data parallelism) shared by every position; logits ``h.w + b - log E[count]`` for the true id and each
 negative; a negative equal to a position's own target ("accidental hit") is masked
 out; cross entropy with the true logit first.  The output table and bias are
 ``nn.Embedding(sparse=True)`` so a step touches only the rows it used: their
 gradients are sparse and :meth:`sparse_parameters` hands them to a sparse-capable
-optimizer (the trainer's SparseAdam / Adagrad), as in the original.
+optimizer (the trainer's SparseAdam / Adagrad), as in the original.  Under data
+parallelism DDP ignores them and the touched rows are exchanged explicitly
+(:func:`elmoc.train.distributed.average_sparse_gradients`).
 
 Evaluation (:meth:`evaluate`) is the exact full softmax over the vocabulary,
 computed in chunks of positions so a 800K vocabulary fits in memory; the heldout
@@ -113,13 +115,18 @@ class SampledSoftmaxBase(OutputLayer):
             total = total + (torch.logsumexp(logits, dim=-1) - logits.gather(1, target[:, None]).squeeze(1)).sum()
         return OutputLoss(total, count, {})
 
-    # sampler state travels with the checkpoint, so a resumed run draws what it would have
+    def set_process_rank(self, rank: int) -> None:
+        """Each process draws its own negatives (stream (seed, rank, step))."""
+        self.sampler.rank = int(rank)
+
+    # the draw counter travels with the checkpoint, so a resumed run draws what it would
+    # have, on every rank (all ranks draw once per step, so rank 0's counter is theirs)
     def get_extra_state(self) -> Any:
-        return {"sampler_generator": self.sampler.generator.get_state()}
+        return {"sampler_draws": self.sampler.draws}
 
     def set_extra_state(self, state: Any) -> None:
-        if state and "sampler_generator" in state:
-            self.sampler.generator.set_state(state["sampler_generator"])
+        if state and "sampler_draws" in state:
+            self.sampler.draws = int(state["sampler_draws"])
 
 
 @register("output", "sampled")

@@ -1,0 +1,193 @@
+"""Data parallelism: one code path for gloo (CPU, the tests) and NCCL (GPUs).
+
+The trainer (:mod:`elmoc.train.loop`) and the bench's scenario S3
+(:mod:`elmoc.bench.data_parallel`) both make a model data-parallel with
+:func:`wrap_model` and exchange sparse gradients with
+:func:`average_sparse_gradients`, so the tests' 2-process gloo runs execute the
+same lines as a 4-GPU NCCL run.  What differs by backend:
+
+* :meth:`Distributed.setup` picks NCCL and pins ``cuda:LOCAL_RANK`` when the
+  device is CUDA (GPU only), gloo otherwise;
+* :func:`wrap_model` passes ``device_ids=[device.index]`` to DDP on CUDA (GPU only);
+* collectives run on the tensors' device (CUDA tensors under NCCL, CPU under gloo).
+
+What travels each step:
+
+* dense gradients: DDP's bucketed all-reduce, averaged over processes;
+* sparse gradients (SAMPLED's ``nn.Embedding(sparse=True)`` table and bias): DDP
+  ignores those parameters (NCCL has no sparse all-reduce) and
+  :func:`average_sparse_gradients` all-gathers the ids and rows each process
+  touched, sums them and divides by the number of processes, the average DDP
+  applies to dense gradients.  Only dense tensors of (touched rows x d) reach a
+  collective, never a dense V x d one;
+* buffers: nothing.  Every buffer of an LM is a frozen table (FastText, CNN,
+  random vectors) that each process rebuilds from the same file or seed; DDP
+  ignores them, so they are broadcast neither at construction nor at any forward
+  (DDP's default would send ~0.95 GB per step at 793K x 300).  :func:`wrap_model`
+  checks once that they agree across processes (one checksum each).
+
+Heldout evaluation is sharded by rows (:func:`shard_rows`): every process
+evaluates rows ``rank::world`` of each heldout window, carrying its rows' state,
+and the sums are all-reduced (:func:`all_reduce_sum`), so no rank idles in a
+collective while another runs ELMo's full softmax.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from elmoc.errors import ConfigError
+from elmoc.lm import LMBatch
+from elmoc.outputs.base import OutputLayer
+from elmoc.train.optim import split_parameters
+
+
+@dataclass
+class Distributed:
+    """This process's place in a data-parallel run (``torchrun``'s environment)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @classmethod
+    def from_env(cls) -> "Distributed":
+        return cls(
+            rank=int(os.environ.get("RANK", 0)),
+            world_size=int(os.environ.get("WORLD_SIZE", 1)),
+            local_rank=int(os.environ.get("LOCAL_RANK", 0)),
+        )
+
+    def setup(self, device: str | torch.device) -> torch.device:
+        """Join the process group (NCCL on CUDA, gloo on CPU); returns this process's device."""
+        device = torch.device(device)
+        if not self.enabled:
+            return device
+        if not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+        if device.type == "cuda":  # GPU only: one GPU per process
+            device = torch.device("cuda", self.local_rank)
+            torch.cuda.set_device(device)
+        return device
+
+
+def sparse_gradient_parameters(model: nn.Module) -> list[nn.Parameter]:
+    """Trainable parameters with sparse gradients (declared by ``sparse_parameters()``)."""
+    return split_parameters(model)[1]
+
+
+def wrap_model(model: nn.Module, device: torch.device) -> DistributedDataParallel:
+    """``model`` under DDP for the dense parameters only; call after the process group is up.
+
+    Sparse-gradient parameters and all buffers are excluded from DDP: the former are
+    broadcast from rank 0 once here (each rank may have initialised them with its own
+    seed) and their gradients exchanged by :func:`average_sparse_gradients`; the
+    latter never travel.  Output layers learn their rank (per-process negatives).
+    """
+    device = torch.device(device)
+    sparse = {id(p) for p in sparse_gradient_parameters(model)}
+    ignored = [name for name, p in model.named_parameters() if id(p) in sparse]
+    buffers = list(model.named_buffers())
+    ignored += [name for name, _ in buffers]
+    DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, ignored)
+    _check_buffers_agree(buffers, device)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if id(p) in sparse:
+                dist.broadcast(p.data, src=0)
+    rank = dist.get_rank()
+    for module in model.modules():
+        if isinstance(module, OutputLayer):
+            module.set_process_rank(rank)
+    return DistributedDataParallel(
+        model,
+        device_ids=[device.index] if device.type == "cuda" else None,  # GPU only: device_ids
+        forward_sync_buffers=False,
+    )
+
+
+def _check_buffers_agree(buffers: list[tuple[str, torch.Tensor]], device: torch.device) -> None:
+    """Raise when a buffer (a frozen table) differs between processes: one float64 sum each."""
+    if not buffers:
+        return
+    sums = torch.stack([b.detach().double().sum().to(device) for _, b in buffers])  # (num_buffers,)
+    gathered = [torch.empty_like(sums) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, sums)
+    for other in gathered:
+        for (name, _), mine, theirs in zip(buffers, sums.tolist(), other.tolist()):
+            if mine != theirs:
+                raise ConfigError(
+                    f"buffer {name!r} differs between data-parallel processes; every process must read "
+                    "the same vectors file (check that all nodes see the same results/ directory)"
+                )
+
+
+def average_sparse_gradients(params: list[nn.Parameter], world_size: int) -> None:
+    """Replace each sparse ``p.grad`` by its average over the ``world_size`` processes.
+
+    Every process all-gathers the (row id, gradient row) pairs the others touched,
+    as dense tensors padded to the largest count (padding is cut off before
+    summing), and keeps ``sum / world_size`` as a coalesced sparse gradient: the
+    same average DDP applies to dense gradients.  Call it on every process, after
+    backward and before clipping.  Shapes: a parameter ``(V, *row)``; its sparse
+    gradient has ids ``(n,)`` and rows ``(n, *row)``.
+    """
+    if not params or world_size == 1:
+        return
+    ids, rows = [], []
+    for p in params:
+        if p.grad is None:
+            ids.append(torch.zeros(0, dtype=torch.long, device=p.device))
+            rows.append(p.new_zeros((0, *p.shape[1:])))
+        else:
+            g = p.grad.coalesce()
+            ids.append(g.indices()[0])
+            rows.append(g.values())
+    device = params[0].device
+    counts = torch.tensor([i.numel() for i in ids], dtype=torch.long, device=device)  # (num_params,)
+    all_counts = [torch.empty_like(counts) for _ in range(world_size)]
+    dist.all_gather(all_counts, counts)
+    all_counts = torch.stack(all_counts).tolist()  # [world][num_params]
+    for j, p in enumerate(params):
+        n = [c[j] for c in all_counts]
+        most = max(n)
+        padded_ids = ids[j].new_zeros(most)
+        padded_ids[: ids[j].numel()] = ids[j]
+        padded_rows = rows[j].new_zeros((most, *p.shape[1:]))
+        padded_rows[: rows[j].shape[0]] = rows[j]
+        got_ids = [torch.empty_like(padded_ids) for _ in range(world_size)]
+        got_rows = [torch.empty_like(padded_rows) for _ in range(world_size)]
+        dist.all_gather(got_ids, padded_ids)
+        dist.all_gather(got_rows, padded_rows)
+        index = torch.cat([g[:k] for g, k in zip(got_ids, n)])  # (sum n,)
+        values = torch.cat([g[:k] for g, k in zip(got_rows, n)]) / world_size  # (sum n, *row)
+        p.grad = torch.sparse_coo_tensor(index[None], values, p.shape).coalesce()
+
+
+def shard_rows(batch: LMBatch, rank: int, world_size: int) -> LMBatch:
+    """Rows ``rank::world_size`` of a window (this process's share of a heldout batch)."""
+    if world_size == 1:
+        return batch
+    return LMBatch(batch.inputs[rank::world_size], batch.targets[rank::world_size], batch.mask[rank::world_size])
+
+
+def all_reduce_sum(values: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Sum of ``values`` (1-d float64) over processes (a copy; unchanged without a group)."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return values
+    reduced = values.to(device, torch.float64).clone()
+    dist.all_reduce(reduced)
+    return reduced.cpu()
