@@ -96,13 +96,15 @@ class FakeModel:
 
     def __init__(self, vectors: dict[str, list[float]], dim: int = 3):
         self.vectors, self.dim = vectors, dim
-        self.words = list(vectors)
 
-    def get_dimension(self) -> int:
-        return self.dim
+    def word_id(self, word: str) -> int:
+        return list(self.vectors).index(word) if word in self.vectors else -1
 
-    def get_word_vector(self, word: str) -> np.ndarray:
+    def word_vector(self, word: str) -> np.ndarray:
         return np.asarray(self.vectors.get(word, [0.0] * self.dim), dtype=np.float32)
+
+    def word_vectors(self, words: list[str]) -> np.ndarray:
+        return np.stack([self.word_vector(w) for w in words])
 
 
 def test_zero_rows_fall_back_to_unk():

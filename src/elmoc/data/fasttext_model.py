@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from elmoc.data.atomic import atomic_file, atomic_path
+from elmoc.data.fasttext_bin import FastTextModel
 from elmoc.data.fetch import FetchSpec, extract_members, obtain
 from elmoc.data.word_similarity import evaluate_pairs, read_similarity_file
 from elmoc.errors import ConfigError, InputFileError
@@ -99,13 +100,11 @@ def train_fasttext(shards: list[Path], out: str | Path, config: FastTextTrainCon
         if n_tokens == 0:
             raise InputFileError(shards[0].parent, "train shards contain no tokens")
         start = time.perf_counter()
-        model = _train_with_retries(corpus, config, shards[0].parent)
-        n_words = len(model.words)
-        if n_words == 0:
-            raise InputFileError(shards[0].parent, f"fasttext learned no words (minCount={config.minCount}); "
-                                 "lower minCount")
         with atomic_path(out) as tmp:
-            model.save_model(str(tmp))
+            n_words = _train_with_retries(corpus, config, shards[0].parent, tmp).nwords
+            if n_words == 0:
+                raise InputFileError(shards[0].parent, f"fasttext learned no words (minCount={config.minCount}); "
+                                     "lower minCount")
         seconds = time.perf_counter() - start
     finally:
         Path(corpus).unlink(missing_ok=True)
@@ -118,37 +117,34 @@ def train_fasttext(shards: list[Path], out: str | Path, config: FastTextTrainCon
 MAX_ATTEMPTS = 3
 
 
-def _train_with_retries(corpus: str, config: FastTextTrainConfig, where: Path):
-    """Train; if fastText diverges, train again with a derived seed (at most 3 tries).
+def _train_with_retries(corpus: str, config: FastTextTrainConfig, where: Path, dest: Path) -> FastTextModel:
+    """Train into ``dest``; if fastText diverges, train again with a derived seed (at most 3 tries).
 
     fasttext==0.9.3 sometimes diverges ("Encountered NaN", or non-finite vectors) on
     small corpora even with thread=1; a retry with seed ``seed + 1000 * attempt`` is
     logged, so the run stays reproducible given the same outcome of the first try.
+    The saved model is read back with :class:`FastTextModel` (the one ``.bin``
+    reader) to check that every weight is finite.
     """
     import numpy as np
-
-    import fasttext
 
     params = asdict(config)
     problem = ""
     for attempt in range(MAX_ATTEMPTS):
         params["seed"] = config.seed + 1000 * attempt
-        fd, trained = tempfile.mkstemp(dir=Path(corpus).parent, prefix=".fasttext.", suffix=".bin")
-        os.close(fd)
-        try:
-            error = _train_in_fresh_process(corpus, params, trained)
-            if not error:
-                model = fasttext.load_model(trained)
-                if np.isfinite(model.get_input_matrix()).all() and np.isfinite(model.get_output_matrix()).all():
-                    if attempt:
-                        log.warning("fasttext: attempt %d (seed %d) succeeded after divergence (%s)",
-                                    attempt + 1, params["seed"], problem)
-                    return model
-                error = "non-finite vectors"
-            problem = error
-        finally:
-            Path(trained).unlink(missing_ok=True)
+        Path(dest).unlink(missing_ok=True)
+        error = _train_in_fresh_process(corpus, params, str(dest))
+        if not error:
+            model = FastTextModel.load(dest)
+            if np.isfinite(model.input_matrix).all() and np.isfinite(model.output_matrix).all():
+                if attempt:
+                    log.warning("fasttext: attempt %d (seed %d) succeeded after divergence (%s)",
+                                attempt + 1, params["seed"], problem)
+                return model
+            error = "non-finite vectors"
+        problem = error
         log.warning("fasttext: attempt %d with seed %d diverged (%s)", attempt + 1, params["seed"], problem)
+    Path(dest).unlink(missing_ok=True)
     raise InputFileError(
         where, f"fastText training diverged {MAX_ATTEMPTS} times ({problem}); lower lr, raise bucket/dim"
     )
@@ -245,18 +241,13 @@ def evaluate_fasttext(
 
     ``extra`` (e.g. the training summary) is stored under ``"training"``.
     """
-    import fasttext
-
     model_path = Path(model_path)
-    if not model_path.is_file():
-        raise InputFileError(model_path, "fastText model not found; run `elmoc fasttext` first")
-    model = fasttext.load_model(str(model_path))
-    words = set(model.words)
-    results = {"model": str(model_path), "dim": model.get_dimension(), "words": len(words),
+    model = FastTextModel.load(model_path)
+    results = {"model": str(model_path), "dim": model.dim, "words": model.nwords,
                "training": extra or {}, "datasets": {}}
     for name, path in sorted(datasets.items()):
         pairs = read_similarity_file(path)
-        scores = evaluate_pairs(pairs, model.get_word_vector, words.__contains__)
+        scores = evaluate_pairs(pairs, model.word_vector, lambda w: model.word_id(w) >= 0)
         results["datasets"][name] = {"file": str(path), **scores}
         log.info("%s: spearman %s on %d pairs (%d covered, %s)", name, scores["spearman_all"], scores["pairs"],
                  scores["covered"], scores["spearman_covered"])

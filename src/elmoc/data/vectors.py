@@ -1,6 +1,7 @@
 """Word-vector tables aligned with the vocabulary (spec 2.5, P5).
 
-``fasttext_table``: row ``i`` is fastText's ``get_word_vector(vocab.tokens[i])``.
+``fasttext_table``: row ``i`` is fastText's ``get_word_vector(vocab.tokens[i])``
+(computed by :mod:`elmoc.data.fasttext_bin`, the one ``.bin`` reader).
 For a word outside the model's vocabulary fastText composes the vector from the
 word's character n-grams, so every string gets one; a row that is still exactly
 zero (no n-grams, e.g. a model trained with ``maxn=0``) is replaced by the
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from elmoc.data.atomic import atomic_file
+from elmoc.data.fasttext_bin import FastTextModel
 from elmoc.data.vocab import UNK, Vocabulary
 from elmoc.errors import ConfigError, InputFileError
 
@@ -28,36 +30,28 @@ log = logging.getLogger(__name__)
 
 
 def fasttext_table(vocab: Vocabulary, model_path: str | Path) -> tuple[np.ndarray, dict]:
-    """Vectors of every vocabulary token from a fastText ``.bin``.
+    """Vectors of every vocabulary token from a fastText ``.bin``
+    (read by :mod:`elmoc.data.fasttext_bin`, which refuses a truncated or corrupt file).
 
     Returns:
         table: float32 (vocab, dim).
         stats: ``oov`` (tokens not in the model's own vocabulary, composed from
         n-grams), ``zero`` (all-zero rows before the fallback), ``zero_after_fallback``.
     """
-    import fasttext
-
-    model_path = Path(model_path)
-    if not model_path.is_file():
-        raise InputFileError(model_path, "fastText model not found; run `elmoc fasttext` first")
-    return table_from_model(vocab, fasttext.load_model(str(model_path)))
+    return table_from_model(vocab, FastTextModel.load(model_path))
 
 
-def table_from_model(vocab: Vocabulary, model) -> tuple[np.ndarray, dict]:
-    """:func:`fasttext_table` for a loaded model (anything with ``words``,
-    ``get_dimension()`` and ``get_word_vector(str)``, as ``fasttext._FastText``)."""
-    words = set(model.words)
-    get = model.get_word_vector
-    table = np.empty((len(vocab), model.get_dimension()), dtype=np.float32)
-    for i, token in enumerate(vocab.tokens):
-        table[i] = get(token)
+def table_from_model(vocab: Vocabulary, model: FastTextModel) -> tuple[np.ndarray, dict]:
+    """:func:`fasttext_table` for a loaded model (anything with ``word_vectors(list)``,
+    ``word_vector(str)`` and ``word_id(str)``, as :class:`FastTextModel`)."""
+    table = np.asarray(model.word_vectors(vocab.tokens), dtype=np.float32)
     zero = ~table.any(axis=1)
-    unk_vector = get(UNK).astype(np.float32)
+    unk_vector = np.asarray(model.word_vector(UNK), dtype=np.float32)
     n_zero = int(zero.sum())
     if n_zero and unk_vector.any():
         table[zero] = unk_vector
     stats = {
-        "oov": sum(1 for t in vocab.tokens if t not in words),
+        "oov": sum(1 for t in vocab.tokens if model.word_id(t) < 0),
         "zero": n_zero,
         "zero_after_fallback": int((~table.any(axis=1)).sum()),
     }
@@ -87,7 +81,10 @@ def load_table(path: str | Path, vocab_size: int | None = None) -> np.ndarray:
     path = Path(path)
     if not path.is_file():
         raise InputFileError(path, "vector table not found; run `elmoc vectors` first")
-    table = np.load(path)
+    try:
+        table = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise InputFileError(path, f"not a readable .npy table ({e}); rebuild it with `elmoc vectors`") from None
     if table.ndim != 2:
         raise InputFileError(path, f"expected a (vocab, dim) table, got shape {table.shape}")
     if vocab_size is not None and table.shape[0] != vocab_size:

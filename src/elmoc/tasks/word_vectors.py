@@ -2,8 +2,9 @@
 
 Two sources:
 
-* a fastText binary model (``results/fasttext/{name}.bin``): every word gets a
-  vector, out-of-vocabulary words from their character n-grams (best coverage);
+* a fastText binary model (``results/fasttext/{name}.bin``, read by
+  :mod:`elmoc.data.fasttext_bin`): every word gets a vector, out-of-vocabulary
+  words from their character n-grams (best coverage);
 * a ``.npy`` table aligned with a vocabulary file (``results/vectors/{name}.npy`` +
   ``results/vocab/vocab.txt``): words outside the vocabulary get the ``<unk>`` row.
 
@@ -38,14 +39,11 @@ def load_word_vectors(words: Sequence[str], path: str | Path, vocab_path: str | 
     if not path.is_file():
         raise InputFileError(path, "word-vector file not found; build it with `elmoc fasttext` / `elmoc vectors`")
     if path.suffix == ".bin":
-        import fasttext
+        from elmoc.data.fasttext_bin import FastTextModel
 
-        try:
-            model = fasttext.load_model(str(path))
-        except ValueError as e:
-            raise InputFileError(path, f"not a fastText binary model ({e})") from None
-        table = np.stack([model.get_word_vector(w) for w in words]).astype(np.float32) if words else np.zeros((0, model.get_dimension()), np.float32)
-        known = sum(1 for w in words if model.get_word_id(w) >= 0)
+        model = FastTextModel.load(path)
+        table = model.word_vectors(list(words))
+        known = sum(1 for w in words if model.word_id(w) >= 0)
         log.info("%s: %d/%d task words in the fastText vocabulary (others from subwords)", path, known, len(words))
         return table
     if path.suffix == ".npy":
@@ -54,7 +52,10 @@ def load_word_vectors(words: Sequence[str], path: str | Path, vocab_path: str | 
         from elmoc.data.vocab import UNK_ID, Vocabulary
 
         vocab = Vocabulary.load(vocab_path)
-        matrix = np.load(path, mmap_mode="r")
+        try:
+            matrix = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (ValueError, OSError, EOFError) as e:
+            raise InputFileError(path, f"not a readable .npy table ({e}); rebuild it with `elmoc vectors`") from None
         if matrix.ndim != 2 or matrix.shape[0] != len(vocab):
             raise InputFileError(path, f"shape {matrix.shape} does not match the {len(vocab)}-word vocabulary {vocab_path}")
         ids = np.array([vocab.id(w) for w in words], dtype=np.int64)
