@@ -61,6 +61,48 @@ def test_coref_clusters_with_nested_and_multi_items(tmp_path):
     assert doc.sentences[1].coref_spans == [(2, 0, 1), (1, 0, 2), (0, 4, 4)]
 
 
+def test_back_to_back_coref_items(tmp_path):
+    # "(1(2" opens two mentions on one token, "2)1)" closes both: same clusters as "(1|(2" / "2)|1)"
+    text = TINY.replace("(1|(2", "(1(2").replace("Speaker#2 *        1)", "Speaker#2 *        2)1)")
+    text = text.replace("Speaker#2 *        2)\n", "Speaker#2 *        -\n", 1)
+    doc = read_conll2012_file(write(tmp_path, text))[0]
+    assert doc.sentences[1].coref_spans == [(1, 0, 2), (2, 0, 2), (0, 4, 4)]
+    doc = read_conll2012_file(write(tmp_path, TINY.replace("(1|(2", "(1(2"), "b.gold_conll"))[0]
+    assert doc.clusters == [[(0, 0), (2, 2), (10, 10)], [(6, 8)], [(6, 7)]]
+    doc = read_conll2012_file(write(tmp_path, TINY.replace("Speaker#2 *        (0)", "Speaker#2 *        (0)(3)"), "c.gold_conll"))[0]
+    assert doc.clusters[-1] == [(10, 10)] and doc.clusters[0][-1] == (10, 10)
+
+
+# The public OntoNotes 5.0 release: documents whose token lines carry part -1 under a
+# "part 000" header (no predicates, no clusters), between ordinary documents.
+MINUS_ONE = """\
+#begin document (wb/sel/00/sel_0001); part 000
+wb/sel/00/sel_0001 -1 0 Hello UH * - - - - * -
+wb/sel/00/sel_0001 -1 1 world NN * - - - - * -
+
+wb/sel/00/sel_0001 -1 0 Bye UH * - - - - * -
+#end document
+#begin document (pt/ot/01/ot_0101); part 000
+pt/ot/01/ot_0101 -1 0 Amen UH * - - - - * -
+#end document
+"""
+
+
+def test_part_minus_one_documents_among_ordinary_ones(tmp_path):
+    path = write(tmp_path, TINY + MINUS_ONE + TINY.split("#end document\n")[1] + "#end document\n")
+    docs = read_conll2012_file(path)
+    assert [d.doc_key for d in docs] == ["nw/wsj/00/wsj_0001_2", "bc/cctv/00/cctv_0001_0",
+                                         "wb/sel/00/sel_0001_0", "pt/ot/01/ot_0101_0", "bc/cctv/00/cctv_0001_0"]
+    assert [len(d.sentences) for d in docs] == [2, 1, 2, 1, 1]
+    assert docs[2].words == ["Hello", "world", "Bye"] and docs[2].clusters == [] and docs[3].clusters == []
+    instances = list(srl_instances(docs))
+    assert [i.predicate_index for i in instances] == [1, 4, None, 0, 2, None, None, None, 0, 2]
+    # reading a directory does not stop at such a file
+    (tmp_path / "sub").mkdir()
+    write(tmp_path / "sub", MINUS_ONE, "z_gold_conll")
+    assert len(read_conll2012(tmp_path)) == 5 + 2
+
+
 def test_srl_frames_become_bio_instances(tmp_path):
     instances = list(srl_instances(read_conll2012_file(write(tmp_path, TINY))))
     # sentence 1 has two predicates, sentence 2 none (one all-O instance), doc 2 two predicates
@@ -85,6 +127,9 @@ def test_srl_frames_become_bio_instances(tmp_path):
         ("nw/wsj/00/wsj_0001 2 1 said VBD (VP* say 01 - Speaker#1 * (V*) -", "columns"),
         ("nw/wsj/00/wsj_0001 2 1 said", "at least 12"),
         ("nw/wsj/00/wsj_0001 5 1 said VBD (VP* say 01 - Speaker#1 * (V*) * -", "part number"),
+        ("nw/wsj/00/wsj_0001 -2 1 said VBD (VP* say 01 - Speaker#1 * (V*) * -", "part number"),
+        ("nw/wsj/00/wsj_0001 2 1 said VBD (VP* say 01 - Speaker#1 * (V*) * (1(", "malformed coreference"),
+        ("nw/wsj/00/wsj_0001 2 1 said VBD (VP* say 01 - Speaker#1 * (V*) * (1)7", "malformed coreference"),
     ],
 )
 def test_malformed_line_names_file_and_line(tmp_path, bad_line, message):

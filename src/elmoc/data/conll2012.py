@@ -19,8 +19,15 @@ own (``B-C-ARG1``, ``B-R-ARG0``), which is what He et al. (2017) and AllenNLP tr
 and score; :func:`continuation_without_base` reports a ``C-X`` with no preceding
 ``X`` in the same frame, which the reader logs but accepts (OntoNotes has a few).
 
-The coreference column is ``-`` or ``|``-separated items ``(12``, ``12)`` or
-``(12)``; an item closes the most recent open mention of the same cluster id.
+The coreference column is ``-`` or items ``(12``, ``12)`` or ``(12)``, separated
+by ``|`` or written back to back (``(1(2``); an item closes the most recent open
+mention of the same cluster id.
+
+The public OntoNotes 5.0 release writes part number ``-1`` on the token lines of
+some documents (e.g. in ``wb/sel``, ``pt/ot``, the ``*_c2e`` documents, a few
+``nw/wsj``) whose ``#begin document`` line says part 0; such lines belong to the
+header's part (these documents hold no predicates or clusters).  Any other part
+number that disagrees with the header is an error.
 Clusters are collected per document part (the unit e2e-coref trains on), with
 mention offsets counted over the whole part.  The genre is the first component of
 the document id (``bc/cctv/00/cctv_0001`` -> ``bc``).
@@ -45,7 +52,9 @@ MIN_COLUMNS = 12
 _BEGIN = re.compile(r"^#begin document \((?P<doc>[^)]*)\);\s*part\s+(?P<part>\d+)\s*$")
 _END = re.compile(r"^#end document\s*$")
 _SRL_CELL = re.compile(r"^(?:\((?P<label>[^()*\s]+))?\*(?P<close>\))?$")
-_COREF_ITEM = re.compile(r"^(?P<open>\()?(?P<id>\d+)(?P<close>\))?$")
+_COREF_CELL = re.compile(r"^(?:\|?\(?\d+\)?)+$")  # items, "|"-separated or back to back
+_COREF_ITEM = re.compile(r"(?P<open>\()?(?P<id>\d+)(?P<close>\))?")
+NO_PART = -1  # part number of the token lines of some public-release documents
 
 
 @dataclass
@@ -194,12 +203,14 @@ def _parse_coref_column(cells: list[str], lines: list[int], path: str) -> list[t
     for index, (cell, lineno) in enumerate(zip(cells, lines)):
         if cell == "-":
             continue
-        for item in cell.split("|"):
-            m = _COREF_ITEM.match(item)
-            if m is None or not (m.group("open") or m.group("close")):
-                raise InputFileError(
-                    path, f"malformed coreference item {item!r} in {cell!r}; expected '(N', 'N)', '(N)' or '-'", lineno
-                )
+        items = list(_COREF_ITEM.finditer(cell)) if _COREF_CELL.match(cell) else []
+        if not items or any(not (m.group("open") or m.group("close")) for m in items):
+            raise InputFileError(
+                path, f"malformed coreference cell {cell!r}; expected '-' or items '(N', 'N)', '(N)' "
+                "separated by '|' or written back to back", lineno
+            )
+        for m in items:
+            item = m.group(0)
             cluster_id = int(m.group("id"))
             if m.group("open") and m.group("close"):
                 spans.append((cluster_id, index, index))
@@ -227,7 +238,7 @@ def _build_sentence(rows: list[list[str]], lines: list[int], path: str, part: in
             int(row[2])
         except ValueError:
             raise InputFileError(path, f"columns 2-3 (part, word number) must be integers, got {row[1]!r} {row[2]!r}", lineno) from None
-        if row_part != part:
+        if row_part != part and row_part != NO_PART:
             raise InputFileError(path, f"part number {row_part} disagrees with the '#begin document' part {part}", lineno)
     columns = list(zip(*rows))
     frames = []
