@@ -3,43 +3,104 @@ import json
 import pytest
 
 from elmoc.errors import InputFileError
-from elmoc.tables.build import downstream_table, pretrain_table, write_table
+from elmoc.tables import paper
+from elmoc.tables.build import (downstream_table, pretrain_table, read_lm_runs, read_task_runs, table2, table3,
+                                table4, table5, write_table)
 
 
-def _write(path, data):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data))
-    return path
+def _cells(table, label):
+    row = next(r for r in table.rows if r[0] == label)
+    return dict(zip(table.columns, row))
 
 
-def test_downstream_mean_std_paper_and_status(tmp_path):
-    paths = [
-        _write(tmp_path / f"sst5/elmo-c/seed{s}.json",
-               {"task": "sst5", "variant": "elmo-c", "seed": s, "metric": "accuracy", "test": t, "scale": "full"})
-        for s, t in [(1, 0.50), (2, 0.52), (3, 0.54)]
-    ]
-    paths.append(_write(tmp_path / "ner/elmo-c/seed1.json",
-                        {"task": "ner", "variant": "elmo-c", "seed": 1, "status": "no data: set tasks.ner.train"}))
-    table, runs = downstream_table(paths)
+def test_table2_complete_ours_beside_paper(results):
+    t = table2(read_lm_runs(results["heldout"]), read_task_runs(results["tasks"]), read_task_runs(results["majority"]))
+    c = _cells(t, "ELMo-C")
+    assert c["SST-5"] == "52.00±2.00 (n=3) †" and c["SST-5 (paper)"] == "53.80±0.73"
+    assert c["NER"] == "no data: set tasks.ner.train"
+    assert c["SNLI"] is None and c["SNLI (paper)"] == "88.80"          # not run: a gap, paper still shown
+    assert c["Params"] == "200 †" and c["Params (paper)"] == "76M"       # both directions added
+    assert c["Time (paper)"] == "2.5 days × 4 GPUs" and c["Time"].endswith("†")
+    assert c["Batch"] == "32 †" and c["Batch/GPU (paper)"] == "768"
+    assert _cells(t, "FastText_CC")["Params"] is None                     # no LM
+    assert _cells(t, "ELMo-Sub")["SST-5"] is None                         # missing variant: gaps
+    assert _cells(t, "majority class")["SST-5"] == "25.00 (n=1) †"
+    assert "128/32" in t.caption and "seeds 1, 2, 3" in t.caption
+    assert all(len(r) == len(t.columns) for r in t.rows)
+
+
+def test_table3_partial_and_extra_task(results, write_task):
+    extra = write_task(results["root"], "pos", "elmo-c-rnd", 1, 0.9, scale="full")
+    t = table3(read_lm_runs(results["heldout"][:1]), read_task_runs(results["tasks"] + [extra]))
+    assert [r[0] for r in t.rows] == [paper.PAPER_LABELS[v] for v in paper.TABLE3_ROWS]
+    assert t.columns[-2:] == ["pos", "pos (paper)"]
+    rnd = _cells(t, "-RND")
+    assert rnd["pos"] == "90.00 (n=1)" and rnd["pos (paper)"] is None   # full scale: no mark
+    assert rnd["SST-5"] is None and rnd["SST-5 (paper)"] == "53.01±1.67"
+
+
+def test_tables_with_no_results_are_all_gaps():
+    lm, tasks = read_lm_runs([]), read_task_runs([])
+    t2 = table2(lm, tasks)
+    assert all(v is None for r in t2.rows for v in r[1:2])
+    assert "no results" in t2.caption
+    t4, t5 = table4(None), table5(None)
+    assert [r[0] for r in t4.rows] == list(paper.TABLE4)
+    assert all(r[3] is None and r[4] == str(paper.TABLE4[r[0]][1]) for r in t4.rows)
+    assert _cells(t5, "SAMPLED")["TRANS LARGE (paper)"] == "OOM" and _cells(t5, "CONT")["GPT"] is None
+
+
+def test_speed_tables_from_bench_json():
+    bench = {"settings": {"device": "cpu", "threads": 1, "width_scale": 0.5, "vocab_scale": 0.1,
+                          "memory_budget_mb": 100, "world": 2},
+             "table4": [{"label": "CONT", "params_paper_size": 76185176, "max_batch": 16, "s1_step_s": 0.01,
+                         "s2_s_per_mwords": 12.0, "s3_s_per_mwords": None},
+                        {"label": "FIXED", "params_paper_size": 76185176, "max_batch": 8, "s1_ratio": 1.5,
+                         "s2_ratio": 2.0, "s3_ratio": None}],
+             "table5": [{"encoder": "LSTM", "layer": "CONT", "s_per_mwords": 3.0, "ratio": 1.0},
+                        {"encoder": "LSTM", "layer": "FIXED", "s_per_mwords": 6.0, "ratio": 2.0}]}
+    t4 = table4(bench)
+    assert _cells(t4, "CONT")["S2"] == "12.0s †" and _cells(t4, "FIXED")["S1"] == "1.50x †"
+    assert _cells(t4, "FIXED")["S3"] is None and _cells(t4, "SUBWORD")["S1"] is None
+    assert "widths ×0.5" in t4.caption
+    t5 = table5(bench)
+    assert _cells(t5, "FIXED")["LSTM"] == "2.00x †" and _cells(t5, "FIXED")["LSTM (paper)"] == "1.93x"
+
+
+def test_downstream_mean_std_paper_and_status(results, tmp_path):
+    table, runs = downstream_table(results["tasks"])
     row = table.set_index("variant").loc["elmo-c"]
-    assert row["sst5"].startswith("52.00±2.00 (n=3)")
-    assert "paper 53.80±0.73" in row["sst5"]
+    assert row["sst5"].startswith("52.00±2.00 (n=3) [demo]") and "paper 53.80±0.73" in row["sst5"]
     assert row["ner"] == "no data: set tasks.ner.train"
-    assert len(runs) == 4
+    assert len(runs) == 12
     md = tmp_path / "t.md"
     write_table(table, md, tmp_path / "t.csv", title="T")
-    text = md.read_text()
-    assert text.startswith("# T") and "| variant |" in text and "52.00±2.00" in text
-    assert (tmp_path / "t.csv").read_text().startswith("variant,")
+    assert md.read_text().startswith("# T") and (tmp_path / "t.csv").read_text().startswith("variant,")
 
 
-def test_pretrain_table_and_bad_json(tmp_path):
-    p = _write(tmp_path / "elmo-c/forward/heldout.json",
-               {"direction": "forward", "metric": "cosine", "before": 0.01, "after": 0.4, "steps": 10,
-                "tokens": 100, "seconds": 1.23, "trainable_parameters": 5})
-    df = pretrain_table([p])
-    assert df.iloc[0]["variant"] == "elmo-c" and df.iloc[0]["after"] == 0.4
+def test_pretrain_table_and_bad_json(results, tmp_path, write_json, write_lm):
+    df = pretrain_table(results["heldout"])
+    row = df[(df.variant == "elmo-c") & (df.direction == "forward")].iloc[0]
+    assert row["after"] == 0.5 and row["tokens_per_s"] == 1000 and row["trainable_params"] == 100
     bad = tmp_path / "bad.json"
     bad.write_text("{\n  oops\n}")
     with pytest.raises(InputFileError, match=r"bad.json:2: invalid JSON"):
         pretrain_table([bad])
+    log = write_lm(tmp_path / "r", "elmo-c", "forward", params=1, tokens=1, seconds=1, log=[])
+    log.with_name("train_log.jsonl").write_text('{"event": "train"}\nnot json\n')
+    with pytest.raises(InputFileError, match=r"train_log.jsonl:2"):
+        read_lm_runs([log])
+    with pytest.raises(InputFileError, match="lacks the 'task' field"):
+        read_task_runs([write_json(tmp_path / "x.json", {"variant": "v"})])
+
+
+def test_curve_wall_times_from_the_log(tmp_path, write_lm):
+    log = [{"event": "train", "step": 5, "tokens": 50, "tokens_per_s": 10.0},
+           {"event": "train", "step": 10, "tokens": 100, "tokens_per_s": 10.0, "seconds": 12.0}]
+    path = write_lm(tmp_path, "elmo-c", "forward", params=1, tokens=150, seconds=20.0, log=log)
+    data = json.loads(path.read_text())
+    data["history"].insert(1, {"metric": "cosine", "value": 0.3, "step": 7, "tokens": 70, "tag": "step7"})
+    data["history"].insert(2, {"metric": "cosine", "value": 0.4, "step": 10, "tokens": 100, "tag": "step10"})
+    path.write_text(json.dumps(data))
+    (run,) = read_lm_runs([path])
+    assert run.curve() == [(0, 0.0, 0.1), (70, 5.0, 0.3), (100, 12.0, 0.4), (150, 20.0, 0.5)]

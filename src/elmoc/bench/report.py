@@ -4,8 +4,8 @@ from __future__ import annotations
 import csv
 import io
 
-from elmoc.bench import paper
 from elmoc.bench.scenarios import ENCODERS, OUTPUT_LAYERS
+from elmoc.tables import paper
 
 
 def _num(x, fmt="{:.2f}") -> str:

@@ -159,12 +159,18 @@ def run_table4(settings: BenchSettings, scratch: Path) -> list[dict]:
         model = models[paper.label]
         log.info("table 4: %s", model.label)
         s1 = s1_seconds[model.label]
-        batch, peak = max_batch_under_budget(_peak_at(model, device), budget, start=settings.s2_start,
-                                             max_probes=settings.s2_probes)
+        probes: list[list[float]] = []  # (batch, peak MB) of every S2 probe, for the memory figure
+
+        def probe(b: int, peak_at=_peak_at(model, device), probes=probes) -> int:
+            m = peak_at(b)
+            probes.append([b, m / 2**20])
+            return m
+
+        batch, peak = max_batch_under_budget(probe, budget, start=settings.s2_start, max_probes=settings.s2_probes)
         s2 = per_million_words(_step_seconds(model, batch, settings, device), batch, model) if batch else None
         rows.append({"label": model.label, "params_paper_size": bilm_parameters(paper),
                      "params_scaled": bilm_parameters(model), "max_batch": batch, "peak_mb": peak / 2**20,
-                     "s1_step_s": s1, "s2_s_per_mwords": s2, "s3_s_per_mwords": None})
+                     "s1_step_s": s1, "s2_s_per_mwords": s2, "s3_s_per_mwords": None, "s2_probes": probes})
     if not settings.skip_s3 and settings.world > 1:
         from elmoc.bench.data_parallel import run_data_parallel
 

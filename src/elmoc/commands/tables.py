@@ -1,48 +1,126 @@
-"""`elmoc tables`: result JSON files -> Markdown/CSV tables, ours beside the paper's."""
+"""`elmoc tables`: result files -> the paper's tables (Markdown, CSV, LaTeX) and figures."""
 from __future__ import annotations
 
 import argparse
 
 NAME = "tables"
-HELP = "build the results tables (pretraining, downstream Table 2/3) from result JSON files"
+HELP = "build the paper's Tables 2-5, the figures and the flat result tables from result files"
 DESCRIPTION = (
-    "pretrain: heldout metric of every LM checkpoint (heldout.json files). "
-    "downstream: Table 2/3 layout, mean±std over seeds per (variant, task), with the "
-    "paper's published value beside each cell (task JSON files)."
+    "paper: Tables 2, 3, 4 and 5 in Markdown, CSV and LaTeX (booktabs) into --out-dir, ours beside the "
+    "paper's, from heldout.json files (--heldout), task metrics JSONs (--tasks), majority baselines "
+    "(--majority) and the bench JSON (--bench); whatever is missing is a gap. "
+    "figures: heldout metric vs tokens and wall time, speed bars ours vs paper, S2 memory vs batch (PNG+PDF). "
+    "pretrain / downstream: the flat tables (--inputs, --output). "
+    "majority: the majority-class baseline of one task (--task, --section-json or --config). "
+    "config: the workflow's effective config (--config-json) as YAML (--output), for the report."
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("kind", choices=["pretrain", "downstream"], help="which table")
-    parser.add_argument("--inputs", nargs="+", required=True, help="result JSON files")
-    parser.add_argument("--output", required=True, help="Markdown file to write")
-    parser.add_argument("--csv", help="also write the table as CSV here")
+    parser.add_argument("kind", choices=["paper", "figures", "pretrain", "downstream", "majority", "config"], help="what to build")
+    parser.add_argument("--heldout", nargs="*", default=[], help="paper/figures: heldout.json files")
+    parser.add_argument("--tasks", nargs="*", default=[], help="paper: downstream metrics JSON files")
+    parser.add_argument("--majority", nargs="*", default=[], help="paper: majority-baseline JSON files")
+    parser.add_argument("--bench", help="paper/figures: bench.json of `elmoc bench` (absent file = gaps)")
+    parser.add_argument("--out-dir", help="paper/figures: output folder")
+    parser.add_argument("--inputs", nargs="*", default=[], help="pretrain/downstream: result JSON files")
+    parser.add_argument("--output", help="pretrain/downstream: Markdown file; majority: JSON file")
+    parser.add_argument("--csv", help="pretrain/downstream: also write the table as CSV here")
     parser.add_argument("--runs-csv", help="downstream: also write every single run as CSV here")
-    parser.add_argument("--plot", help="pretrain: also draw learning curves (PNG) from the train_log.jsonl files")
+    parser.add_argument("--plot", help="pretrain: also draw training-loss curves (PNG)")
+    parser.add_argument("--task", help="majority: task name (key under tasks:)")
+    parser.add_argument("--section-json", help="majority: the task section as JSON")
+    parser.add_argument("--config", help="majority: workflow config with tasks.<task>")
+    parser.add_argument("--config-json", help="config: the effective workflow config as JSON")
+    parser.add_argument("--scale", default="demo", choices=["demo", "cpu", "full"], help="majority: label")
+
+
+def _need(args, *names: str) -> None:
+    from elmoc.errors import ConfigError
+
+    for name in names:
+        if not getattr(args, name.replace("-", "_")):
+            raise ConfigError(f"elmoc tables {args.kind}: give --{name}")
 
 
 def run(args: argparse.Namespace) -> int:
-    from elmoc.data.atomic import atomic_file
-    from elmoc.tables.build import downstream_table, pretrain_table, write_table
+    from pathlib import Path
 
-    if args.kind == "pretrain":
-        df = pretrain_table(args.inputs)
+    from elmoc.data.atomic import atomic_file
+
+    if args.kind == "paper":
+        from elmoc.tables.build import read_json, read_lm_runs, read_task_runs, table2, table3, table4, table5
+        from elmoc.tables.render import to_markdown, write
+
+        _need(args, "out-dir")
+        lm_runs = read_lm_runs(args.heldout)
+        task_runs = read_task_runs(args.tasks)
+        majority = read_task_runs(args.majority)
+        bench = read_json(args.bench) if args.bench and Path(args.bench).exists() else None
+        for table in (table2(lm_runs, task_runs, majority), table3(lm_runs, task_runs), table4(bench), table5(bench)):
+            write(table, args.out_dir)
+            print(to_markdown(table))
+    elif args.kind == "figures":
+        from elmoc.tables.plot import all_figures
+
+        _need(args, "out-dir")
+        for path in all_figures(args.heldout, args.bench, args.out_dir):
+            print(path)
+    elif args.kind == "majority":
+        import json
+
+        from elmoc.tables.summary import majority_baseline
+        from elmoc.tasks.config import build_task, task_section_from_args
+
+        _need(args, "task", "output")
+        section, _ = task_section_from_args(args)
+        task, _ = build_task(section)
+        record = majority_baseline(task, args.task, args.scale)
+        with atomic_file(args.output) as f:
+            json.dump(record, f, indent=1)
+            f.write("\n")
+        print(json.dumps(record))
+    elif args.kind == "config":
+        import json
+
+        import yaml
+
+        from elmoc.errors import ConfigError
+
+        _need(args, "config-json", "output")
+        try:
+            config = json.loads(args.config_json)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"--config-json is not valid JSON ({e})") from None
+        with atomic_file(args.output) as f:
+            f.write("# The effective workflow config of this run (config files + --config overrides)\n")
+            yaml.safe_dump(config, f, sort_keys=False, allow_unicode=True)
+    elif args.kind == "pretrain":
+        from elmoc.tables.build import pretrain_table, write_table
+
+        _need(args, "inputs", "output")
         notes = ["cosine: mean cosine between predicted and target vectors (higher is better); "
                  "perplexity: full-softmax heldout perplexity (lower is better).",
                  "constant_baseline: mean cosine of the best constant prediction on the same heldout "
                  "tokens; a CONT model must beat it (tiny-corpus FastText tables make it close to 1)."]
-        write_table(df, args.output, args.csv, title="Pretraining: heldout metric per LM", notes=notes)
+        write_table(pretrain_table(args.inputs), args.output, args.csv, title="Pretraining: heldout metric per LM",
+                    notes=notes)
         if args.plot:
             from elmoc.tables.plot import learning_curves
 
             learning_curves(args.inputs, args.plot)
+        print(Path(args.output).read_text(encoding="utf-8"))
     else:
+        from elmoc.tables.build import downstream_table, write_table
+
+        _need(args, "inputs", "output")
         df, runs = downstream_table(args.inputs)
         notes = ["Cells: our test score in %, mean±std over seeds (n runs), then the paper's Table 2/3 value.",
-                 "[demo] marks toy-scale data or models; [cpu] real data splits with CPU-sized models: neither is comparable with the paper."]
+                 "[demo] marks toy-scale data or models; [cpu] real data splits with CPU-sized models: "
+                 "neither is comparable with the paper."]
         write_table(df, args.output, args.csv, title="Downstream tasks (Table 2/3 layout)", notes=notes)
         if args.runs_csv:
             with atomic_file(args.runs_csv) as f:
                 runs.to_csv(f, index=False)
-    print(open(args.output, encoding="utf-8").read())
+        print(Path(args.output).read_text(encoding="utf-8"))
     return 0

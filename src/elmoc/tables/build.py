@@ -1,58 +1,214 @@
-"""Result JSON files -> the paper's tables (Markdown + CSV), ours beside the published.
+"""Result files -> the paper's tables, ours beside the published numbers.
 
-``pretrain_table``: one row per (variant, direction) from ``heldout.json`` files.
-``downstream_table``: Table 2/3 layout, one row per variant, one column per task;
-each cell is ``mean +/- std`` over seeds of the test metric (in %), then the
-paper's value in parentheses.  A task that could not run shows its status
-(e.g. ``no data: set tasks.ner.train``), never a blank.
+Inputs (any subset; what is missing becomes a gap, never an error):
+
+* ``results/lm/{variant}/{direction}/heldout.json`` (+ ``train_log.jsonl`` and the
+  variant's ``spec.yaml`` beside them): :func:`read_lm_runs`;
+* ``results/tasks/{task}/{variant}/seed{seed}.json``: :func:`read_task_runs`;
+* ``results/baselines/{task}/majority.json``: majority-class baselines;
+* ``results/tables/bench.json`` of ``elmoc bench``: Tables 4 and 5.
+
+:func:`table2`, :func:`table3`, :func:`table4`, :func:`table5` return
+:class:`~elmoc.tables.render.Table` objects; :func:`pretrain_table` and
+:func:`downstream_table` are the flat pandas views (``pretrain.md``, ``downstream.md``).
+A cell ``†`` marks a number whose setting differs from the paper's (scale, sizes,
+hardware); the notes under each table say how.
 """
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 import pandas as pd
 
 from elmoc.errors import InputFileError
-from elmoc.tables.paper import DOWNSTREAM, PAPER_LABELS, TASKS
+from elmoc.tables import paper
+from elmoc.tables.render import Table
+
+DAGGER = "†"
 
 
-def _read_json(path: str | Path) -> dict:
+def read_json(path: str | Path) -> dict:
     path = Path(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputFileError(path, "result file not found") from None
     except json.JSONDecodeError as e:
         raise InputFileError(path, f"invalid JSON: {e.msg}", e.lineno) from None
+    if not isinstance(data, dict):
+        raise InputFileError(path, "expected a JSON object")
+    return data
 
 
-def pretrain_table(paths: Iterable[str | Path]) -> pd.DataFrame:
-    """Rows: variant, direction, heldout metric before/after, steps, tokens, seconds, params."""
+def read_jsonl(path: str | Path) -> list[dict]:
+    """Records of a ``train_log.jsonl``; a missing file is an empty log."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    records = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise InputFileError(path, f"invalid JSON line: {e.msg}", i) from None
+    return records
+
+
+# --- pretraining runs -------------------------------------------------------------------
+
+
+@dataclass
+class LMRun:
+    """One trained direction: ``heldout.json`` plus its train log and the variant's spec."""
+
+    variant: str
+    direction: str
+    heldout: dict
+    log: list[dict] = field(default_factory=list)
+    spec: dict = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float | None:
+        """Wall time of training (the trainer's own count, continuous across resumes)."""
+        s = self.heldout.get("seconds")
+        return None if s is None else float(s)
+
+    @property
+    def tokens(self) -> int | None:
+        return self.heldout.get("tokens")
+
+    @property
+    def params(self) -> int | None:
+        return self.heldout.get("trainable_parameters")
+
+    def tokens_per_second(self) -> float | None:
+        """Training throughput from the run's log: the last ``train`` record's
+        ``tokens_per_s`` (tokens over time since the run started or resumed); without a
+        log, ``heldout.json``'s tokens / seconds."""
+        train = [r for r in self.log if r.get("event") == "train" and r.get("tokens_per_s")]
+        if train:
+            return float(train[-1]["tokens_per_s"])
+        if self.tokens and self.seconds:
+            return self.tokens / self.seconds
+        return None
+
+    def curve(self) -> list[tuple[int, float, float]]:
+        """Heldout points ``(tokens, seconds since start, value)`` in training order.
+
+        The wall time of a point is its own ``seconds`` field when the trainer wrote
+        one, else the elapsed time of the nearest train record at or before its step
+        (``seconds`` field, or ``tokens / tokens_per_s``); the final point uses the
+        total training time.
+        """
+        history = self.heldout.get("history") or [r for r in self.log if r.get("event") == "heldout"]
+        train = [r for r in self.log if r.get("event") == "train"]
+
+        def elapsed(rec: dict) -> float | None:
+            if rec.get("seconds") is not None:
+                return float(rec["seconds"])
+            if rec.get("tokens_per_s"):
+                return rec["tokens"] / rec["tokens_per_s"]
+            return None
+
+        points = []
+        for h in history:
+            if h.get("value") is None or h.get("tokens") is None:
+                continue
+            if h.get("seconds") is not None:
+                t = float(h["seconds"])
+            elif h.get("tag") == "before" or h.get("step", 0) == 0:
+                t = 0.0
+            elif h.get("tag") == "after" and self.seconds is not None:
+                t = self.seconds
+            else:
+                prior = [elapsed(r) for r in train if r.get("step", 0) <= h.get("step", 0)]
+                prior = [p for p in prior if p is not None]
+                t = prior[-1] if prior else float("nan")
+            points.append((int(h["tokens"]), t, float(h["value"])))
+        return points
+
+
+def read_lm_runs(heldout_paths: Iterable[str | Path]) -> list[LMRun]:
+    """``.../{variant}/{direction}/heldout.json`` -> runs (log and ``../spec.yaml`` if present)."""
+    import yaml
+
+    runs = []
+    for path in map(Path, heldout_paths):
+        data = read_json(path)
+        spec_path = path.parent.parent / "spec.yaml"
+        spec = {}
+        if spec_path.exists():
+            try:
+                spec = yaml.safe_load(spec_path.read_text(encoding="utf-8")) or {}
+            except yaml.YAMLError as e:
+                raise InputFileError(spec_path, f"invalid YAML: {e}") from None
+        runs.append(LMRun(variant=path.parent.parent.name, direction=data.get("direction", path.parent.name),
+                          heldout=data, log=read_jsonl(path.with_name("train_log.jsonl")), spec=spec))
+    return runs
+
+
+def by_variant(runs: Iterable[LMRun]) -> dict[str, list[LMRun]]:
+    out: dict[str, list[LMRun]] = {}
+    for r in runs:
+        out.setdefault(r.variant, []).append(r)
+    return out
+
+
+def variant_params(runs: list[LMRun]) -> int | None:
+    """Trainable parameters of a bi-LM: the directions' counts added (as the paper's 76M)."""
+    counts = [r.params for r in runs]
+    return None if not counts or None in counts else int(sum(counts))
+
+
+def variant_tokens_per_second(runs: list[LMRun]) -> float | None:
+    """Tokens of all directions over the time they took: sum(tokens) / sum(tokens / speed)."""
+    tokens, seconds = 0.0, 0.0
+    for r in runs:
+        speed = r.tokens_per_second()
+        if not r.tokens or not speed:
+            return None
+        tokens += r.tokens
+        seconds += r.tokens / speed
+    return tokens / seconds if seconds else None
+
+
+def variant_seconds(runs: list[LMRun]) -> float | None:
+    secs = [r.seconds for r in runs]
+    return None if not secs or None in secs else float(sum(secs))
+
+
+def variant_heldout(runs: list[LMRun]) -> tuple[str | None, float | None]:
+    """(metric, mean of the directions' final heldout values)."""
+    vals = [r.heldout.get("after") for r in runs if r.heldout.get("after") is not None]
+    metric = next((r.heldout.get("metric") for r in runs if r.heldout.get("metric")), None)
+    return metric, (sum(vals) / len(vals) if vals else None)
+
+
+# --- downstream runs --------------------------------------------------------------------
+
+
+def read_task_runs(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """Long table, one row per metrics JSON (``task, variant, seed, metric, dev, test, status, scale``)."""
     rows = []
     for path in paths:
-        path = Path(path)
-        data = _read_json(path)
-        def r4(x):
-            return None if x is None else round(float(x), 4)
-
+        data = read_json(path)
+        for key in ("task", "variant"):
+            if key not in data:
+                raise InputFileError(path, f"result JSON lacks the {key!r} field")
         rows.append({
-            "variant": path.parent.parent.name,
-            "direction": data.get("direction", path.parent.name),
-            "metric": data.get("metric"),
-            "before": r4(data.get("before")),
-            "after": r4(data.get("after")),
-            "constant_baseline": r4(data.get("constant_baseline")),
-            "steps": data.get("steps"),
-            "tokens": data.get("tokens"),
-            "seconds": round(float(data.get("seconds", float("nan"))), 1),
-            "trainable_params": data.get("trainable_parameters"),
+            "task": data["task"], "variant": data["variant"], "seed": data.get("seed"),
+            "metric": data.get("metric"), "dev": data.get("dev"), "test": data.get("test"),
+            "status": data.get("status", "ok"), "scale": data.get("scale", "full"),
+            "seconds": data.get("seconds"), "threads": data.get("threads"), "path": str(path),
         })
-    if not rows:
-        raise InputFileError("(none)", "no heldout.json files given")
-    return pd.DataFrame(rows)
+    columns = ["task", "variant", "seed", "metric", "dev", "test", "status", "scale", "seconds", "threads", "path"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _fmt(mean: float, std: float | None) -> str:
@@ -61,48 +217,299 @@ def _fmt(mean: float, std: float | None) -> str:
     return f"{mean:.2f}±{std:.2f}"
 
 
-def downstream_table(paths: Iterable[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(display table, long table of every run).
+def score_cell(runs: pd.DataFrame, variant: str, task: str, mark: bool = True) -> str | None:
+    """``mean±std (n=k)`` of the test scores in %, ``†`` for non-paper scale; the status
+    of a run that could not run; ``None`` (a gap) when nothing ran."""
+    sel = runs[(runs.variant == variant) & (runs.task == task)] if not runs.empty else runs
+    if sel.empty:
+        return None
+    ok = sel[(sel.status == "ok") & sel.test.notna()]
+    if ok.empty:
+        return str(sel.status.iloc[0])
+    scores = ok.test.astype(float) * 100.0
+    std = float(scores.std(ddof=1)) if len(scores) > 1 else None
+    cell = f"{_fmt(float(scores.mean()), std)} (n={len(scores)})"
+    if mark and (ok.scale != "full").any():
+        cell += f" {DAGGER}"
+    return cell
 
-    Each JSON holds ``task, variant, seed, metric, test, status, scale`` (see
-    docs/architecture.md).  ``test`` is a fraction in [0, 1] and shown in %.
-    """
-    runs = []
-    for path in paths:
-        data = _read_json(path)
-        for key in ("task", "variant", "seed"):
-            if key not in data:
-                raise InputFileError(path, f"result JSON lacks the {key!r} field")
-        runs.append({
-            "task": data["task"], "variant": data["variant"], "seed": data["seed"],
-            "metric": data.get("metric"), "dev": data.get("dev"), "test": data.get("test"),
-            "status": data.get("status", "ok"), "scale": data.get("scale", "full"),
-            "seconds": data.get("seconds"), "path": str(path),
+
+def paper_cell(variant: str, task: str) -> str | None:
+    value = paper.DOWNSTREAM.get(variant, {}).get(task)
+    return None if value is None else _fmt(*value)
+
+
+def _tasks(runs: pd.DataFrame) -> list[str]:
+    seen = set(runs.task) if not runs.empty else set()
+    return list(paper.TASKS) + sorted(seen - set(paper.TASKS))
+
+
+def _count(n: float | None) -> str | None:
+    if n is None:
+        return None
+    if n >= 1e6:
+        return f"{n / 1e6:.1f}M"
+    if n >= 1e3:
+        return f"{n / 1e3:.1f}K"
+    return str(int(n))
+
+
+def _duration(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def scale_caption(lm_runs: list[LMRun], task_runs: pd.DataFrame) -> str:
+    """Our run's scale in one sentence: corpus tokens, model sizes, hardware, seeds."""
+    parts = []
+    tokens = {}
+    for r in lm_runs:
+        epochs = (r.spec.get("train") or {}).get("epochs")
+        if r.tokens and epochs:
+            tokens[r.variant] = r.tokens / epochs
+    if tokens:
+        lo, hi = min(tokens.values()), max(tokens.values())
+        span = _count(lo) if _count(lo) == _count(hi) else f"{_count(lo)}-{_count(hi)}"
+        parts.append(f"pretraining corpus ≈{span} tokens per epoch")
+    sizes = sorted({(e.get("cell_size"), e.get("projection_size"))
+                    for e in ((r.spec.get("encoder") or {}) for r in lm_runs) if e.get("cell_size")})
+    if sizes:
+        parts.append("LSTM cell/projection " + ", ".join(f"{c}/{p}" for c, p in sizes))
+    hw = sorted({f"{r.heldout.get('device', 'cpu')}, {r.heldout['threads']} thread(s)" if r.heldout.get("threads")
+                 else str(r.heldout.get("device", "cpu")) for r in lm_runs})
+    if hw:
+        parts.append("trained on " + "; ".join(hw))
+    if not task_runs.empty:
+        seeds = sorted({int(s) for s in task_runs.seed.dropna()})
+        scales = sorted(set(task_runs.scale.dropna()))
+        if seeds:
+            parts.append(f"downstream seeds {', '.join(map(str, seeds))} (scale: {', '.join(scales)})")
+    if not parts:
+        return "Ours: no results yet (every cell of ours is a gap)."
+    return "Ours: " + "; ".join(parts) + f". Paper: {paper.PAPER_SCALE['corpus']}; {paper.PAPER_SCALE['model']}."
+
+
+# --- Tables 2 and 3 ---------------------------------------------------------------------
+
+
+def _setting_differs(runs: list[LMRun]) -> bool:
+    """Whether a variant's LM differs from the paper's size (cell 4096, projection 512)."""
+    for r in runs:
+        enc = r.spec.get("encoder") or {}
+        if enc.get("cell_size") not in (None, 4096) or enc.get("projection_size") not in (None, 512):
+            return True
+    return False
+
+
+def _downstream_rows(variants: Iterable[str], task_runs: pd.DataFrame, tasks: list[str]) -> list[list[str | None]]:
+    rows = []
+    for v in variants:
+        row: list[str | None] = [paper.PAPER_LABELS.get(v, v)]
+        for t in tasks:
+            row += [score_cell(task_runs, v, t), paper_cell(v, t)]
+        rows.append(row)
+    return rows
+
+
+def _task_columns(tasks: list[str]) -> list[str]:
+    cols = []
+    for t in tasks:
+        label = paper.TASK_LABELS.get(t, t)
+        cols += [label, f"{label} (paper)"]
+    return cols
+
+
+def table2(lm_runs: list[LMRun], task_runs: pd.DataFrame, majority: pd.DataFrame | None = None) -> Table:
+    """Table 2: FastText_CC, ELMo, ELMo-A, ELMo-Sub, ELMo-C; time, batch, parameters, scores."""
+    lms = by_variant(lm_runs)
+    tasks = _tasks(task_runs)
+    columns = ["Model", "Time", "Time (paper)", "Batch", "Batch/GPU (paper)", "Params", "Params (paper)"]
+    columns += _task_columns(tasks)
+    rows = []
+    for v in paper.TABLE2_ROWS:
+        p = paper.TABLE2_TRAINING.get(v)
+        runs = lms.get(v, [])
+        differs = _setting_differs(runs)
+        seconds = variant_seconds(runs)
+        time = _duration(seconds)
+        if time is not None:
+            time += f" {DAGGER}"  # never the paper's hardware: see the note
+        batches = sorted({(r.spec.get("train") or {}).get("batch_size") for r in runs} - {None})
+        batch = "/".join(map(str, batches)) or None
+        if batch and p and batches != [p["batch_per_gpu"]]:
+            batch += f" {DAGGER}"
+        params = _count(variant_params(runs))
+        if params and differs:
+            params += f" {DAGGER}"
+        row = [paper.PAPER_LABELS[v], time, f"{p['days']:g} days × {p['gpus']} GPUs" if p else None,
+               batch, str(p["batch_per_gpu"]) if p else None, params, f"{p['params'] / 1e6:.0f}M" if p else None]
+        for t in tasks:
+            row += [score_cell(task_runs, v, t), paper_cell(v, t)]
+        rows.append(row)
+    if majority is not None and not majority.empty:
+        row = ["majority class"] + [None] * 6
+        for t in tasks:
+            row += [score_cell(majority, "majority", t), None]
+        rows.append(row)
+    notes = [
+        "Scores: test metric in % (SNLI accuracy, Coref average F1, SST-5 accuracy, NER F1, SRL F1), "
+        "mean±std over seeds (n runs). A gap (—) is a run that has not happened; a text cell is why a run could not.",
+        f"{DAGGER} our setting differs from the paper's: scores at demo/cpu scale (data or model size), "
+        "times on our hardware (caption), our (global) batch differs from the paper's per-GPU batch, "
+        "parameters of our scaled-down models.",
+        "Time: training wall time of both directions added, from each run's heldout.json; "
+        "Params: trainable parameters of both directions added, counted from the model.",
+    ]
+    return Table("table2", "Table 2: the main models, ours beside the paper's",
+                 scale_caption(lm_runs, task_runs), columns, rows, notes)
+
+
+def table3(lm_runs: list[LMRun], task_runs: pd.DataFrame) -> Table:
+    """Table 3: the ELMo-C ablations (input/output vector choices)."""
+    tasks = _tasks(task_runs)
+    columns = ["Model"] + _task_columns(tasks)
+    rows = _downstream_rows(paper.TABLE3_ROWS, task_runs, tasks)
+    notes = ["Rows: ELMo-C with other input/output vectors (-ONEB: FastText on 1B Word; -RND: random output "
+             "vectors; -CNN: ELMo's trained char-CNN vectors on both sides; -CNN-CC / -CC-CNN: CNN input with "
+             "FastText output, and the reverse).",
+             f"{DAGGER} our scores are at demo/cpu scale, not comparable with the paper's. A gap (—) is a run that "
+             "has not happened."]
+    return Table("table3", "Table 3: ELMo-C variants, ours beside the paper's",
+                 scale_caption(lm_runs, task_runs), columns, rows, notes)
+
+
+# --- Tables 4 and 5 (speed) -------------------------------------------------------------
+
+
+def _bench_caption(bench: dict | None) -> str:
+    if not bench:
+        return "Ours: no bench results (run `elmoc bench`, or set bench.enabled); every cell of ours is a gap."
+    s = bench.get("settings", {})
+    return (f"Ours: device {s.get('device', '?')}, {s.get('threads', '?')} thread(s), widths ×{s.get('width_scale', 1):g}, "
+            f"vocabularies ×{s.get('vocab_scale', 1):g}, memory budget {s.get('memory_budget_mb', 0):.0f} MB, "
+            f"{s.get('world', '?')} data-parallel processes{' (quick run)' if s.get('quick') else ''}. "
+            "Paper: GPUs at full size.")
+
+
+def _bench_differs(bench: dict | None) -> bool:
+    s = (bench or {}).get("settings", {})
+    return bool(bench) and (s.get("width_scale", 1) != 1 or s.get("vocab_scale", 1) != 1 or s.get("device") != "cuda")
+
+
+def table4(bench: dict | None) -> Table:
+    """Table 4: output layers on the ELMo encoder (params, max batch, S1/S2/S3)."""
+    rows_by = {r["label"]: r for r in (bench or {}).get("table4", [])}
+    mark = f" {DAGGER}" if _bench_differs(bench) else ""
+    columns = ["Layer", "Params (paper size)", "Params (paper)", "Max batch", "Max batch (paper)",
+               "S1", "S1 (paper)", "S2", "S2 (paper)", "S3", "S3 (paper)"]
+    rows = []
+    for label, (p_params, p_batch, p1, p2, p3) in paper.TABLE4.items():
+        r = rows_by.get(label)
+        base = label == "CONT"
+        pap = [f"{v}s" if base else f"{v}x" for v in (p1, p2, p3)]
+        if r is None:
+            ours = [None] * 5
+        else:
+            if base:
+                s = [f"{r['s1_step_s']:.3f}s" if r.get("s1_step_s") else None,
+                     f"{r['s2_s_per_mwords']:.1f}s" if r.get("s2_s_per_mwords") else None,
+                     f"{r['s3_s_per_mwords']:.1f}s" if r.get("s3_s_per_mwords") else None]
+            else:
+                s = [f"{r[k]:.2f}x" if r.get(k) else None for k in ("s1_ratio", "s2_ratio", "s3_ratio")]
+            s = [None if x is None else x + mark for x in s]
+            ours = [_count(r.get("params_paper_size")), (f"{r['max_batch']}{mark}" if r.get("max_batch") else None)] + s
+        rows.append([label, ours[0], p_params, ours[1], str(p_batch), ours[2], pap[0], ours[3], pap[1], ours[4], pap[2]])
+    notes = ["S1: batch 1, seconds per step; S2: the largest batch that fits the memory budget, seconds per 1M "
+             "words; S3: data-parallel processes at that batch, per 1M words. CONT in seconds, other layers as "
+             "ratios to CONT (higher = slower than CONT).",
+             f"{DAGGER} measured at reduced widths/vocabularies and/or on CPU (caption); ratios, not absolute "
+             "times, are what compares with the paper. A gap (—) was not measured."]
+    return Table("table4_speed", "Table 4: output layers on the ELMo encoder, ours beside the paper's",
+                 _bench_caption(bench), columns, rows, notes)
+
+
+def table5(bench: dict | None) -> Table:
+    """Table 5: seconds per 1M words of each encoder x output layer (ratios to CONT)."""
+    by = {(r["encoder"], r["layer"]): r for r in (bench or {}).get("table5", [])}
+    mark = f" {DAGGER}" if _bench_differs(bench) else ""
+    columns = ["Layer"]
+    for e in paper.TABLE5_ENCODERS:
+        columns += [e, f"{e} (paper)"]
+    rows = []
+    for layer, ref in paper.TABLE5.items():
+        row: list[str | None] = [layer]
+        for e in paper.TABLE5_ENCODERS:
+            r = by.get((e, layer))
+            p = ref[e]
+            if layer == "CONT":
+                ours = None if r is None else f"{r['s_per_mwords']:.1f}s{mark}"
+                pap = f"{p}s"
+            else:
+                ours = None if r is None else f"{r['ratio']:.2f}x{mark}"
+                pap = "OOM" if p is None else f"{p}x"
+            row += [ours, pap]
+        rows.append(row)
+    notes = ["CONT: seconds per 1M words; other layers: ratio to CONT on the same encoder. ADAPTIVE and SAMPLED "
+             "at the 800K vocabulary (scaled as in the caption).",
+             f"{DAGGER} measured at reduced widths/vocabularies and/or on CPU. A gap (—) was not measured."]
+    return Table("table5_speed", "Table 5: encoders × output layers, ours beside the paper's",
+                 _bench_caption(bench), columns, rows, notes)
+
+
+# --- flat views (pretrain.md, downstream.md) --------------------------------------------
+
+
+def pretrain_table(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """Rows: variant, direction, heldout metric before/after, steps, tokens, seconds, params."""
+    def r4(x):
+        return None if x is None else round(float(x), 4)
+
+    rows = []
+    for run in read_lm_runs(paths):
+        data = run.heldout
+        rows.append({
+            "variant": run.variant, "direction": run.direction, "metric": data.get("metric"),
+            "before": r4(data.get("before")), "after": r4(data.get("after")),
+            "constant_baseline": r4(data.get("constant_baseline")), "steps": data.get("steps"),
+            "tokens": data.get("tokens"), "seconds": None if run.seconds is None else round(run.seconds, 1),
+            "tokens_per_s": None if run.tokens_per_second() is None else round(run.tokens_per_second()),
+            "trainable_params": run.params,
         })
-    long = pd.DataFrame(runs)
+    if not rows:
+        raise InputFileError("(none)", "no heldout.json files given")
+    return pd.DataFrame(rows)
+
+
+def downstream_table(paths: Iterable[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(display table, long table of every run): one row per variant, one column per
+    task, each cell ``mean±std (n) [scale]; paper X``; a task that could not run shows
+    its status (e.g. ``no data: set tasks.ner.train``)."""
+    long = read_task_runs(paths)
     if long.empty:
         raise InputFileError("(none)", "no downstream result files given")
     variants = list(dict.fromkeys(long["variant"]))
-    tasks = [t for t in TASKS if t in set(long["task"])] + sorted(set(long["task"]) - set(TASKS))
+    tasks = [t for t in paper.TASKS if t in set(long["task"])] + sorted(set(long["task"]) - set(paper.TASKS))
     table = []
     for variant in variants:
-        row = {"variant": variant, "paper_label": PAPER_LABELS.get(variant, "")}
+        row = {"variant": variant, "paper_label": paper.PAPER_LABELS.get(variant, "")}
         for task in tasks:
-            sel = long[(long.variant == variant) & (long.task == task)]
-            if sel.empty:
+            cell = score_cell(long, variant, task, mark=False)
+            if cell is None:
                 row[task] = "not run"
                 continue
-            ok = sel[sel.status == "ok"]
-            if ok.empty:
-                row[task] = str(sel.status.iloc[0])
-                continue
-            scores = ok.test.astype(float) * 100.0
-            std = float(scores.std(ddof=1)) if len(scores) > 1 else None
-            scale = " [demo]" if (ok.scale == "demo").any() else " [cpu]" if (ok.scale == "cpu").any() else ""
-            cell = f"{_fmt(float(scores.mean()), std)} (n={len(scores)}){scale}"
-            paper = DOWNSTREAM.get(variant, {}).get(task)
-            if paper is not None:
-                cell += f"; paper {_fmt(*paper)}"
+            sel = long[(long.variant == variant) & (long.task == task) & (long.status == "ok")]
+            if not sel.empty:
+                cell += " [demo]" if (sel.scale == "demo").any() else " [cpu]" if (sel.scale == "cpu").any() else ""
+                ref = paper_cell(variant, task)
+                if ref is not None:
+                    cell += f"; paper {ref}"
             row[task] = cell
         table.append(row)
     return pd.DataFrame(table), long
@@ -110,11 +517,14 @@ def downstream_table(paths: Iterable[str | Path]) -> tuple[pd.DataFrame, pd.Data
 
 def write_table(df: pd.DataFrame, md_path: str | Path, csv_path: str | Path | None = None,
                 title: str | None = None, notes: Iterable[str] = ()) -> None:
-    """Markdown (+ CSV) written atomically."""
+    """A flat DataFrame as Markdown (+ CSV), written atomically."""
     from elmoc.data.atomic import atomic_file
 
-    body = _markdown(df)
-    text = (f"# {title}\n\n" if title else "") + body + "\n"
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, r in df.iterrows():
+        lines.append("| " + " | ".join("" if pd.isna(v) else str(v) for v in r.tolist()) + " |")
+    text = (f"# {title}\n\n" if title else "") + "\n".join(lines) + "\n"
     notes = list(notes)
     if notes:
         text += "\n" + "\n".join(f"- {n}" for n in notes) + "\n"
@@ -123,12 +533,3 @@ def write_table(df: pd.DataFrame, md_path: str | Path, csv_path: str | Path | No
     if csv_path is not None:
         with atomic_file(csv_path) as f:
             df.to_csv(f, index=False)
-
-
-def _markdown(df: pd.DataFrame) -> str:
-    """A GitHub-style Markdown table (pandas' own to_markdown would add a `tabulate` dependency)."""
-    cols = [str(c) for c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join("" if pd.isna(v) else str(v) for v in r.tolist()) + " |")
-    return "\n".join(lines)

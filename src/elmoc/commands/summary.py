@@ -1,0 +1,31 @@
+"""`elmoc summary`: the demo's summary, computed from the run's own result files."""
+from __future__ import annotations
+
+import argparse
+
+NAME = "summary"
+HELP = "print params and training tokens/s per variant (ratios to ELMo-C), heldout metric, downstream vs baselines"
+DESCRIPTION = (
+    "Reads heldout.json (+ train_log.jsonl beside it) of every LM direction, the downstream metrics JSONs "
+    "and the majority-class baselines of one run and prints the summary that `make demo` ends with."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--heldout", nargs="*", default=[], help="results/lm/*/*/heldout.json")
+    parser.add_argument("--tasks", nargs="*", default=[], help="results/tasks/*/*/seed*.json")
+    parser.add_argument("--majority", nargs="*", default=[], help="results/baselines/*/majority.json")
+    parser.add_argument("--output", help="also write the summary to this text file")
+
+
+def run(args: argparse.Namespace) -> int:
+    from elmoc.data.atomic import atomic_file
+    from elmoc.tables.build import read_lm_runs, read_task_runs
+    from elmoc.tables.summary import summary_text
+
+    text = summary_text(read_lm_runs(args.heldout), read_task_runs(args.tasks), read_task_runs(args.majority))
+    if args.output:
+        with atomic_file(args.output) as f:
+            f.write(text)
+    print(text, end="")
+    return 0

@@ -1,0 +1,52 @@
+import re
+
+from elmoc.tables.build import read_lm_runs, read_task_runs, table2, table3, table4, table5
+from elmoc.tables.render import Table, tex_escape, to_csv, to_latex, to_markdown, write
+
+
+def _all_tables(results):
+    lm, tasks, maj = read_lm_runs(results["heldout"]), read_task_runs(results["tasks"]), read_task_runs(results["majority"])
+    return [table2(lm, tasks, maj), table3(lm, tasks), table4(None), table5(None)]
+
+
+def _unescaped_ampersands(line: str) -> int:
+    return len(re.findall(r"(?<!\\)&", line))
+
+
+def test_latex_is_balanced_and_rows_match_the_header(results):
+    for table in _all_tables(results):
+        tex = to_latex(table)
+        assert tex.count("{") - tex.count(r"\{") == tex.count("}") - tex.count(r"\}")
+        for env in ("table", "tabular"):
+            assert tex.count(rf"\begin{{{env}}}") == tex.count(rf"\end{{{env}}}") == 1
+        assert tex.index(r"\toprule") < tex.index(r"\midrule") < tex.index(r"\bottomrule")
+        assert tex.count("$") % 2 == 0
+        rows = [line for line in tex.splitlines() if _unescaped_ampersands(line)]
+        assert len(rows) == len(table.rows) + 1  # header + body
+        for line in rows:
+            assert _unescaped_ampersands(line) == len(table.columns) - 1, line
+            assert line.endswith(r"\\")
+
+
+def test_escaping_and_gaps():
+    t = Table("t", "A & B", "50% of x_1 ± 2", ["a", "b|c"], [["x & y", None]], ["note #1"])
+    tex = to_latex(t)
+    assert r"x \& y & --" in tex and r"50\% of x\_1 $\pm$ 2" in tex and r"note \#1" in tex
+    assert tex_escape("{~}") == r"\{\textasciitilde{}\}"
+    md = to_markdown(t)
+    assert "| x & y | — |" in md and "b\\|c" in md
+    assert to_csv(t) == "a,b|c\nx & y,\n"
+
+
+def test_row_length_is_checked():
+    import pytest
+
+    with pytest.raises(ValueError, match="2 cells, header 1"):
+        Table("t", "T", "", ["a"], [["1", "2"]])
+
+
+def test_write_all_formats(results, tmp_path):
+    paths = write(_all_tables(results)[0], tmp_path)
+    assert sorted(p.name for p in paths) == ["table2.csv", "table2.html", "table2.md", "table2.tex"]
+    assert (tmp_path / "table2.md").read_text().startswith("## Table 2")
+    assert "<table>" in (tmp_path / "table2.html").read_text()
