@@ -61,7 +61,10 @@ def test_loss_falls_and_outputs_written(tmp_path, setup):
     log = [json.loads(line) for line in (tmp_path / "run/train_log.jsonl").read_text().splitlines()]
     assert any(r["event"] == "train" and "tokens_per_s" in r for r in log)
     ckpt = load_checkpoint(tmp_path / "run/checkpoint.pt")
-    assert ckpt["step"] == 30 and ckpt["final"] and ckpt["direction"] == "forward"
+    assert ckpt["step"] == 30 and not ckpt["final"] and ckpt["direction"] == "forward" and ckpt["optimizers"]
+    final = load_checkpoint(tmp_path / "run/model.pt")
+    assert final["step"] == 30 and final["final"] and "optimizers" not in final and "rng" not in final
+    assert final["threads"] == heldout["threads"] == torch.get_num_threads()
 
 
 def test_resume_is_exact(tmp_path, setup):
@@ -70,8 +73,8 @@ def test_resume_is_exact(tmp_path, setup):
     half = {**spec, "train": {**spec["train"], "max_steps": 20}}
     train(half, vocab, tmp_path / "resumed", make_batches, None)
     train(spec, vocab, tmp_path / "resumed", make_batches, None)  # continues from step 20
-    a = load_checkpoint(tmp_path / "straight/checkpoint.pt")
-    b = load_checkpoint(tmp_path / "resumed/checkpoint.pt")
+    a = load_checkpoint(tmp_path / "straight/model.pt")
+    b = load_checkpoint(tmp_path / "resumed/model.pt")
     assert b["step"] == 30
     for name, value in a["model"].items():
         assert torch.equal(value, b["model"][name]), name

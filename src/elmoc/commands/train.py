@@ -8,20 +8,25 @@ HELP = "pretrain one direction (forward or backward) of an LM variant from its s
 DESCRIPTION = (
     "Train the LM described by a spec YAML (see `elmoc spec` and config/lm/) on the "
     "corpus shards it names, evaluating on the heldout file before and after. "
-    "Writes checkpoint.pt, heldout.json and train_log.jsonl to --output-dir and "
-    "resumes from an existing checkpoint.pt there unless --no-resume. For data "
-    "parallelism launch it with torchrun (WORLD_SIZE > 1); train.batch_size stays "
-    "the global batch."
+    "Writes a resumable checkpoint.pt every train.checkpoint_every steps and "
+    "train_log.jsonl to --output-dir, and model.pt (the final LM, no optimizer state) "
+    "and heldout.json at the very end. Resumes from checkpoint.pt there unless "
+    "--no-resume, after checking it was made for the same spec, direction and "
+    "vocabulary. On SIGTERM or SIGUSR1 it finishes the current step, saves "
+    "checkpoint.pt and exits with status 75 (EX_TEMPFAIL): rerun the same command to "
+    "resume. For data parallelism launch it with torchrun (WORLD_SIZE > 1); "
+    "train.batch_size stays the global batch."
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", required=True, help="LM spec YAML (results/lm/<variant>/spec.yaml)")
     parser.add_argument("--direction", choices=["forward", "backward"], required=True)
-    parser.add_argument("--output-dir", required=True, help="where checkpoint.pt, heldout.json, train_log.jsonl go")
+    parser.add_argument("--output-dir", required=True, help="where checkpoint.pt, model.pt, heldout.json, train_log.jsonl go")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, or cuda:N (default cpu)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
-    parser.add_argument("--no-resume", action="store_true", help="start from scratch even if a checkpoint exists")
+    parser.add_argument("--no-resume", action="store_true",
+                        help="delete an existing checkpoint.pt and start from scratch")
     parser.add_argument("--max-steps", type=int, default=None, help="override train.max_steps")
 
 
@@ -35,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from elmoc.data.vocab import Vocabulary
     from elmoc.errors import ConfigError, InputFileError
     from elmoc.train.loop import TrainSettings, train
+    from elmoc.train.signals import EXIT_INTERRUPTED
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -72,15 +78,10 @@ def run(args: argparse.Namespace) -> int:
         return iter_heldout(data["heldout"], vocab, eval_batch, settings.bptt, args.direction, stream_fn=stream_fn)
 
     steps_per_epoch = sum(num_windows((n - 1) // settings.batch_size, settings.bptt) for n in _shard_tokens(shards))
-    out_dir = Path(args.output_dir)
-    if args.no_resume and (out_dir / "checkpoint.pt").exists():
-        (out_dir / "checkpoint.pt").unlink()
-    if not (out_dir / "checkpoint.pt").exists() and (out_dir / "train_log.jsonl").exists():
-        (out_dir / "train_log.jsonl").unlink()  # a fresh run starts a fresh log
-    train(spec, vocab, out_dir, make_batches, make_heldout if data.get("heldout") else None, direction=args.direction,
-          vocab_path=str(vocab_path), device=args.device, resume=not args.no_resume,
-          steps_per_epoch=steps_per_epoch)
-    return 0
+    result = train(spec, vocab, Path(args.output_dir), make_batches, make_heldout if data.get("heldout") else None,
+                   direction=args.direction, vocab_path=str(vocab_path), device=args.device,
+                   resume=not args.no_resume, steps_per_epoch=steps_per_epoch, spec_path=args.spec)
+    return EXIT_INTERRUPTED if result.interrupted else 0
 
 
 def _shard_tokens(shards) -> list[int]:

@@ -8,7 +8,9 @@ which variant is being trained.
 Loss reduction (spec P11): each process averages its loss over its valid tokens;
 under data parallelism DDP then averages gradients over processes, which is the
 paper's "mean of per-replica means".  Data parallelism is switched on by the usual
-``torchrun`` environment (``WORLD_SIZE`` > 1); rank 0 logs, evaluates and saves.
+``torchrun`` environment (``WORLD_SIZE`` > 1); every rank evaluates a share of the
+heldout rows, rank 0 logs and saves (:mod:`elmoc.train.distributed`: DDP for dense
+gradients, an explicit exchange of sparse ones, frozen tables never broadcast).
 """
 from __future__ import annotations
 
@@ -30,9 +32,17 @@ from elmoc.data.atomic import atomic_file
 from elmoc.data.vocab import Vocabulary
 from elmoc.errors import ConfigError
 from elmoc.lm import LanguageModel, LMBatch
-from elmoc.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from elmoc.train.checkpoint import (
+    CHECKPOINT, HELDOUT, MODEL, TRAIN_LOG, check_resumable, config_hash, load_checkpoint, load_weights,
+    model_payload, remove_stale_temps, rng_state, save_checkpoint, set_rng_state, vocab_fingerprint,
+)
+from elmoc.train.distributed import (
+    Distributed, all_reduce_sum, average_sparse_gradients, shard_rows, sparse_gradient_parameters, wrap_model,
+)
 from elmoc.train.optim import build_optimizer, clip_global_norm
 from elmoc.train.precision import autocast_context, retain_freed_host_memory, to_device
+from elmoc.train.schedule import check_type
+from elmoc.train.signals import StopSignals, stoppable
 
 log = logging.getLogger(__name__)
 
@@ -74,39 +84,21 @@ class TrainSettings:
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "TrainSettings":
+        if not isinstance(config, dict):
+            raise ConfigError(f"train must be a mapping of options, got {config!r}")
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(config) - names)
         if unknown:
             raise ConfigError(f"train: unknown option(s) {unknown}; accepted: {sorted(names)}")
+        for f in fields(cls):
+            if f.name in config:
+                check_type(f"train.{f.name}", config[f.name], str(f.type))
         settings = cls(**config)
         if settings.batch_size <= 0 or settings.bptt <= 0:
             raise ConfigError("train: batch_size and bptt must be positive")
         if settings.precision not in ("fp32", "bf16"):
             raise ConfigError(f"train.precision must be 'fp32' or 'bf16', got {settings.precision!r}")
         return settings
-
-
-@dataclass
-class Distributed:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-
-    @property
-    def enabled(self) -> bool:
-        return self.world_size > 1
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-    @classmethod
-    def from_env(cls) -> "Distributed":
-        return cls(
-            rank=int(os.environ.get("RANK", 0)),
-            world_size=int(os.environ.get("WORLD_SIZE", 1)),
-            local_rank=int(os.environ.get("LOCAL_RANK", 0)),
-        )
 
 
 # A function that makes the training batch iterator from a saved position (or None)
@@ -124,6 +116,7 @@ class RunResult:
     tokens: int
     seconds: float
     heldout: list[dict] = field(default_factory=list)
+    interrupted: str | None = None  # the stop signal's name when a signal ended the run early
 
 
 def seed_everything(seed: int) -> None:
@@ -133,23 +126,34 @@ def seed_everything(seed: int) -> None:
 
 
 def evaluate_heldout(model: LanguageModel, batches: Iterator[LMBatch], device: torch.device,
-                     reset_state: bool, max_windows: int | None = None) -> dict[str, float]:
+                     reset_state: bool, max_windows: int | None = None,
+                     ddp: Distributed | None = None) -> dict[str, float]:
     """Heldout metric of ``model`` over ``batches`` (full softmax for the softmax family).
 
     Returns ``{"metric", "value", "loss", "eval_tokens"}``: "cosine" is the token-weighted
     mean cosine (higher is better), reported with ``constant_baseline``, the mean cosine
     of the best constant prediction; "perplexity" is exp of the mean NLL.
+
+    Under data parallelism every process calls it with the same ``batches``, evaluates
+    rows ``rank::world`` of each window, and the sums (loss, tokens, cosine, unit
+    targets) are all-reduced: every process returns the one-process result.
     """
+    ddp = ddp or Distributed()
     was_training = model.training
     model.eval()
     loss_total, tokens_total, cosine_total = 0.0, 0.0, 0.0
     metric = model.output_layer.heldout_metric
     table = getattr(model.output_layer, "target_table", None) if metric == "cosine" else None
     unit_sum = None  # sum of unit-normalized targets: gives the best constant predictor
+    if isinstance(table, torch.Tensor):
+        unit_sum = torch.zeros(table.shape[1], dtype=torch.float64, device=table.device)
     state = None
     for i, batch in enumerate(batches):
         if max_windows is not None and i >= max_windows:
             break
+        batch = shard_rows(batch, ddp.rank, ddp.world_size)
+        if batch.inputs.shape[0] == 0:  # fewer heldout rows than processes
+            continue
         batch = batch.to(device)
         out, state = model.evaluate(batch, None if reset_state else state)
         n = float(out.num_tokens)
@@ -159,9 +163,15 @@ def evaluate_heldout(model: LanguageModel, batches: Iterator[LMBatch], device: t
             cosine_total += float(out.logs["cosine"]) * n
         if isinstance(table, torch.Tensor):
             targets = table[batch.targets[batch.mask].to(table.device)].double()
-            unit = torch.nn.functional.normalize(targets, dim=-1).sum(0)
-            unit_sum = unit if unit_sum is None else unit_sum + unit
+            unit_sum += torch.nn.functional.normalize(targets, dim=-1).sum(0)
     model.train(was_training)
+    if ddp.enabled:
+        sums = torch.tensor([loss_total, tokens_total, cosine_total], dtype=torch.float64)
+        if unit_sum is not None:
+            sums = torch.cat([sums, unit_sum.cpu()])
+        sums = all_reduce_sum(sums, device)
+        loss_total, tokens_total, cosine_total = sums[:3].tolist()
+        unit_sum = None if unit_sum is None else sums[3:]
     if tokens_total == 0:
         raise ConfigError("heldout set produced no tokens; check corpus.heldout settings")
     mean_loss = loss_total / tokens_total
@@ -179,6 +189,7 @@ def evaluate_heldout(model: LanguageModel, batches: Iterator[LMBatch], device: t
     return result
 
 
+@stoppable
 def train(
     spec: dict[str, Any],
     vocab: Vocabulary | None,
@@ -191,71 +202,97 @@ def train(
     device: str | torch.device = "cpu",
     resume: bool = True,
     steps_per_epoch: int | None = None,
+    spec_path: str | Path | None = None,
+    stop: StopSignals | None = None,
 ) -> RunResult:
-    """Train one direction of an LM and write ``checkpoint.pt``, ``heldout.json`` and
-    ``train_log.jsonl`` into ``out_dir``.
+    """Train one direction of an LM: ``checkpoint.pt`` every ``checkpoint_every`` steps,
+    ``train_log.jsonl`` as it goes, and at the very end ``model.pt`` and ``heldout.json``
+    in ``out_dir`` (formats and resume rules: :mod:`elmoc.train.checkpoint`).
 
     With ``resume`` and an existing checkpoint, training continues exactly where it
-    stopped (same weights, optimizer moments, data position, RNG and carried state).
+    stopped (same weights, optimizer moments, data position, RNG and carried state), after
+    checking that the checkpoint belongs to this spec, direction and vocabulary; the log
+    is cut back to the checkpoint, so it reads as one uninterrupted run.  Without
+    ``resume`` an existing checkpoint is deleted first.  ``spec_path`` only names the spec
+    in error messages.  On SIGTERM/SIGUSR1 (``stop``, installed by ``@stoppable``) the
+    current step is finished, the checkpoint saved, and the result has ``interrupted`` set.
     """
     settings = TrainSettings.from_config(spec.get("train", {}))
     retain_freed_host_memory()  # freed activations stay mapped: no page faults every step
     ddp = Distributed.from_env()
-    device = torch.device(device)
-    if ddp.enabled and not dist.is_initialized():
-        backend = "nccl" if device.type == "cuda" else "gloo"
-        dist.init_process_group(backend=backend)
-        if device.type == "cuda":
-            device = torch.device("cuda", ddp.local_rank)
-            torch.cuda.set_device(device)
+    device = ddp.setup(device)  # joins the process group under torchrun
     if settings.batch_size % ddp.world_size:
         raise ConfigError(
             f"train.batch_size {settings.batch_size} is not divisible by the {ddp.world_size} processes; "
             "the batch size is global (the LR schedule depends on it)"
         )
     out_dir = Path(out_dir)
-    ckpt_path = out_dir / "checkpoint.pt"
+    ckpt_path, log_path = out_dir / CHECKPOINT, out_dir / TRAIN_LOG
+    if ddp.is_main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for tmp in remove_stale_temps(out_dir):
+            log.warning("removed %s, left behind by an interrupted write", tmp)
+        if not resume:
+            ckpt_path.unlink(missing_ok=True)  # a fresh start must never be resumed later
+    spec_hash, vocab_id = config_hash(spec), vocab_fingerprint(vocab)
     seed_everything(settings.seed + ddp.rank)
 
     model = LanguageModel.from_spec(spec, vocab).to(device)
     bundle = build_optimizer(spec.get("optimizer", {"type": "scheduled_adam"}), model, settings.batch_size)
-    step, tokens, position, state, history = 0, 0, None, None, []
+    step, tokens, position, state, history, seconds_before = 0, 0, None, None, [], 0.0
     if resume and ckpt_path.exists():
         payload = load_checkpoint(ckpt_path, map_location=device)
-        model.load_state_dict(payload["model"])
+        check_resumable(payload, ckpt_path, spec=spec, direction=direction, vocab=vocab, spec_path=spec_path)
+        load_weights(model, payload, ckpt_path)
         bundle.load_state_dict(payload["optimizers"])
         step, tokens, position = payload["step"], payload["tokens"], payload["data"]
         state, history = payload.get("state"), payload.get("history", [])
+        seconds_before = float(payload.get("seconds", 0.0))
         if ddp.is_main:
             set_rng_state(payload["rng"])
+            _truncate_log(log_path, payload.get("log_bytes"))
         log.info("resumed %s from step %d (%d tokens)", ckpt_path, step, tokens)
-    core = model
-    if ddp.enabled:
-        model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None
-        )
+    elif ddp.is_main:
+        log_path.unlink(missing_ok=True)  # a fresh run starts a fresh log
+    t_start, saved_step, interrupted = time.time(), step, None
 
-    def save(final: bool = False) -> None:
-        if not ddp.is_main:
-            return
-        save_checkpoint(ckpt_path, {
-            "spec": spec, "vocab_path": vocab_path, "direction": direction,
-            "model": core.state_dict(), "optimizers": bundle.state_dict(),
-            "step": step, "tokens": tokens, "data": position, "rng": rng_state(),
-            "state": state, "history": history, "final": final,
-        })
+    def wall_seconds() -> float:
+        """Wall time of this training, summed over the runs it was resumed from."""
+        return seconds_before + time.time() - t_start
+    core = model
+    sparse_params = sparse_gradient_parameters(core)  # exchanged by us, not by DDP
+    if ddp.enabled:
+        model = wrap_model(core, device)
+
+    def training_state() -> dict[str, Any]:
+        return {
+            "spec": spec, "config_hash": spec_hash, "vocab_path": vocab_path, "vocab": vocab_id,
+            "direction": direction, "model": core.state_dict(), "optimizers": bundle.state_dict(),
+            "step": step, "tokens": tokens, "seconds": wall_seconds(), "data": position, "rng": rng_state(),
+            "state": state, "history": history, "threads": torch.get_num_threads(),
+            "log_bytes": log_path.stat().st_size if log_path.exists() else 0, "final": False,
+        }
+
+    def save() -> None:
+        nonlocal saved_step
+        saved_step = step
+        if ddp.is_main:
+            save_checkpoint(ckpt_path, training_state())
 
     def heldout(tag: str) -> None:
-        if make_heldout is None or not ddp.is_main:
+        if make_heldout is None:
             return
-        result = evaluate_heldout(core, make_heldout(), device, settings.reset_state, settings.eval_max_windows)
+        # every process evaluates its share of the rows (sums all-reduced)
+        result = evaluate_heldout(core, make_heldout(), device, settings.reset_state,
+                                  settings.eval_max_windows, ddp)
         result.update(step=step, tokens=tokens, tag=tag)
         history.append(result)
+        if not ddp.is_main:
+            return
         log.info("heldout %s at step %d: %s = %.4f (loss %.4f over %d tokens)",
                  tag, step, result["metric"], result["value"], result["loss"], result["eval_tokens"])
-        _append_jsonl(out_dir / "train_log.jsonl", {"event": "heldout", **result})
+        _append_jsonl(log_path, {"event": "heldout", **result})
 
-    out_dir.mkdir(parents=True, exist_ok=True)
     if step == 0:
         heldout("before")
     total_steps = settings.max_steps
@@ -275,6 +312,8 @@ def train(
         num_tokens = out.num_tokens.clamp(min=1.0)
         loss = out.loss_sum.float() / num_tokens
         (loss * settings.loss_scale).backward()
+        if ddp.enabled:
+            average_sparse_gradients(sparse_params, ddp.world_size)
         loss = loss.detach()
         grad_norm = clip_global_norm(params, settings.clip_norm)
         bundle.step()
@@ -289,9 +328,9 @@ def train(
             per_step = elapsed / max(1, step - steps_at_t0)
             eta = (total_steps - step) * per_step if total_steps else None
             record = {"event": "train", "step": step, "tokens": tokens, "lr": lr, "loss": float(loss),
-                        "grad_norm": grad_norm, "tokens_per_s": speed, "eta_s": eta,
+                        "grad_norm": grad_norm, "seconds": wall_seconds(), "tokens_per_s": speed, "eta_s": eta,
                         **{k: float(v) for k, v in out.logs.items()}}
-            _append_jsonl(out_dir / "train_log.jsonl", record)
+            _append_jsonl(log_path, record)
             eta_txt = f", ETA {eta / 60:.1f} min" if eta is not None else ""
             log.info("step %d%s: loss %.4f, lr %.2e, |g| %.3f, %.0f tok/s%s", step,
                      f"/{total_steps}" if total_steps else "", float(loss), lr, grad_norm, speed, eta_txt)
@@ -301,24 +340,51 @@ def train(
             heldout(f"step{step}")
         if settings.checkpoint_every and step % settings.checkpoint_every == 0:
             save()
+        if stop is not None and stop.agreed(ddp.enabled, device):  # every process stops after this step
+            interrupted = stop.received
+            break
         if settings.max_steps is not None and step >= settings.max_steps:
             break
+    if saved_step != step:
+        save()  # the training state at the end, or where the stop signal came
+    if interrupted is None and stop is not None and stop.agreed(ddp.enabled, device):
+        interrupted = stop.received  # a signal during the last step or the save
+    if interrupted is not None:
+        log.warning("stopped by %s at step %d; %s holds it: rerun the same command to resume",
+                    interrupted, step, ckpt_path)
+        if ddp.enabled:
+            dist.barrier()  # nobody exits while rank 0 is still writing
+        return RunResult(steps=step, tokens=tokens, seconds=wall_seconds(), heldout=history, interrupted=interrupted)
     heldout("after")
-    save(final=True)
-    seconds = time.time() - t0
+    seconds = wall_seconds()
     if ddp.is_main:
+        final = model_payload(training_state())
+        save_checkpoint(out_dir / MODEL, final)
         summary = {
             "direction": direction, "steps": step, "tokens": tokens, "seconds": seconds,
+            "threads": torch.get_num_threads(), "config_hash": spec_hash,
             "metric": history[-1]["metric"] if history else None,
             "before": history[0]["value"] if history else None,
             "after": history[-1]["value"] if history else None,
             "constant_baseline": history[-1].get("constant_baseline") if history else None,
             "history": history, "trainable_parameters": core.num_trainable_parameters(),
         }
-        _write_json(out_dir / "heldout.json", summary)
+        _write_json(out_dir / HELDOUT, summary)
     if ddp.enabled:
         dist.barrier()
     return RunResult(steps=step, tokens=tokens, seconds=seconds, heldout=history)
+
+
+def _truncate_log(path: Path, size: int | None) -> None:
+    """Cut ``train_log.jsonl`` back to ``size`` bytes, its length at the checkpoint: the
+    records written after it (before a kill) are written again by the resumed run."""
+    if size is None or not path.exists():
+        return
+    have = path.stat().st_size
+    if have > size:
+        os.truncate(path, size)
+    elif have < size:
+        log.warning("%s is shorter than when the checkpoint was taken; some records are missing", path)
 
 
 def _append_jsonl(path: Path, record: dict) -> None:

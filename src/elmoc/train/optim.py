@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from elmoc.errors import ConfigError
-from elmoc.train.schedule import ScaledSchedule
+from elmoc.train.schedule import ScaledSchedule, check_type
 
 
 @dataclass
@@ -95,6 +95,14 @@ def build_optimizer(config: dict, model: nn.Module, batch_size: int) -> Optimize
     unknown = sorted(set(config) - _KNOWN[kind])
     if unknown:
         raise ConfigError(f"optimizer {kind!r} got unknown option(s) {unknown}; accepted: {sorted(_KNOWN[kind])}")
+    for key, value in config.items():  # a string where a number belongs: one line, not a traceback
+        if key == "betas":
+            if not isinstance(value, (list, tuple)) or len(value) != 2:
+                raise ConfigError(f"optimizer.betas must be a list of two numbers, got {value!r}")
+            for beta in value:
+                check_type("optimizer.betas", beta, "float")
+        else:
+            check_type(f"optimizer.{key}", value, "int" if key == "warmup" else "float")
     dense, sparse = split_parameters(model)
     if not dense and not sparse:
         raise ConfigError("the model has no trainable parameters")

@@ -14,9 +14,32 @@ plateaus at ``n * base_scale`` and decays toward ``base_scale / 2``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from elmoc.errors import ConfigError
+
+_EXPECTED = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string", "None": "null"}
+
+
+def check_type(key: str, value: Any, annotation: str) -> None:
+    """ConfigError unless ``value`` fits a field annotation such as ``"int | None"``
+    (an int is a valid float; a bool is not a number)."""
+    kinds = [k.strip() for k in annotation.split("|")]
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if (value is None and "None" in kinds) or (isinstance(value, bool) and "bool" in kinds) \
+            or (number and isinstance(value, int) and "int" in kinds) or (number and "float" in kinds) \
+            or (isinstance(value, str) and "str" in kinds):
+        return
+    hint = ""
+    if isinstance(value, str):
+        try:
+            float(value)
+            hint = " (write numbers without quotes; YAML reads 1e-4 as a string, 1.0e-4 as a number)"
+        except ValueError:
+            pass
+    expected = " or ".join(_EXPECTED.get(k, k) for k in kinds)
+    raise ConfigError(f"{key} must be {expected}, got {value!r} ({type(value).__name__}){hint}")
 
 
 @dataclass(frozen=True)
@@ -41,6 +64,8 @@ class ScaledSchedule:
     tokens_per_epoch_ref: float = 4e8
 
     def __post_init__(self) -> None:
+        for f in fields(self):
+            check_type(f"schedule.{f.name}", getattr(self, f.name), str(f.type))
         if self.batch_size <= 0:
             raise ConfigError(f"schedule: batch_size must be positive, got {self.batch_size}")
         if self.warmup <= 0:
