@@ -1,2 +1,17 @@
-"""elmoc: ELMo with continuous outputs."""
+"""elmoc: ELMo with continuous outputs.
+
+``from elmoc import Elmo`` (and ``embed_sentences``, ``load_bilm``) loads
+:mod:`elmoc.pretrained` on first use, so ``import elmoc`` stays light (no torch).
+"""
 __version__ = "0.1.0"
+
+_LAZY = {"Elmo": "elmoc.pretrained", "embed_sentences": "elmoc.pretrained", "load_bilm": "elmoc.pretrained"}
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'elmoc' has no attribute {name!r}")

@@ -6,22 +6,29 @@ import argparse
 NAME = "extract"
 HELP = "write bi-LM layer activations for a sentences file to HDF5 (allennlp elmo layout)"
 DESCRIPTION = (
-    "Run a forward and a backward checkpoint over one tokenized sentence per line and "
+    "Run a forward and a backward LM (model.pt) over one tokenized sentence per line and "
     "write dataset str(i) of shape [layers, tokens, 2*hidden] for line i, plus "
-    "sentence_to_index (JSON: sentence -> key), like `allennlp elmo --all`."
+    "sentence_to_index (JSON: sentence -> key), like `allennlp elmo --all`. Words outside "
+    "the LM vocabulary keep their identity: char-CNN inputs read their characters, FastText "
+    "inputs the vector fastText composes from their n-grams (the .bin the input table was "
+    "made from); only closed word tables read <unk>."
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--forward", required=True, help="forward LM checkpoint.pt")
-    parser.add_argument("--backward", required=True, help="backward LM checkpoint.pt")
+    parser.add_argument("--forward", required=True, help="forward LM model.pt (or checkpoint.pt)")
+    parser.add_argument("--backward", required=True, help="backward LM model.pt (or checkpoint.pt)")
     parser.add_argument("--sentences", required=True, help="one whitespace-tokenized sentence per line")
     parser.add_argument("--output", required=True, help="HDF5 file to write")
     parser.add_argument("--vocab", help="vocabulary file (default: the one recorded in the checkpoint)")
+    parser.add_argument("--fasttext-model", help="fastText .bin composing out-of-vocabulary words of a FastText "
+                        "input (default: results/fasttext/NAME.bin beside the input table)")
+    parser.add_argument("--closed-vocabulary", action="store_true",
+                        help="map words outside the LM vocabulary to <unk> (the behaviour before issue 12)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
     parser.add_argument("--no-boundaries", action="store_true",
                         help="do not wrap sentences in <s> ... </s> before encoding")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
 
 
@@ -32,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    bilm = BiLM.from_checkpoints(args.forward, args.backward, args.vocab)
+    bilm = BiLM.from_checkpoints(args.forward, args.backward, args.vocab, fasttext_model=args.fasttext_model,
+                                 closed_vocabulary=args.closed_vocabulary)
     sentences = read_sentences(args.sentences)
     export_features(bilm, sentences, args.output, batch_size=args.batch_size,
                     boundaries=not args.no_boundaries, device=args.device)

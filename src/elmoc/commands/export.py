@@ -1,0 +1,64 @@
+"""`elmoc export`: a trained bi-LM (or the released bilm-tf ELMo) as a self-contained directory."""
+from __future__ import annotations
+
+import argparse
+
+NAME = "export"
+HELP = "write a self-contained model directory (weights, vocabulary, tables, model card)"
+DESCRIPTION = (
+    "Collect both directions of a trained variant (results/lm/VARIANT/{forward,backward}/model.pt), "
+    "the vocabulary, the frozen input tables and, for FastText inputs, fastText's n-gram buckets "
+    "(so words outside the vocabulary get their vector without the .bin) into DIR, with a model "
+    "card README.md. Load DIR with elmoc.Elmo.from_pretrained(DIR) or `elmoc embed --model DIR`. "
+    "With --bilm-tf-options/--bilm-tf-weights the released ELMo is converted instead; with "
+    "--format checkpoints it becomes OUTPUT/{forward,backward}/model.pt for the workflow."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output", required=True, help="directory to write (replaced atomically)")
+    parser.add_argument("--variant", help="trained variant under --results (results/lm/VARIANT)")
+    parser.add_argument("--results", default="results", help="results tree of the workflow (default results)")
+    parser.add_argument("--forward", help="forward model.pt (instead of --variant)")
+    parser.add_argument("--backward", help="backward model.pt (instead of --variant)")
+    parser.add_argument("--fasttext-model", help="fastText .bin the input table was made from "
+                        "(default: results/fasttext/NAME.bin beside the table)")
+    parser.add_argument("--no-boundaries", action="store_true", help="embed without <s> ... </s> around sentences")
+    parser.add_argument("--bilm-tf-options", help="released ELMo options.json (convert instead of export)")
+    parser.add_argument("--bilm-tf-weights", help="released ELMo weights .hdf5")
+    parser.add_argument("--vocab", help="with --bilm-tf-*: vocabulary for word-id inputs (e.g. vocab-2016-09-10.txt)")
+    parser.add_argument("--spec", help="with --format checkpoints: the variant's resolved spec.yaml")
+    parser.add_argument("--format", choices=("directory", "checkpoints"), default="directory",
+                        help="checkpoints: write OUTPUT/{forward,backward}/model.pt (bilm-tf only)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from elmoc.errors import ConfigError
+    from elmoc import pretrained
+
+    if bool(args.bilm_tf_options) != bool(args.bilm_tf_weights):
+        raise ConfigError("give both --bilm-tf-options and --bilm-tf-weights")
+    if args.bilm_tf_options:
+        if args.format == "checkpoints":
+            if not args.spec or not args.vocab:
+                raise ConfigError("--format checkpoints needs --spec (the variant's spec.yaml) and --vocab")
+            from elmoc.config import load_yaml
+
+            pretrained.bilm_tf_checkpoints(args.bilm_tf_options, args.bilm_tf_weights, args.output,
+                                           load_yaml(args.spec), args.vocab)
+        else:
+            pretrained.convert_bilm_tf(args.bilm_tf_options, args.bilm_tf_weights, args.output, vocab=args.vocab)
+        return 0
+    if args.format != "directory":
+        raise ConfigError("--format checkpoints applies to --bilm-tf-options/--bilm-tf-weights")
+    if args.variant:
+        if args.forward or args.backward:
+            raise ConfigError("give --variant or --forward/--backward, not both")
+        files = pretrained.lm_files(args.results, args.variant)
+    elif args.forward and args.backward:
+        files = {"forward": args.forward, "backward": args.backward}
+    else:
+        raise ConfigError("give --variant (or --forward and --backward)")
+    pretrained.export_model(files["forward"], files["backward"], args.output, fasttext_model=args.fasttext_model,
+                            boundaries=not args.no_boundaries)
+    return 0
