@@ -53,9 +53,74 @@ def test_second_fetch_is_a_noop(tmp_path, remote):
     assert fetch(spec, out, cache=tmp_path / "cache")[0].read_bytes() == b"hello world\n"
 
 
-def test_unpinned_url_warns_with_actual_hash(tmp_path, remote, caplog):
-    fetch(FetchSpec(remote.as_uri(), None), tmp_path / "dl" / "x", cache=tmp_path / "c")
-    assert _sha(b"hello world\n") in caplog.text
+def test_unpinned_url_is_refused_unless_allowed(tmp_path, remote, caplog, capsys):
+    with pytest.raises(ConfigError, match="not pinned: set its sha256 .*--allow-unpinned"):
+        FetchSpec(remote.as_uri(), None)
+    out = tmp_path / "dl" / "x"
+    assert main(["fetch", remote.as_uri(), "--out", str(out), "--sha256", "none"]) == 1
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and remote.as_uri() in errors[0] and not out.exists()
+    assert main(["fetch", remote.as_uri(), "--out", str(out), "--sha256", "none", "--allow-unpinned"]) == 0
+    assert _sha(b"hello world\n") in caplog.text  # logged, so that it can be pinned
+
+
+def test_size_pin(tmp_path, remote):
+    assert fetch(FetchSpec(remote.as_uri(), size=12), tmp_path / "ok", cache=tmp_path / "c")[0].read_bytes() == b"hello world\n"
+    with pytest.raises(InputFileError, match="size mismatch: expected 13 bytes, got 12"):
+        fetch(FetchSpec(remote.as_uri(), size=13), tmp_path / "bad", cache=tmp_path / "c2")
+    assert not (tmp_path / "bad").exists() and list((tmp_path / "c2").iterdir()) == []
+    with pytest.raises(InputFileError, match="size mismatch"):
+        fetch(FetchSpec(str(remote), size=3), tmp_path / "local")
+    with pytest.raises(ConfigError, match="number of bytes"):
+        FetchSpec(remote.as_uri(), size=-1)
+
+
+@pytest.fixture
+def short_server():
+    """An HTTP server whose response announces 1000 bytes and sends 10 (a cut transfer)."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b"0123456789")
+            self.wfile.flush()
+            self.close_connection = True
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/model.bin"
+    server.shutdown()
+    server.server_close()
+
+
+def test_truncated_transfer_is_refused_even_when_allowed_unpinned(tmp_path, short_server):
+    out, cache = tmp_path / "dl", tmp_path / "cache"
+    with pytest.raises(InputFileError) as e:
+        fetch(FetchSpec(short_server, allow_unpinned=True), out, cache=cache)
+    message = str(e.value)
+    assert message.startswith(short_server) and "\n" not in message
+    assert "10" in message and ("1000" in message or "IncompleteRead" in message)
+    assert not out.exists() and list(cache.iterdir()) == []
+
+
+def test_manifest_checks_file_checksums(tmp_path, remote):
+    out = tmp_path / "dl" / "hello"
+    spec = FetchSpec(remote.as_uri(), _sha(b"hello world\n"))
+    fetch(spec, out, cache=tmp_path / "cache")
+    (out / "data.txt").write_bytes(b"hello worl")  # damaged after the fetch
+    assert fetch(spec, out, cache=tmp_path / "cache")[0].read_bytes() == b"hello world\n"  # fetched again
+    (out / "data.txt").write_bytes(b"damaged")
+    remote.unlink()
+    with pytest.raises(InputFileError, match="download failed"):
+        fetch(spec, out, cache=tmp_path / "cache")  # not taken as up to date
 
 
 def test_local_path_checked(tmp_path, remote):
@@ -147,7 +212,7 @@ def test_spec_validation():
         FetchSpec("pypi:pkg==1.0", None)
     with pytest.raises(ConfigError, match="pypi:package==version"):
         FetchSpec("pypi:pkg", None, members=["*"])
-    assert FetchSpec("a/b.txt").kind == "path" and FetchSpec("file:///a").kind == "url"
+    assert FetchSpec("a/b.txt").kind == "path" and FetchSpec("file:///a", size=1).kind == "url"
 
 
 def test_cli_fetch_error_exit_code(tmp_path, remote, capsys):

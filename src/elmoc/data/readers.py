@@ -26,26 +26,27 @@ FORMATS = ("lines", "wikitext", "raw")
 _WIKITEXT_ENDS = frozenset((".", "?", "!"))
 
 
-def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """``(line_number, text)`` of every line of a UTF-8 file, newline stripped.
+def read_lines(
+    path: str | Path, encoding: str = "utf-8", fix: str = "re-encode the file as UTF-8", empty_ok: bool = False
+) -> Iterator[tuple[int, str]]:
+    """``(line_number, text)`` of every line of a text file, newline stripped.
 
-    Raises InputFileError for a missing or empty file and for a line that is not
-    valid UTF-8 (naming the line).
+    The one line reader of elmoc: the file is read as bytes and decoded line by
+    line, so a line that is not valid ``encoding`` is an InputFileError naming the
+    file, the 1-based line and the byte, followed by ``fix`` (how to repair it).
+    A missing file is an error, and so is an empty one unless ``empty_ok``.
     """
     path = Path(path)
     if not path.is_file():
-        raise InputFileError(path, "file not found; check the corpus source path or run `elmoc fetch`")
-    if path.stat().st_size == 0:
-        raise InputFileError(path, "file is empty; a corpus source must contain text")
+        raise InputFileError(path, "file not found; check the path in the config or run `elmoc fetch`")
+    if not empty_ok and path.stat().st_size == 0:
+        raise InputFileError(path, "file is empty; it must contain text")
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
             try:
-                text = raw.decode("utf-8")
+                text = raw.decode(encoding)
             except UnicodeDecodeError as e:
-                raise InputFileError(
-                    path, f"not valid UTF-8 (byte {e.start}: {raw[e.start:e.start + 4]!r}); re-encode the file as UTF-8",
-                    lineno,
-                ) from None
+                raise InputFileError(path, f"byte {raw[e.start]:#04x} is not valid {encoding}; {fix}", lineno) from None
             yield lineno, text.rstrip("\r\n")
 
 

@@ -118,20 +118,20 @@ class Vocabulary:
         path = Path(path)
         if not path.is_file():
             raise InputFileError(path, "vocabulary file not found; run `elmoc vocab` first")
+        from elmoc.data.readers import read_lines
+
         tokens, counts = [], []
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                line = line.rstrip("\n")
-                if not line:
-                    raise InputFileError(path, "empty line in vocabulary file", lineno)
-                token, _, count = line.partition("\t")
-                if not token or any(ch.isspace() for ch in token):
-                    raise InputFileError(path, f"invalid token {token!r} (empty or with whitespace)", lineno)
-                try:
-                    counts.append(int(count) if count else 0)
-                except ValueError:
-                    raise InputFileError(path, f"count {count!r} is not an integer", lineno) from None
-                tokens.append(token)
+        for lineno, line in read_lines(path, fix="a vocabulary file is UTF-8: rebuild it with `elmoc vocab`"):
+            if not line:
+                raise InputFileError(path, "empty line in vocabulary file", lineno)
+            token, _, count = line.partition("\t")
+            if not token or any(ch.isspace() for ch in token):
+                raise InputFileError(path, f"invalid token {token!r} (empty or with whitespace)", lineno)
+            try:
+                counts.append(int(count) if count else 0)
+            except ValueError:
+                raise InputFileError(path, f"count {count!r} is not an integer", lineno) from None
+            tokens.append(token)
         if len(tokens) <= len(SPECIALS):
             raise InputFileError(path, "vocabulary has no words beyond the special tokens")
         try:

@@ -3,9 +3,8 @@
 Files (WordSim-353, SimLex-999 as shipped in gensim's test data): ``#`` comment
 lines, then ``word1<TAB>word2<TAB>score`` lines; extra columns are ignored.
 
-Spearman's rho is the Pearson correlation of average ranks (ties share their
-mean rank), computed with pandas ``rank`` and numpy, so scipy stays a test-only
-dependency.  Each set is scored twice: on *all* pairs (fastText composes a vector
+Spearman's rho comes from ``scipy.stats.spearmanr`` (ties share their mean
+rank).  Each set is scored twice: on *all* pairs (fastText composes a vector
 for any string from its character n-grams) and on the *covered* pairs whose two
 words are both in the model's own vocabulary, with the number of covered pairs.
 """
@@ -16,7 +15,6 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
-import pandas as pd
 
 from elmoc.data.readers import read_lines
 from elmoc.errors import InputFileError
@@ -49,14 +47,16 @@ def read_similarity_file(path: str | Path) -> list[SimilarityPair]:
 
 
 def spearman(x: Iterable[float], y: Iterable[float]) -> float:
-    """Spearman's rho of two equal-length sequences (NaN if fewer than 2 or constant)."""
-    rx = pd.Series(list(x), dtype=float).rank(method="average").to_numpy()
-    ry = pd.Series(list(y), dtype=float).rank(method="average").to_numpy()
-    if len(rx) != len(ry):
-        raise ValueError(f"spearman needs equal lengths, got {len(rx)} and {len(ry)}")
-    if len(rx) < 2 or rx.std() == 0 or ry.std() == 0:
+    """Spearman's rho of two equal-length sequences (``scipy.stats.spearmanr``; ties
+    share their mean rank); NaN if fewer than 2 values or either side is constant."""
+    from scipy.stats import spearmanr
+
+    x, y = np.asarray(list(x), dtype=float), np.asarray(list(y), dtype=float)
+    if len(x) != len(y):
+        raise ValueError(f"spearman needs equal lengths, got {len(x)} and {len(y)}")
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan")
-    return float(np.corrcoef(rx, ry)[0, 1])
+    return float(spearmanr(x, y).statistic)
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

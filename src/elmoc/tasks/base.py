@@ -42,8 +42,12 @@ What a subclass implements (instances are any Python objects the task likes):
 * :meth:`length` ``(instance) -> int`` for length bucketing (default: 1).
 
 A :class:`TaskModel` maps a batch to :class:`TaskOutput` ``(loss, predictions)``;
-``loss`` is the mean training loss of the batch (already including any L2 on
-scalar-mix weights: use :meth:`TaskModel.mix_penalty`).  A :class:`Metric`
+``loss`` is the training loss of the batch with the reduction of the task's
+reference implementation (AllenNLP): a mean for most tasks, the sum over sentences
+for NER's CRF.  The runner adds ``mix_l2`` times :meth:`TaskModel.mix_penalty`
+(L2 on the scalar-mix weights) to it, moves the model and every tensor of a batch
+(also inside lists, dicts and dataclasses such as ``TextBatch``) to the run's
+device; a model creates any other tensor on its inputs' device.  A :class:`Metric`
 accumulates ``update(predictions, batch)`` and reports ``compute() -> dict`` whose
 ``metric_name`` entry drives early stopping (higher is better).
 """
@@ -67,7 +71,7 @@ class TaskOutput:
     """What a task model returns for one batch.
 
     Attributes:
-        loss: scalar tensor, mean loss of the batch (what is differentiated).
+        loss: scalar tensor, the batch's loss (what is differentiated).
         predictions: whatever the task's metric reads (e.g. (batch,) long labels).
     """
 
@@ -82,24 +86,19 @@ class TaskModel(nn.Module):
         """Sum of ||w||^2 over every scalar mix in the model (0 when none)."""
         from elmoc.features.scalar_mix import ScalarMix
 
-        total = torch.zeros(())
-        for module in self.modules():
-            if isinstance(module, ScalarMix):
-                total = total + module.l2_penalty()
-        return total
+        penalties = [m.l2_penalty() for m in self.modules() if isinstance(m, ScalarMix)]
+        if not penalties:
+            return torch.zeros((), device=next(self.parameters()).device)
+        return torch.stack(penalties).sum()
 
 
 def read_lines(path: str | Path, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of a data file; undecodable bytes are an InputFileError with the line."""
-    path = Path(path)
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            try:
-                yield lineno, raw.decode(encoding)
-            except UnicodeDecodeError as e:
-                raise InputFileError(
-                    path, f"byte {raw[e.start]:#04x} is not valid {encoding}; set the task's encoding option "
-                    "(e.g. cp1252) if the file uses another one", lineno) from None
+    """``(line number, text)`` of a data file (:func:`elmoc.data.readers.read_lines`);
+    undecodable bytes are an InputFileError with the line."""
+    from elmoc.data.readers import read_lines as _read_lines
+
+    return _read_lines(path, encoding, "set the task's encoding option (e.g. cp1252) if the file uses another one",
+                       empty_ok=True)
 
 
 def check_options(owner: str, given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
