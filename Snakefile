@@ -5,6 +5,9 @@
 #   snakemake --cores all --resources gpu=4 --configfile config/paper.yaml
 #   snakemake --workflow-profile workflow/profiles/slurm --configfile config/paper.yaml
 #
+# profiles/default/profile.yaml (beside this file) is loaded automatically; threads,
+# memory, time, GPUs and partitions of every job come from the config's `resources:`.
+#
 # Thin by design: configuration, validation, and the rule files. Every rule calls
 # one `elmoc <command>`; the logic lives in src/elmoc.
 from snakemake.utils import min_version, validate
@@ -25,6 +28,11 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 
 include: "workflow/rules/common.smk"
+
+
+check_resources()
+
+
 include: "workflow/rules/data.smk"
 include: "workflow/rules/variants.smk"
 include: "workflow/rules/pretrain.smk"

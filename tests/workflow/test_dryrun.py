@@ -58,3 +58,42 @@ def test_typo_in_config_key_is_named(tmp_path):
                   "--directory", str(tmp_path), cwd=tmp_path)
     assert r.returncode != 0
     assert "varients" in r.stdout + r.stderr
+
+
+def test_default_profile_is_picked_up(tmp_path):
+    """profiles/default beside the Snakefile is loaded without being named: Snakemake says so,
+    and its `printshellcmds: true` shows the shell commands, which `--workflow-profile none` does not."""
+    tmp_path = workdir(tmp_path)
+    r = snakemake("-n", "--snakefile", str(REPO_ROOT / "Snakefile"), "--configfile", str(REPO_ROOT / "config/config.yaml"),
+                  "--directory", str(tmp_path), cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"Using workflow specific profile {REPO_ROOT / 'profiles/default'}" in r.stdout + r.stderr
+    skipped = snakemake("-n", "--workflow-profile", "none", "--snakefile", str(REPO_ROOT / "Snakefile"),
+                        "--configfile", str(REPO_ROOT / "config/config.yaml"), "--directory", str(tmp_path), cwd=tmp_path)
+    assert "Shell command:" in r.stdout
+    assert skipped.returncode == 0 and "Shell command:" not in skipped.stdout
+
+
+def test_paper_jobs_ask_the_config_for_threads_gpus_and_memory(tmp_path):
+    """config/paper.yaml: per-variant memory, GPUs per job, `elmoc with-gpus` around GPU jobs,
+    thread counts from the config even when --cores is smaller."""
+    tmp_path = workdir(tmp_path)
+    r = snakemake("-n", "-p", "--cores", "1", "--snakefile", str(REPO_ROOT / "Snakefile"),
+                  "--configfile", str(REPO_ROOT / "config/paper.yaml"), "--directory", str(tmp_path),
+                  "results/lm/elmo/forward/model.pt", "results/lm/elmo-c/forward/model.pt", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    out = r.stdout
+    assert "gpu=2, runtime=1440" in out and "mem_mb=128000" in out and "mem_mb=64000" in out
+    assert "with-gpus --lock-dir .snakemake/gpu-slots 2 -- " in out
+    assert "--nproc-per-node=2 -m elmoc.cli train" in out and "--device cuda --threads 4" in out
+    assert "checkpoint.pt" not in out.split("rule pretrain:", 1)[1]
+
+
+def test_unknown_variant_in_resources_is_named(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("resources:\n  pretrain:\n    variants: {elmo-x: {mem_mb: 100}}\n")
+    r = snakemake("-n", "--cores", "1", "--snakefile", str(REPO_ROOT / "Snakefile"),
+                  "--configfile", str(REPO_ROOT / "config/config.yaml"), str(bad),
+                  "--directory", str(tmp_path), cwd=tmp_path)
+    assert r.returncode != 0
+    assert "resources.pretrain.variants names ['elmo-x']" in r.stdout + r.stderr

@@ -3,6 +3,17 @@
 # `bench.enabled` (it occupies the machine for ~10 minutes at the default scale on 2 CPU cores).
 
 
+def bench_processes():
+    """Processes the bench runs at once: `world` for the data-parallel scenario S3 (default 2), else 1."""
+    b = config["bench"]
+    return (b.get("world") or 2) if b.get("s3", True) else 1
+
+
+def bench_gpus():
+    """One GPU per process when the bench runs on CUDA."""
+    return bench_processes() if str(config["bench"].get("device", "cpu")).startswith("cuda") else 0
+
+
 def bench_options():
     b = config.get("bench", {})
     flags = {"--width-scale": b.get("width_scale"), "--vocab-scale": b.get("vocab_scale"),
@@ -24,15 +35,20 @@ rule bench:
         table5="results/tables/table5.csv",
         lstm="results/tables/lstm_kernel.csv",
         json="results/tables/bench.json",
-    params:
-        options=bench_options(),
     log:
         "logs/bench/bench.log",
-    threads: workflow.cores
+    threads: (config["bench"].get("threads") or 1) * bench_processes()
     resources:
         bench=1,
+        gpu=bench_gpus(),
+        mem_mb=RESOURCES["bench"]["mem_mb"],
+        runtime=RESOURCES["bench"]["runtime"],
+        slurm_partition=slurm_partition(bench_gpus()),
+    params:
+        options=bench_options(),
+        with_gpus=with_gpus(bench_gpus()),
     shell:
-        "{ELMOC} bench {params.options} --out-dir results/tables > {log} 2>&1"
+        "{params.with_gpus} {ELMOC} bench {params.options} --out-dir results/tables > {log} 2>&1"
 
 
 FINAL_OUTPUT_HOOKS.append(lambda: ["results/tables/speed.md"] if config.get("bench", {}).get("enabled") else [])

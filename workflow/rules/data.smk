@@ -129,6 +129,8 @@ rule corpus:
         stats="results/corpus/stats.json",
     params:
         args=data_corpus_args(),
+    resources:
+        **DEFAULT_JOB,
     log:
         "logs/corpus/corpus.log",
     benchmark:
@@ -144,6 +146,8 @@ rule vocab:
         "results/vocab/vocab.txt",
     params:
         args=data_vocab_args(),
+    resources:
+        **DEFAULT_JOB,
     log:
         "logs/vocab/vocab.log",
     benchmark:
@@ -162,7 +166,9 @@ rule fasttext:
         model="|".join(config["fasttext"].get("models", {})) or "NO_MODELS",
     params:
         args=data_fasttext_args,
-    threads: 1
+    threads: lambda w: data_fasttext_model(w.model).get("train", {}).get("thread", 1)
+    resources:
+        **FASTTEXT_JOB,
     log:
         "logs/fasttext/{model}.log",
     benchmark:
@@ -179,6 +185,8 @@ rule vectors:
         "results/vectors/{model}.npy",
     wildcard_constraints:
         model="|".join(config["fasttext"].get("models", {})) or "NO_MODELS",
+    resources:
+        **FASTTEXT_JOB,
     log:
         "logs/vectors/{model}.log",
     benchmark:
@@ -195,6 +203,8 @@ rule random_vectors:
     params:
         dim=config["fasttext"]["random"]["dim"],
         seed=config["fasttext"]["random"]["seed"],
+    resources:
+        **DEFAULT_JOB,
     log:
         "logs/vectors/random.log",
     shell:

@@ -1,11 +1,14 @@
-# Feature extraction: forward + backward checkpoints of a variant over a task's
-# sentences -> HDF5 in the `allennlp elmo --all` layout (spec 5.3).
+# Feature extraction: the forward and backward LMs (model.pt) of a variant over a task's
+# sentences -> HDF5 in the `allennlp elmo --all` layout (spec 5.3). With
+# features.temporary the file is deleted once every task run that reads it is done
+# (SNLI's features are ~80 GB per variant at paper size).
+EXTRACT = RESOURCES["extract"]
 
 
 rule extract:
     input:
-        forward="results/lm/{variant}/forward/checkpoint.pt",
-        backward="results/lm/{variant}/backward/checkpoint.pt",
+        forward="results/lm/{variant}/forward/model.pt",
+        backward="results/lm/{variant}/backward/model.pt",
         sentences="results/tasks/{task}/sentences.txt",
     output:
         temp("results/features/{variant}/{task}.hdf5")
@@ -15,14 +18,19 @@ rule extract:
         "logs/extract/{variant}.{task}.log",
     benchmark:
         "logs/benchmarks/extract/{variant}.{task}.tsv"
-    threads: min(4, workflow.cores)
+    threads: EXTRACT["threads"]
     resources:
-        gpu=min(1, pretrain_gpus()),
+        gpu=EXTRACT["gpus"],
+        mem_mb=EXTRACT["mem_mb"],
+        runtime=EXTRACT["runtime"],
+        slurm_partition=slurm_partition(EXTRACT["gpus"]),
     params:
+        with_gpus=with_gpus(EXTRACT["gpus"]),
+        device=device_for(EXTRACT["gpus"]),
+        threads=EXTRACT["threads"],
         batch_size=config["features"]["batch_size"],
         boundaries="" if config["features"]["boundaries"] else "--no-boundaries",
-        device=lambda wildcards, resources: "cuda" if resources.gpu > 0 else "cpu",
     shell:
-        "{ELMOC} extract --forward {input.forward} --backward {input.backward}"
+        "{params.with_gpus} {ELMOC} extract --forward {input.forward} --backward {input.backward}"
         " --sentences {input.sentences} --output {output} --batch-size {params.batch_size}"
-        " {params.boundaries} --device {params.device} --threads {threads} > {log} 2>&1"
+        " {params.boundaries} --device {params.device} --threads {params.threads} > {log} 2>&1"

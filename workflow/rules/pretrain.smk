@@ -14,33 +14,38 @@ rule lm_spec:
         "{ELMOC} spec --spec-json {params.spec:q} --output {output} > {log} 2>&1"
 
 
+# checkpoint.pt (written every train.checkpoint_every steps, and on SIGTERM/SIGUSR1) is not
+# an output: Snakemake never deletes it, so a failed, killed or timed-out job's rerun (the
+# same `elmoc train --output-dir`) resumes from it. With resources.pretrain.retries = R a
+# job gets R reruns, so training longer than one job's runtime spans up to R + 1 jobs.
+# The log is appended to, so it covers every job of the run.
 rule pretrain:
     input:
         spec="results/lm/{variant}/spec.yaml",
         artifacts=lm_artifacts,
     output:
-        checkpoint="results/lm/{variant}/{direction}/checkpoint.pt",
+        model="results/lm/{variant}/{direction}/model.pt",
         heldout="results/lm/{variant}/{direction}/heldout.json",
     log:
         "logs/pretrain/{variant}.{direction}.log",
     benchmark:
         "logs/benchmarks/pretrain/{variant}.{direction}.tsv"
-    threads: config["pretrain"]["threads"] or workflow.cores
+    threads: lambda wildcards: pretrain_job(wildcards.variant)["threads"] * pretrain_job(wildcards.variant)["processes"]
     resources:
-        gpu=pretrain_gpus(),
-        runtime=config["pretrain"]["runtime_minutes"],
-        mem_mb=config["pretrain"]["mem_mb"],
+        gpu=lambda wildcards: pretrain_job(wildcards.variant)["gpus"],
+        mem_mb=lambda wildcards: pretrain_job(wildcards.variant)["mem_mb"],
+        runtime=lambda wildcards: pretrain_job(wildcards.variant)["runtime"],
+        slurm_partition=lambda wildcards: slurm_partition(pretrain_job(wildcards.variant)["gpus"]),
+    retries: RESOURCES["pretrain"]["retries"]
     params:
-        launcher=lambda wildcards, resources: (
-            f"{PYTHON} -m torch.distributed.run --standalone --nproc-per-node={resources.gpu} -m elmoc.cli"
-            if resources.gpu > 1
-            else ELMOC
-        ),
-        device=lambda wildcards, resources: "cuda" if resources.gpu > 0 else "cpu",
+        with_gpus=lambda wildcards: with_gpus(pretrain_job(wildcards.variant)["gpus"]),
+        launcher=pretrain_launcher,
+        device=lambda wildcards: device_for(pretrain_job(wildcards.variant)["gpus"]),
+        threads=lambda wildcards: pretrain_job(wildcards.variant)["threads"],
     shell:
-        "{params.launcher} train --spec {input.spec} --direction {wildcards.direction}"
+        "{params.with_gpus} {params.launcher} train --spec {input.spec} --direction {wildcards.direction}"
         " --output-dir results/lm/{wildcards.variant}/{wildcards.direction}"
-        " --device {params.device} --threads {threads} > {log} 2>&1"
+        " --device {params.device} --threads {params.threads} >> {log} 2>&1"
 
 
 rule pretrain_table:

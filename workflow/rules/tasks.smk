@@ -124,11 +124,16 @@ rule task_sentences:
         "results/tasks/{task}/sentences.txt",
     params:
         section=lambda w: json.dumps(task_section(w.task), sort_keys=True),
+    resources:
+        **DEFAULT_JOB,
     log:
         "logs/task_sentences/{task}.log",
     shell:
         "{ELMOC} task-sentences --task {wildcards.task} --section-json {params.section:q}"
         " --output {output} > {log} 2>&1"
+
+
+TASK_RUN = RESOURCES["task_run"]
 
 
 rule task_run:
@@ -140,12 +145,21 @@ rule task_run:
         section=lambda w: json.dumps(task_section(w.task), sort_keys=True),
         inputs=task_run_args,
         scale=config.get("scale", "demo"),
+        with_gpus=with_gpus(TASK_RUN["gpus"]),
+        # `elmoc task` runs on the CPU unless told otherwise (--device; contract 3)
+        device=f"--device {device_for(TASK_RUN['gpus'])}" if TASK_RUN["gpus"] else "",
+        threads=TASK_RUN["threads"],
     log:
         "logs/tasks/{task}.{variant}.seed{seed}.log",
     benchmark:
         "logs/benchmarks/tasks/{task}.{variant}.seed{seed}.tsv"
-    threads: config["tasks"].get("threads", 1)
+    threads: TASK_RUN["threads"]
+    resources:
+        gpu=TASK_RUN["gpus"],
+        mem_mb=TASK_RUN["mem_mb"],
+        runtime=TASK_RUN["runtime"],
+        slurm_partition=slurm_partition(TASK_RUN["gpus"]),
     shell:
-        "{ELMOC} task --task {wildcards.task} --section-json {params.section:q} --variant {wildcards.variant}"
-        " --seed {wildcards.seed} --scale {params.scale} {params.inputs} --threads {threads}"
-        " --output {output} > {log} 2>&1"
+        "{params.with_gpus} {ELMOC} task --task {wildcards.task} --section-json {params.section:q}"
+        " --variant {wildcards.variant} --seed {wildcards.seed} --scale {params.scale} {params.inputs}"
+        " {params.device} --threads {params.threads} --output {output} > {log} 2>&1"

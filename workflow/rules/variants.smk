@@ -12,6 +12,8 @@ rule bpe:
     output:
         tokenizer="results/bpe/tokenizer.json",
         vocab="results/bpe/vocab.txt",
+    resources:
+        **DEFAULT_JOB,
     log:
         "logs/bpe.log",
     params:
@@ -24,14 +26,16 @@ rule bpe:
 
 rule cnn_table:
     input:
-        checkpoint=f"results/lm/{config['variants']['cnn_source']}/forward/checkpoint.pt",
+        model=f"results/lm/{config['variants']['cnn_source']}/forward/model.pt",
         vocab=config["pretrain"]["vocab"],
     output:
         "results/vectors/cnn.npy",
+    resources:
+        **DEFAULT_JOB,
     log:
         "logs/vectors/cnn.log",
     shell:
-        "{ELMOC} cnn-table --checkpoint {input.checkpoint} --vocab {input.vocab} --out {output} > {log} 2>&1"
+        "{ELMOC} cnn-table --checkpoint {input.model} --vocab {input.vocab} --out {output} > {log} 2>&1"
 
 
 # Open-vocabulary training (paper §3.2, spec 1.2 `emb_on_the_fly`): instead of mapping
@@ -45,6 +49,8 @@ rule open_vocab:
         corpus="results/corpus/train",
     output:
         "results/open_vocab/vocab.txt",
+    resources:
+        **DEFAULT_JOB,
     log:
         "logs/open_vocab/vocab.log",
     shell:
@@ -59,6 +65,8 @@ rule open_vectors:
         "results/open_vocab/vectors/{name}.npy",
     wildcard_constraints:
         name="|".join(config["fasttext"].get("models", {})) or "NO_MODELS",
+    resources:
+        **FASTTEXT_JOB,
     log:
         "logs/open_vocab/vectors.{name}.log",
     shell:
