@@ -8,7 +8,7 @@
     spec.yaml             the resolved LM spec the model was trained from (verbatim)
     forward.pt            state dict of the forward LM's input layer + encoder
     backward.pt           the same for the backward LM (torch.save of tensors only)
-    vocab.txt             the LM vocabulary (token<TAB>count)
+    vocab.txt             the LM vocabulary (token<TAB>count); optional for char-CNN models
     input_vectors.npy     FastText inputs: the frozen (vocab, dim) input table
     fasttext*.{json,npy,txt}  FastText inputs: n-gram buckets etc. so words outside
                           the vocabulary get fastText's vector (see
@@ -104,7 +104,7 @@ def export_model(forward: str | Path, backward: str | Path, output: str | Path,
     input_cfg = dict(spec["input"])
     tokenizer = (spec.get("data") or {}).get("tokenizer")
     with atomic_directory(output) as tmp:
-        meta: dict[str, Any] = {"tokenizer": None, "fasttext_subwords": False}
+        meta: dict[str, Any] = {"tokenizer": None, "fasttext_subwords": False, "vocab": "vocab.txt"}
         vocab.save(tmp / "vocab.txt")
         if input_cfg["type"] == "fasttext":
             table = np.load(input_cfg["vectors"], mmap_mode="r")
@@ -246,7 +246,8 @@ def load_bilm(directory: str | Path, device: str | torch.device = "cpu", check_f
             if not (directory / name).is_file():
                 raise InputFileError(directory / name, "missing from the model directory; copy the whole "
                                      "directory or export it again")
-    vocab = Vocabulary.load(directory / "vocab.txt")
+    # a char-CNN model needs no vocabulary (word-id inputs then know only the specials)
+    vocab = Vocabulary.load(directory / meta["vocab"]) if meta.get("vocab") else Vocabulary(list(SPECIALS))
     input_cfg = dict(meta["input"])
     if input_cfg.get("type") == "fasttext":
         input_cfg["vectors"] = str(directory / input_cfg["vectors"])
@@ -307,12 +308,12 @@ def convert_bilm_tf(options: str | Path, weights: str | Path, output: str | Path
     """Write the model directory of a released bilm-tf ELMo (``options.json`` + weights HDF5).
 
     The char-CNN reads every word's characters, so the vocabulary only serves word-id
-    inputs: ``vocab`` (e.g. bilm-tf's ``vocab-2016-09-10.txt``) or just the specials.
+    inputs: ``vocab`` (e.g. bilm-tf's ``vocab-2016-09-10.txt``), else none is written.
     """
     input_cfg, encoder_cfg, states = _bilm_tf_parts(options, weights)
-    words = Vocabulary.from_external_file(vocab) if vocab else Vocabulary(list(SPECIALS))
     with atomic_directory(output) as tmp:
-        words.save(tmp / "vocab.txt")
+        if vocab:
+            Vocabulary.from_external_file(vocab).save(tmp / "vocab.txt")
         for direction, state in states.items():
             torch.save(state, tmp / f"{direction}.pt")
         spec = {"name": name, "description": f"released bilm-tf ELMo ({Path(weights).name})",
@@ -320,7 +321,8 @@ def convert_bilm_tf(options: str | Path, weights: str | Path, output: str | Path
         from elmoc.config import dump_yaml
 
         dump_yaml(spec, tmp / "spec.yaml")
-        bilm = _write_meta(tmp, name, input_cfg, encoder_cfg, True, {"tokenizer": None, "fasttext_subwords": False})
+        bilm = _write_meta(tmp, name, input_cfg, encoder_cfg, True,
+                           {"tokenizer": None, "fasttext_subwords": False, "vocab": "vocab.txt" if vocab else None})
         released = {"step": None, "tokens": None, "final": True}
         _write_card(tmp, {**spec, "data": {"train": "1B Word Benchmark (bilm-tf release)"}},
                     {d: released for d in DIRECTIONS}, {d: {} for d in DIRECTIONS}, bilm,

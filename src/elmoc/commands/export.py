@@ -32,6 +32,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="checkpoints: write OUTPUT/{forward,backward}/model.pt (bilm-tf only)")
 
 
+OPTIONS = ("variant", "results", "forward", "backward", "fasttext_model", "no_boundaries", "output")
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The export command as typed (for the model card)."""
+    import shlex
+
+    parts = ["elmoc", "export"]
+    for key in OPTIONS:
+        value = getattr(args, key)
+        if value is True:
+            parts.append(f"--{key.replace('_', '-')}")
+        elif value not in (None, False) and not (key == "results" and value == "results"):
+            parts += [f"--{key.replace('_', '-')}", shlex.quote(str(value))]
+    return " ".join(parts)
+
+
 def run(args: argparse.Namespace) -> int:
     from elmoc.errors import ConfigError
     from elmoc import pretrained
@@ -60,5 +77,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise ConfigError("give --variant (or --forward and --backward)")
     pretrained.export_model(files["forward"], files["backward"], args.output, fasttext_model=args.fasttext_model,
-                            boundaries=not args.no_boundaries)
+                            boundaries=not args.no_boundaries, command=command_line(args))
     return 0
