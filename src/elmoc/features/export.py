@@ -306,18 +306,14 @@ def read_sentences(path: str | Path, tokenize: bool = False) -> list[list[str]]:
         raise InputFileError(path, "sentences file not found")
     if tokenize:
         from elmoc.data.tokenize import tokenize as split_words
+    from elmoc.data.readers import read_lines
+
     sentences = []
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise InputFileError(path, f"not valid UTF-8 ({e.reason})", lineno) from None
-            tokens = split_words(line.strip()) if tokenize else line.split()
-            if not tokens:
-                raise InputFileError(path, "blank line: every line must hold one sentence (remove empty lines)",
-                                     lineno)
-            sentences.append(tokens)
+    for lineno, line in read_lines(path, empty_ok=True):
+        tokens = split_words(line.strip()) if tokenize else line.split()
+        if not tokens:
+            raise InputFileError(path, "blank line: every line must hold one sentence (remove empty lines)", lineno)
+        sentences.append(tokens)
     if not sentences:
         raise InputFileError(path, "no sentences in file")
     return sentences
