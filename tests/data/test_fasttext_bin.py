@@ -163,3 +163,11 @@ def test_good_model_through_the_three_call_sites(model_path, tmp_path):
     res = evaluate_fasttext(model_path, {"ws": ws}, tmp_path / "e.json")
     assert res["words"] == len(ref.words) and res["datasets"]["ws"]["covered"] == 2
     assert os.path.getsize(tmp_path / "e.json") > 0
+
+
+def test_unpinned_pretrained_url_is_refused_in_one_line(model_path, tmp_path, capsys):
+    out = tmp_path / "cc.bin"
+    assert main(["fasttext", "--pretrained", model_path.as_uri(), "--out", str(out), "--sha256", "none"]) == 1
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and model_path.as_uri() in errors[0] and "not pinned" in errors[0]
+    assert not out.exists()
