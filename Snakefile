@@ -40,6 +40,7 @@ include: "workflow/rules/features.smk"
 include: "workflow/rules/tasks.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/bench.smk"
+include: "workflow/rules/export.smk"
 
 
 rule all:

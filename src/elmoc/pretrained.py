@@ -331,17 +331,19 @@ def convert_bilm_tf(options: str | Path, weights: str | Path, output: str | Path
 
 
 def bilm_tf_checkpoints(options: str | Path, weights: str | Path, output_dir: str | Path, spec: dict[str, Any],
-                        vocab_path: str | Path) -> None:
+                        vocab_path: str | Path, directions: Sequence[str] = DIRECTIONS) -> None:
     """The released bilm-tf ELMo as the workflow's ``{output_dir}/{direction}/model.pt``
     and ``heldout.json`` (issue 12.2: the ``elmo`` variant without retraining).
 
     ``spec`` is the variant's resolved spec; its input and encoder are replaced by the
     released model's (the output layer is not part of the release and is not stored).
+    ``directions``: which of the two to write.
     """
     input_cfg, encoder_cfg, states = _bilm_tf_parts(options, weights)
     spec = {**spec, "input": input_cfg, "encoder": encoder_cfg}
     source = {"options": str(options), "weights": str(weights)}
-    for direction, state in states.items():
+    for direction in directions:
+        state = states[direction]
         folder = Path(output_dir) / direction
         save_checkpoint(folder / "model.pt", {
             "spec": spec, "vocab_path": str(vocab_path), "direction": direction, "model": state, "step": 0,

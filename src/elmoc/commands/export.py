@@ -28,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bilm-tf-weights", help="released ELMo weights .hdf5")
     parser.add_argument("--vocab", help="with --bilm-tf-*: vocabulary for word-id inputs (e.g. vocab-2016-09-10.txt)")
     parser.add_argument("--spec", help="with --format checkpoints: the variant's resolved spec.yaml")
+    parser.add_argument("--direction", choices=("forward", "backward"),
+                        help="with --format checkpoints: write only this direction (default both)")
     parser.add_argument("--format", choices=("directory", "checkpoints"), default="directory",
                         help="checkpoints: write OUTPUT/{forward,backward}/model.pt (bilm-tf only)")
 
@@ -62,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
             from elmoc.config import load_yaml
 
             pretrained.bilm_tf_checkpoints(args.bilm_tf_options, args.bilm_tf_weights, args.output,
-                                           load_yaml(args.spec), args.vocab)
+                                           load_yaml(args.spec), args.vocab,
+                                           [args.direction] if args.direction else pretrained.DIRECTIONS)
         else:
             pretrained.convert_bilm_tf(args.bilm_tf_options, args.bilm_tf_weights, args.output, vocab=args.vocab)
         return 0

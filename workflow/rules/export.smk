@@ -1,0 +1,70 @@
+# Model directories and the released ELMo (issues 12.2 and 13).
+#
+#   results/models/{variant}/              elmoc export: a self-contained model directory
+#                                          (weights, vocabulary, tables, fastText n-gram
+#                                          buckets, model card); not built by default
+#   results/lm/{variant}/{direction}/model.pt, heldout.json
+#                                          for variants with `released: {options, weights}`
+#                                          (the paper's ELMo from bilm-tf's public files)
+#                                          instead of pretraining; every consumer of a
+#                                          trained LM (extract, cnn-table, export) reads them
+
+
+def released_lm(variant):
+    entry = config["pretrain"]["variants"].get(variant) or {}
+    return entry.get("released")
+
+
+def released_variants():
+    return [v for v in config["pretrain"]["variants"] if released_lm(v)]
+
+
+def released_inputs(wildcards):
+    files = released_lm(wildcards.variant)
+    return data_path_inputs([files["options"], files["weights"]])
+
+
+rule released_lm:
+    input:
+        released_inputs,
+        spec="results/lm/{variant}/spec.yaml",
+        vocab=lambda w: lm_spec(w.variant).get("vocab", config["pretrain"]["vocab"]),
+    output:
+        model="results/lm/{variant}/{direction}/model.pt",
+        heldout="results/lm/{variant}/{direction}/heldout.json",
+    wildcard_constraints:
+        variant="|".join(released_variants()) or "NO_RELEASED_VARIANTS",
+    params:
+        options=lambda w: data_q(released_lm(w.variant)["options"]),
+        weights=lambda w: data_q(released_lm(w.variant)["weights"]),
+    log:
+        "logs/released_lm/{variant}.{direction}.log",
+    shell:
+        "{ELMOC} export --bilm-tf-options {params.options} --bilm-tf-weights {params.weights}"
+        " --format checkpoints --spec {input.spec} --vocab {input.vocab} --direction {wildcards.direction}"
+        " --output results/lm/{wildcards.variant} > {log} 2>&1"
+
+
+ruleorder: released_lm > pretrain
+
+
+def export_fasttext_model(wildcards):
+    """FastText inputs: the .bin whose n-gram buckets go into the directory."""
+    spec_input = lm_spec(wildcards.variant)["input"]
+    name = Path(str(spec_input.get("vectors", ""))).stem
+    if spec_input.get("type") == "fasttext" and name in config["fasttext"].get("models", {}):
+        return [f"results/fasttext/{name}.bin"]
+    return []
+
+
+rule export_model:
+    input:
+        export_fasttext_model,
+        forward="results/lm/{variant}/forward/model.pt",
+        backward="results/lm/{variant}/backward/model.pt",
+    output:
+        directory("results/models/{variant}"),
+    log:
+        "logs/export/{variant}.log",
+    shell:
+        "{ELMOC} export --forward {input.forward} --backward {input.backward} --output {output} > {log} 2>&1"
