@@ -1,4 +1,15 @@
-"""Data parallelism with the gloo backend: 2 processes == 1 process on the same global batch."""
+"""Data parallelism with the gloo backend: 2 processes == 1 process on the same global batch,
+for every output layer (CONT, FIXED, SAMPLED, ADAPTIVE, SUBWORD).
+
+One spawn of 2 gloo processes trains all five tiny LMs (one process group); the
+module fixture then trains the 1-process references.  Deterministic layers are
+compared with the trainer itself on the global batch; the sampled ones (SAMPLED,
+FIXED) with a 1-process reference that gives each half of the batch the negatives
+of the rank that trained it.  Inside the workers every Python collective is
+wrapped to record sparse tensors and broadcast bytes, and the DDP object the
+trainer builds is inspected.
+"""
+import json
 import os
 import socket
 from collections import Counter
@@ -6,47 +17,137 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from elmoc.data.vocab import Vocabulary
-from elmoc.lm import LMBatch
+from elmoc.lm import LanguageModel, LMBatch
 from elmoc.train.checkpoint import load_checkpoint
-from elmoc.train.loop import train
+from elmoc.train.loop import evaluate_heldout, seed_everything, train
+from elmoc.train.optim import build_optimizer, clip_global_norm
 
-B, T, V, DIM = 4, 5, 30, 8
+B, T, V, DIM, WORLD, STEPS = 4, 5, 30, 8, 2, 6
+LAYERS = ("cont", "fixed", "sampled", "adaptive", "subword")
+SAMPLED = ("fixed", "sampled")  # negatives drawn per rank
+TOL = 1e-5
 
 
-def _setup(tmp):
-    vocab = Vocabulary.from_counts(Counter({f"w{i}": 100 - i for i in range(V - 4)}))
-    np.save(os.path.join(tmp, "vec.npy"), np.random.default_rng(0).standard_normal((len(vocab), DIM)).astype("float32"))
-    stream = torch.tensor([4 + (i * 5) % (V - 4) for i in range(600)])
+def _vocab():
+    return Vocabulary.from_counts(Counter({f"w{i}": 100 - i for i in range(V - 4)}))
 
-    def make_batches(position, rank, world):
-        window = 0 if position is None else position["window"]
-        rows = B // world
-        for w in range(window, 8):
-            data = torch.stack([stream[w * T + r * 100: w * T + r * 100 + T + 1] for r in range(B)])
-            data = data[rank * rows:(rank + 1) * rows]
-            yield LMBatch(data[:, :-1], data[:, 1:], data[:, :-1] > 0), {"epoch": 0, "window": w + 1}
 
-    spec = {
-        "input": {"type": "fasttext", "vectors": os.path.join(tmp, "vec.npy")},
+def _rows(window):
+    """The global batch of one window, (B, T + 1) ids: rows 0-1 (rank 0) use every id,
+    rows 2-3 (rank 1) only ids < 20, so rank 1 never has a target in ADAPTIVE's last
+    tail cluster [20, 30) while rank 0 does."""
+    rows = []
+    for r in range(B):
+        start = window * T + 37 * r
+        if r < B // 2:
+            rows.append([4 + (i * 7) % (V - 4) for i in range(start, start + T + 1)])
+        else:
+            rows.append([4 + (i * 5) % 16 for i in range(start, start + T + 1)])
+    return torch.tensor(rows)
+
+
+def make_batches(position, rank, world):
+    window = 0 if position is None else position["window"]
+    per = B // world
+    for w in range(window, STEPS):
+        data = _rows(w)[rank * per:(rank + 1) * per]
+        yield LMBatch(data[:, :-1], data[:, 1:], data[:, :-1] > 0), {"epoch": 0, "window": w + 1}
+
+
+def make_heldout():
+    """Two windows of 3 rows: uneven shards (2 + 1 rows) with carried state."""
+    stream = torch.tensor([4 + (i * 11) % (V - 4) for i in range(3 * (2 * T + 1))]).view(3, 2 * T + 1)
+    for w in range(2):
+        data = stream[:, w * T:w * T + T + 1]
+        yield LMBatch(data[:, :-1], data[:, 1:], data[:, :-1] > 0)
+
+
+def _spec(tmp, layer):
+    vec = os.path.join(tmp, "vec.npy")
+    outputs = {
+        "cont": {"type": "cosine", "vectors": vec},
+        "fixed": {"type": "fixed", "vectors": vec, "num_samples": 6},
+        "sampled": {"type": "sampled", "num_samples": 6},
+        "adaptive": {"type": "adaptive", "cutoffs": [10, 20], "div_value": 2.0},
+        "subword": {"type": "subword"},
+    }
+    inputs = {"type": "subword", "dim": 6} if layer == "subword" else {"type": "fasttext", "vectors": vec}
+    return {
+        "input": inputs,
         "encoder": {"type": "elmo_lstm", "num_layers": 2, "cell_size": 12, "projection_size": 6,
                     "recurrent_dropout": 0.0},
-        "output": {"type": "cosine", "vectors": os.path.join(tmp, "vec.npy")},
+        "output": outputs[layer],
         "optimizer": {"type": "adam", "lr": 0.01},
-        "train": {"batch_size": B, "bptt": T, "log_every": 100, "checkpoint_every": 0, "seed": 5},
+        "train": {"batch_size": B, "bptt": T, "log_every": 100, "checkpoint_every": 0, "seed": 5,
+                  "reset_state": False},
     }
-    return vocab, spec, make_batches
 
 
-def _worker(rank, world, port, tmp):
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+def _record_collectives(log):
+    """Wrap torch.distributed's Python collectives: count sparse tensors and broadcast bytes."""
+    def wrap(name):
+        original = getattr(dist, name)
+
+        def checked(*args, **kwargs):
+            tensors = []
+            for a in list(args) + list(kwargs.values()):
+                if isinstance(a, torch.Tensor):
+                    tensors.append(a)
+                elif isinstance(a, (list, tuple)):
+                    tensors += [t for t in a if isinstance(t, torch.Tensor)]
+            log["sparse"] += sum(t.is_sparse for t in tensors)
+            if "broadcast" in name:
+                log["broadcast_bytes"] += sum(t.numel() * t.element_size() for t in tensors)
+            return original(*args, **kwargs)
+        setattr(dist, name, checked)
+
+    for name in ("all_reduce", "all_gather", "all_gather_into_tensor", "broadcast", "_broadcast_coalesced",
+                 "reduce", "reduce_scatter", "gather", "scatter", "all_to_all"):
+        if hasattr(dist, name):
+            wrap(name)
+
+
+def _worker(rank, port, tmp):
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    vocab, spec, make_batches = _setup(tmp)
-    train(spec, vocab, os.path.join(tmp, "ddp"), make_batches, None)
-    torch.distributed.destroy_process_group()
+    import elmoc.train.loop as loop
+
+    log = {"sparse": 0, "broadcast_bytes": 0}
+    _record_collectives(log)
+    wrapped = {}
+    wrap_model = loop.wrap_model
+
+    def recording_wrap(model, device):
+        wrapped["ddp"] = wrap_model(model, device)
+        return wrapped["ddp"]
+
+    loop.wrap_model = recording_wrap
+    report = {}
+    vocab = _vocab()
+    for layer in LAYERS:
+        log.update(sparse=0, broadcast_bytes=0)
+        train(_spec(tmp, layer), vocab, os.path.join(tmp, "ddp", layer), make_batches, make_heldout)
+        ddp = wrapped.pop("ddp")
+        core = ddp.module
+        sparse = {id(p) for p in core.output_layer.sparse_parameters()}
+        report[layer] = {
+            **log,
+            "param_bytes": sum(p.numel() * p.element_size() for p in core.parameters()),
+            "buffers": [n for n, _ in core.named_buffers()],
+            "ignored": sorted(ddp.parameters_to_ignore),
+            "sparse_names": sorted(n for n, p in core.named_parameters() if id(p) in sparse),
+            "ddp_sees_sparse": any(id(p) in sparse for p in ddp._module_parameters),
+            "forward_sync_buffers": ddp.forward_sync_buffers,
+            "find_unused_parameters": ddp.find_unused_parameters,
+        }
+    with open(os.path.join(tmp, f"report{rank}.json"), "w") as f:
+        json.dump(report, f)
+    dist.destroy_process_group()
 
 
 def _free_port():
@@ -55,15 +156,117 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def _reference_sampled(spec, vocab):
+    """One process, the global batch, each rank's rows scored with that rank's negatives
+    (stream (seed, rank, step)) and the per-rank mean losses averaged: what 2 processes do."""
+    seed_everything(spec["train"]["seed"])
+    model = LanguageModel.from_spec(spec, vocab)
+    bundle = build_optimizer(spec["optimizer"], model, B)
+    params = [p for p in model.parameters() if p.requires_grad]
+    layer, per = model.output_layer, B // WORLD
+    states = [None] * WORLD
+    for step, (batch, _) in enumerate(make_batches(None, 0, 1)):
+        bundle.set_lr(step + 1)
+        bundle.zero_grad()
+        for r in range(WORLD):
+            layer.set_process_rank(r)
+            layer.sampler.draws = step
+            rows = slice(r * per, (r + 1) * per)
+            part = LMBatch(batch.inputs[rows], batch.targets[rows], batch.mask[rows])
+            out, new_state = model(part, states[r])
+            (out.loss_sum / out.num_tokens.clamp(min=1.0) / WORLD).backward()
+            states[r] = model.encoder.detach_state(new_state)
+        clip_global_norm(params, 1.0)  # the trainer's default clip_norm
+        bundle.step()
+    layer.set_process_rank(0)
+    heldout = evaluate_heldout(model, make_heldout(), torch.device("cpu"), reset_state=False)
+    return model.state_dict(), bundle.state_dict(), heldout
+
+
+def max_abs_diff(a, b, where="") -> float:
+    """Largest |a - b| over nested dicts/lists of tensors; other values must be equal."""
+    if isinstance(a, dict):
+        assert sorted(a, key=str) == sorted(b, key=str), where
+        return max([max_abs_diff(a[k], b[k], f"{where}.{k}") for k in a] or [0.0])
+    if isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        return max([max_abs_diff(x, y, f"{where}[{i}]") for i, (x, y) in enumerate(zip(a, b))] or [0.0])
+    if isinstance(a, torch.Tensor):
+        assert a.shape == b.shape, where
+        return float((a.double() - b.double()).abs().max()) if a.numel() else 0.0
+    assert a == b, f"{where}: {a!r} != {b!r}"
+    return 0.0
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = str(tmp_path_factory.mktemp("ddp"))
+    np.save(os.path.join(tmp, "vec.npy"),
+            np.random.default_rng(0).standard_normal((V, DIM)).astype("float32"))
+    mp.spawn(_worker, args=(_free_port(), tmp), nprocs=WORLD, join=True)
+    reports = [json.load(open(os.path.join(tmp, f"report{r}.json"))) for r in range(WORLD)]
+    return tmp, reports
+
+
 @pytest.mark.slow
-def test_two_gloo_processes_match_one(tmp_path):
-    tmp = str(tmp_path)
-    vocab, spec, make_batches = _setup(tmp)
-    train(spec, vocab, tmp_path / "single", make_batches, None)
-    mp.spawn(_worker, args=(2, _free_port(), tmp), nprocs=2, join=True)
-    single = load_checkpoint(tmp_path / "single/checkpoint.pt")
-    ddp = load_checkpoint(tmp_path / "ddp/checkpoint.pt")
-    assert ddp["step"] == single["step"] == 8
-    assert ddp["tokens"] == single["tokens"]
-    for name, value in single["model"].items():
-        torch.testing.assert_close(ddp["model"][name], value, rtol=1e-4, atol=1e-5, msg=name)
+@pytest.mark.parametrize("layer", LAYERS)
+def test_two_gloo_processes_match_one(runs, layer):
+    tmp, reports = runs
+    vocab, spec = _vocab(), _spec(tmp, layer)
+    ddp = load_checkpoint(os.path.join(tmp, "ddp", layer, "checkpoint.pt"))
+    ddp_heldout = json.load(open(os.path.join(tmp, "ddp", layer, "heldout.json")))
+    if layer in SAMPLED:
+        model, optimizers, heldout = _reference_sampled(spec, vocab)
+    else:
+        train(spec, vocab, os.path.join(tmp, "single", layer), make_batches, make_heldout)
+        single = load_checkpoint(os.path.join(tmp, "single", layer, "checkpoint.pt"))
+        assert ddp["tokens"] == single["tokens"]
+        model, optimizers = single["model"], single["optimizers"]
+        heldout = json.load(open(os.path.join(tmp, "single", layer, "heldout.json")))["history"][-1]
+    assert ddp["step"] == STEPS
+    param_diff = max_abs_diff(ddp["model"], model, "model")
+    optim_diff = max_abs_diff(ddp["optimizers"], optimizers, "optimizers")
+    print(f"\nDDP {layer}: max |param diff| {param_diff:.2e}, max |optimizer state diff| {optim_diff:.2e}")
+    assert param_diff <= TOL and optim_diff <= TOL
+    # the sharded heldout evaluation (2 + 1 rows, carried state) gives the 1-process sums
+    after = ddp_heldout["history"][-1]
+    assert after["eval_tokens"] == heldout["eval_tokens"] == 2 * 3 * T
+    assert after["value"] == pytest.approx(heldout["value"], rel=1e-5)
+    if layer == "cont":
+        assert after["constant_baseline"] == pytest.approx(heldout["constant_baseline"], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_nothing_sparse_or_frozen_travels(runs):
+    _, reports = runs
+    for rank, report in enumerate(reports):
+        for layer, r in report.items():
+            where = f"rank {rank}, {layer}"
+            assert r["sparse"] == 0, f"{where}: a sparse tensor reached a collective"
+            assert not r["ddp_sees_sparse"], where
+            assert r["sparse_names"] == (["output_layer.bias.weight", "output_layer.weight.weight"]
+                                         if layer == "sampled" else []), where
+            # buffers (the frozen tables) are ignored by DDP and never synced at a forward
+            assert set(r["buffers"]) <= set(r["ignored"]), where
+            assert r["forward_sync_buffers"] is False and r["find_unused_parameters"] is False, where
+            # bytes broadcast: each parameter once at the start (DDP's init sync, plus our
+            # broadcast of the sparse table), not one byte of a buffer
+            assert r["broadcast_bytes"] == r["param_bytes"], where
+        assert report["cont"]["buffers"] and report["fixed"]["buffers"]
+
+
+def _negatives(layer, rank, draw):
+    layer.set_process_rank(rank)
+    layer.sampler.draws = draw
+    return layer.sampler.sample(layer.num_samples)[0]
+
+
+def test_ranks_draw_different_negatives_reproducibly(tmp_path):
+    np.save(tmp_path / "vec.npy", np.zeros((V, DIM), dtype="float32"))
+    spec = _spec(str(tmp_path), "sampled")
+    vocab = _vocab()
+    layer = LanguageModel.from_spec(spec, vocab).output_layer
+    other = LanguageModel.from_spec(spec, vocab).output_layer
+    assert not torch.equal(_negatives(layer, 0, 3), _negatives(layer, 1, 3))
+    assert not torch.equal(_negatives(layer, 1, 3), _negatives(layer, 1, 4))
+    assert torch.equal(_negatives(layer, 1, 3), _negatives(other, 1, 3))  # a function of (seed, rank, step)

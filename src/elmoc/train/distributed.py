@@ -174,7 +174,7 @@ def average_sparse_gradients(params: list[nn.Parameter], world_size: int) -> Non
         dist.all_gather(got_rows, padded_rows)
         index = torch.cat([g[:k] for g, k in zip(got_ids, n)])  # (sum n,)
         values = torch.cat([g[:k] for g, k in zip(got_rows, n)]) / world_size  # (sum n, *row)
-        p.grad = torch.sparse_coo_tensor(index[None], values, p.shape).coalesce()
+        p.grad = torch.sparse_coo_tensor(index[None], values, p.shape, check_invariants=True).coalesce()
 
 
 def shard_rows(batch: LMBatch, rank: int, world_size: int) -> LMBatch:
