@@ -103,6 +103,21 @@ rule figures:
         "{ELMOC} tables figures --heldout {input.heldout} {params.bench} --out-dir results/figures > {log} 2>&1"
 
 
+rule summary:
+    input:
+        heldout=all_heldout(),
+        tasks=task_results(),
+        majority=majority_results(),
+    output:
+        "results/summary.txt",
+    log:
+        "logs/tables/summary.log",
+    localrule: True
+    shell:
+        "{ELMOC} summary --heldout {input.heldout} --tasks {input.tasks} --majority {input.majority}"
+        " --output {output} > {log} 2>&1"
+
+
 rule config_dump:
     output:
         report("results/report/config.yaml", caption="../report/config.rst", category="Configuration"),
@@ -119,5 +134,5 @@ FINAL_OUTPUT_HOOKS.append(lambda: ["results/tables/downstream.md"] if task_resul
 FINAL_OUTPUT_HOOKS.append(
     lambda: [f"results/tables/{t}.md" for t in PAPER_TABLES]
     + [f"results/figures/{f}.png" for f in FIGURES]
-    + ["results/report/config.yaml"]
+    + ["results/report/config.yaml", "results/summary.txt"]
 )
