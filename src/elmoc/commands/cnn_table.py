@@ -4,7 +4,7 @@ from __future__ import annotations
 NAME = "cnn-table"
 HELP = "write the trained char-CNN's vector of every vocabulary word as a frozen .npy table"
 DESCRIPTION = (
-    "Loads the char-CNN input layer (CNN + highway + projection) of a trained LM checkpoint whose "
+    "Loads the char-CNN input layer (CNN + highway + projection) of a trained LM (model.pt) whose "
     "input type is 'char_cnn' (the ELMo variant), runs it once over every vocabulary word in chunks "
     "(2000 words, as the paper's code) and writes a float32 [vocab, dim] table aligned with --vocab "
     "(spec 1.3: ELMo-C-CNN, -CNN-CC, -CC-CNN). Written atomically."
@@ -12,7 +12,7 @@ DESCRIPTION = (
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="trained ELMo checkpoint (results/lm/elmo/forward/checkpoint.pt)")
+    parser.add_argument("--checkpoint", required=True, help="trained ELMo LM (results/lm/elmo/forward/model.pt)")
     parser.add_argument("--vocab", required=True, help="vocabulary the table is aligned with (results/vocab/vocab.txt)")
     parser.add_argument("--out", required=True, help="output .npy (results/vectors/cnn.npy)")
     parser.add_argument("--chunk", type=int, default=2000, help="words per forward pass (default 2000)")
@@ -32,7 +32,7 @@ def char_cnn_table(checkpoint_path, vocab, chunk: int = 2000):
     input_cfg = spec.get("input") or {}
     if input_cfg.get("type") != "char_cnn":
         raise InputFileError(
-            checkpoint_path, f"input layer is {input_cfg.get('type')!r}, not 'char_cnn'; use the ELMo variant's checkpoint"
+            checkpoint_path, f"input layer is {input_cfg.get('type')!r}, not 'char_cnn'; use the ELMo variant's model.pt"
         )
     cfg = {k: v for k, v in input_cfg.items() if k != "weights"}
     layer = build("input", cfg, vocab=vocab)
