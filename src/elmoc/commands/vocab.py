@@ -23,33 +23,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    import logging
+    from elmoc.data.vocab import build_vocabulary
 
-    from elmoc.data.corpus import shard_paths
-    from elmoc.data.vocab import SPECIALS, Vocabulary, count_tokens
-    from elmoc.errors import ConfigError, InputFileError
-
-    log = logging.getLogger("elmoc.vocab")
-    if args.max_size is not None and args.max_size <= len(SPECIALS):
-        raise ConfigError(f"--max-size must exceed the {len(SPECIALS)} specials, got {args.max_size}")
-    if args.min_count < 1:
-        raise ConfigError(f"--min-count must be >= 1, got {args.min_count}")
-    if args.from_file:
-        vocab = Vocabulary.from_external_file(args.from_file, max_size=args.max_size)
-    else:
-        shards = shard_paths(args.corpus)
-        counts = count_tokens(shards)
-        vocab = Vocabulary.from_counts(counts, max_size=args.max_size, min_count=args.min_count)
-        if len(vocab) == len(SPECIALS):
-            raise InputFileError(
-                args.corpus,
-                f"empty vocabulary: no token occurs >= {args.min_count} times in {len(shards)} shard(s); "
-                "check the corpus or lower --min-count",
-            )
-        covered = sum(vocab.counts)
-        total = sum(counts.values())
-        log.info("vocabulary covers %d of %d running tokens (%.2f%%); %d types seen",
-                 covered, total, 100.0 * covered / max(total, 1), len(counts))
-    vocab.save(args.out)
-    log.info("wrote %d entries to %s", len(vocab), args.out)
+    build_vocabulary(args.out, corpus=args.corpus, from_file=args.from_file, max_size=args.max_size,
+                     min_count=args.min_count)
     return 0

@@ -12,11 +12,14 @@ given list such as bilm-tf's ``vocab-2016-09-10.txt`` (the paper's vocabulary).
 """
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from elmoc.errors import InputFileError
+from elmoc.errors import ConfigError, InputFileError
+
+log = logging.getLogger(__name__)
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
@@ -160,3 +163,39 @@ def count_tokens(paths: Iterable[str | Path], lowercase: bool = False) -> Counte
         text = " ".join(block)
         counts.update((text.lower() if lowercase else text).split())
     return counts
+
+
+def build_vocabulary(out: str | Path, corpus: str | Path | None = None, from_file: str | Path | None = None,
+                     max_size: int | None = None, min_count: int = 1) -> Vocabulary:
+    """``elmoc vocab``: count the train shards under ``corpus`` (words with count >=
+    ``min_count``), or read the external list ``from_file``; save to ``out`` atomically.
+
+    ``max_size`` caps the total size including the specials.  An empty result is an
+    error naming the corpus.
+    """
+    if (corpus is None) == (from_file is None):
+        raise ConfigError("give exactly one of a corpus directory or an external vocabulary file")
+    if max_size is not None and max_size <= len(SPECIALS):
+        raise ConfigError(f"--max-size must exceed the {len(SPECIALS)} specials, got {max_size}")
+    if min_count < 1:
+        raise ConfigError(f"--min-count must be >= 1, got {min_count}")
+    if from_file is not None:
+        vocab = Vocabulary.from_external_file(from_file, max_size=max_size)
+    else:
+        from elmoc.data.corpus import shard_paths
+
+        shards = shard_paths(corpus)
+        counts = count_tokens(shards)
+        vocab = Vocabulary.from_counts(counts, max_size=max_size, min_count=min_count)
+        if len(vocab) == len(SPECIALS):
+            raise InputFileError(
+                corpus,
+                f"empty vocabulary: no token occurs >= {min_count} times in {len(shards)} shard(s); "
+                "check the corpus or lower --min-count",
+            )
+        covered, total = sum(vocab.counts), sum(counts.values())
+        log.info("vocabulary covers %d of %d running tokens (%.2f%%); %d types seen",
+                 covered, total, 100.0 * covered / max(total, 1), len(counts))
+    vocab.save(out)
+    log.info("wrote %d entries to %s", len(vocab), out)
+    return vocab
