@@ -37,16 +37,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from pathlib import Path
-
-    from elmoc.data.corpus import shard_paths
-    from elmoc.data.fasttext_model import (
-        FastTextTrainConfig,
-        evaluate_fasttext,
-        pretrained_fasttext,
-        train_fasttext,
-    )
-    from elmoc.data.fetch import FetchSpec
+    from elmoc.data.fasttext_model import FastTextTrainConfig, make_fasttext
     from elmoc.errors import ConfigError
 
     datasets = {}
@@ -55,18 +46,13 @@ def run(args) -> int:
         if not sep or not name or not path:
             raise ConfigError(f"--eval takes NAME=PATH, got {item!r}")
         datasets[name] = path
-    out = Path(args.out)
+    config = None
     if args.corpus:
         config = FastTextTrainConfig(
             dim=args.dim, epoch=args.epoch, minn=args.minn, maxn=args.maxn, minCount=args.minCount, ws=args.ws,
             neg=args.neg, lr=args.lr, bucket=args.bucket, thread=args.thread, seed=args.seed,
         )
-        summary = train_fasttext(shard_paths(args.corpus), out, config)
-    else:
-        sha = None if str(args.sha256).lower() in ("none", "null", "") else args.sha256
-        spec = FetchSpec(source=args.pretrained, sha256=sha, members=[args.member] if args.member else [])
-        pretrained_fasttext(spec, out, args.cache)
-        summary = {"pretrained": args.pretrained}
-    eval_out = Path(args.eval_out) if args.eval_out else out.with_suffix(".eval.json")
-    evaluate_fasttext(out, datasets, eval_out, extra=summary)
+    sha = None if str(args.sha256).lower() in ("none", "null", "") else args.sha256
+    make_fasttext(args.out, datasets, corpus=args.corpus, config=config, pretrained=args.pretrained, sha256=sha,
+                  member=args.member, cache=args.cache, eval_out=args.eval_out)
     return 0

@@ -255,3 +255,26 @@ def evaluate_fasttext(
         json.dump(results, f, indent=1)
         f.write("\n")
     return results
+
+
+def make_fasttext(
+    out: str | Path, datasets: dict[str, str | Path], *, corpus: str | Path | None = None,
+    config: FastTextTrainConfig | None = None, pretrained: str | None = None, sha256: str | None = None,
+    member: str | None = None, cache: str | Path = "resources/downloads/.cache", eval_out: str | Path | None = None,
+) -> dict:
+    """``elmoc fasttext``: train on the shards under ``corpus`` (with ``config``) or fetch
+    ``pretrained`` (pinned by ``sha256``; ``member`` = the .bin inside a zip) into ``out``,
+    then evaluate it on ``datasets`` into ``eval_out`` (default: ``out`` with ``.eval.json``)."""
+    from elmoc.data.corpus import shard_paths
+
+    out = Path(out)
+    if (corpus is None) == (pretrained is None):
+        raise ConfigError("give exactly one of a training corpus or a pretrained model source")
+    if corpus is not None:
+        summary = train_fasttext(shard_paths(corpus), out, config or FastTextTrainConfig())
+    else:
+        spec = FetchSpec(source=pretrained, sha256=sha256, members=[member] if member else [])
+        pretrained_fasttext(spec, out, cache)
+        summary = {"pretrained": pretrained}
+    return evaluate_fasttext(out, datasets, Path(eval_out) if eval_out else out.with_suffix(".eval.json"),
+                             extra=summary)
