@@ -127,3 +127,23 @@ def test_released_bilm_tf_through_elmo_module(fixture_dir, tmp_path):
             got = rep[0, : len(batch[0])].numpy()
             worst = max(worst, float(np.abs(got - np.concatenate([want[0], want[1]], axis=-1)).max()))
     assert worst < 1e-5, worst
+
+
+def test_cuda_without_cuda_is_one_line(exported, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    assert run_command("embed", ["s.txt", "o.hdf5", "--model", "model", "--all", "--device", "cuda"]) == 1
+    assert "CUDA is not available here; use --device cpu" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_embed_on_gpu_matches_cpu(exported):
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    sentences = [s.split() for s in SENTENCES]
+    cpu = embed_sentences("model", sentences)
+    gpu = embed_sentences("model", sentences, device="cuda")
+    for a, b in zip(cpu, gpu):
+        np.testing.assert_allclose(a, b, atol=1e-4)
+    elmo = Elmo.from_pretrained("model", 1, dropout=0.0, device="cuda")
+    assert elmo(sentences)["elmo_representations"][0].device.type == "cuda"
