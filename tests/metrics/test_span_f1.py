@@ -51,3 +51,33 @@ def test_agrees_with_seqeval(prefixes):
         assert got["f1"] == pytest.approx(f1_score(conv(gold), conv(pred)))
         assert got["precision"] == pytest.approx(precision_score(conv(gold), conv(pred)))
         assert got["recall"] == pytest.approx(recall_score(conv(gold), conv(pred)))
+
+
+# SRL: BIO tags with hyphenated types, V excluded (AllenNLP's SpanBasedF1Measure on SRL)
+def test_bio_spans_with_continuation_and_reference_labels():
+    tags = ["B-ARG0", "I-ARG0", "B-V", "O", "B-C-ARG1", "I-C-ARG1", "I-ARG2", "B-R-ARG0"]
+    assert spans(tags) == [("ARG0", 0, 1), ("V", 2, 2), ("C-ARG1", 4, 5), ("ARG2", 6, 6), ("R-ARG0", 7, 7)]
+    assert spans(["O", "O"]) == []
+    assert spans(["B-A", "B-A"]) == [("A", 0, 0), ("A", 1, 1)]
+
+
+def test_srl_counts_exclude_v_and_report_per_label_f1():
+    metric = SpanF1("gold_tags", ignore_types=("V",))
+    gold = [["B-ARG0", "I-ARG0", "B-V", "B-ARG1", "I-ARG1"], ["B-V", "B-ARGM-TMP"], ["O", "B-V"]]
+    pred = [["B-ARG0", "I-ARG0", "B-V", "B-ARG1", "O"], ["B-V", "O"], ["B-ARG2", "B-V"]]
+    metric.update(pred, {"gold_tags": gold})
+    out = metric.compute()
+    # tp = 1 (ARG0); fp = ARG1(3,3) + ARG2 = 2; fn = ARG1(3,4) + ARGM-TMP = 2; V never counted
+    assert out["precision"] == pytest.approx(1 / 3) and out["recall"] == pytest.approx(1 / 3)
+    assert out["f1"] == pytest.approx(1 / 3)
+    assert out["f1-ARG0"] == 1.0 and out["f1-ARG1"] == 0.0 and "f1-V" not in out
+    metric.reset()
+    assert metric.compute()["f1"] == 0.0
+    with pytest.raises(ValueError, match="tags"):
+        metric.add(["O"], ["O", "O"])
+
+
+def test_counting_v_changes_the_score():
+    metric = SpanF1()
+    metric.add(["B-V", "O"], ["B-V", "B-ARG0"])
+    assert metric.compute()["precision"] == 1.0 and metric.compute()["recall"] == 0.5

@@ -5,7 +5,8 @@ import torch
 
 from elmoc.errors import InputFileError
 from elmoc.registry import build
-from elmoc.tasks.crf import ConditionalRandomField, bioul_constraints
+from elmoc.nn.viterbi import allowed_transitions
+from elmoc.tasks.crf import ConditionalRandomField
 from elmoc.tasks.embedder import TaskInputs
 from elmoc.tasks.ner import iob1_to_bioul, read_conll2003
 from elmoc.tasks.runner import TrainerConfig, run_task
@@ -57,45 +58,72 @@ def test_allennlp_fixture(shared_data):
     assert sents[0].tags == ("U-ORG", "O", "U-PER", "O", "O", "U-LOC", "O")
 
 
-def _is_valid_bioul(tags):
-    prev = "O"
-    for t in tags:
-        if t[0] in "IL" and not (prev[0] in "BI" and prev[2:] == t[2:]):
-            return False
-        if t[0] in "OBU" and prev[0] in "BI":
-            return False
-        prev = t
-    return prev[0] in "OLU"
-
-
-def test_viterbi_respects_bioul_constraints():
+def test_crf_decodes_with_bioul_constraints():
     labels = ["O", "B-PER", "I-PER", "L-PER", "U-PER", "B-LOC", "I-LOC", "L-LOC", "U-LOC"]
-    allowed, start, end = bioul_constraints(labels)
-    assert allowed[1, 2] and allowed[1, 3] and not allowed[1, 6] and not allowed[0, 2] and not start[2] and not end[1]
     torch.manual_seed(0)
-    crf = ConditionalRandomField(len(labels), allowed, start, end)
+    crf = ConditionalRandomField(len(labels), *allowed_transitions(labels, "BIOUL"))
     scores = torch.randn(20, 7, len(labels)) * 5
     mask = torch.ones(20, 7, dtype=torch.bool)
     mask[5:, 4:] = False
     for b, path in enumerate(crf.viterbi(scores, mask)):
         assert len(path) == int(mask[b].sum())
-        assert _is_valid_bioul([labels[i] for i in path])
+        tags = [labels[i] for i in path]
+        assert iob1_to_bioul(tags) == tags  # well-formed BIOUL is its own conversion
+        assert tags[0][0] in "OBU" and tags[-1][0] in "OLU"
 
 
-def test_viterbi_is_exact_and_likelihood_normalises():
+@torch.no_grad()
+def path_scores(crf, scores, length):
+    """{tag sequence: its unnormalised score} for every sequence of ``length`` tags."""
+    def score(seq):
+        total = crf.start_scores[seq[0]] + crf.end_scores[seq[-1]] + sum(scores[t, i] for t, i in enumerate(seq))
+        return float(total + sum(crf.transitions[i, j] for i, j in zip(seq, seq[1:])))
+    return {seq: score(seq) for seq in itertools.product(range(crf.num_tags), repeat=length)}
+
+
+def brute_force_nll(crf, scores, tags, length):
+    """-log p(tags | scores) of one sentence by enumerating every tag sequence of its length."""
+    every = path_scores(crf, scores, length)
+    return float(torch.logsumexp(torch.tensor(list(every.values()), dtype=torch.float64), dim=0)) - every[tuple(tags[:length].tolist())]
+
+
+@pytest.mark.parametrize("start_end_scores", [False, True])
+def test_crf_loss_is_the_brute_force_nll_summed_over_the_batch(start_end_scores):
     torch.manual_seed(1)
-    crf = ConditionalRandomField(3)
-    scores = torch.randn(1, 4, 3)
-    mask = torch.ones(1, 4, dtype=torch.bool)
-    best, total = None, []
-    for seq in itertools.product(range(3), repeat=4):
-        tags = torch.tensor([seq])
-        s = -crf.neg_log_likelihood(scores, tags, mask).detach()
-        total.append(s.exp())
-        if best is None or s > best[0]:
-            best = (s, list(seq))
-    assert float(sum(total)) == pytest.approx(1.0, abs=1e-5)
-    assert crf.viterbi(scores, mask)[0] == best[1]
+    crf = ConditionalRandomField(3, start_end_scores=start_end_scores)
+    scores = torch.randn(4, 5, 3)
+    tags = torch.randint(0, 3, (4, 5))
+    lengths = [5, 2, 4, 1]
+    mask = torch.arange(5)[None, :] < torch.tensor(lengths)[:, None]
+    expected = sum(brute_force_nll(crf, scores[b], tags[b], n) for b, n in enumerate(lengths))
+    assert float(crf(scores, tags, mask).detach()) == pytest.approx(expected, rel=1e-5)
+    assert float(crf.neg_log_likelihood(scores, tags, mask).detach().mean()) == pytest.approx(expected / 4, rel=1e-5)
+    # Viterbi (no constraints) is the exhaustive argmax
+    every = path_scores(crf, scores[0], 5)
+    assert crf.viterbi(scores[:1], mask[:1])[0] == list(max(every, key=every.get))
+
+
+def test_tagger_loss_is_the_crf_sum_not_the_mean(tmp_path, features_writer, vectors_writer):
+    """The CrfTagger's loss equals the CRF's summed NLL over its batch (AllenNLP), so the
+    runner's mix_l2 term keeps its weight relative to it whatever the batch size."""
+    path = tmp_path / "train.txt"
+    path.write_text(CONLL)
+    task = build("task", {"type": "ner", "train": str(path), "dev": str(path), "test": str(path),
+                          "model": {"hidden": 8, "char_filters": 4, "dropout": 0.0}})
+    data = task.read("train")
+    sentences = [list(x.tokens) for x in data]
+    npy, vocab = vectors_writer(tmp_path, [t.lower() for s in sentences for t in s])
+    inputs = TaskInputs.create(sentences, vectors=npy, vocab=vocab, lowercase=True)
+    model = task.build_model(inputs)
+    captured = {}
+    model.tag_projection.register_forward_hook(lambda module, args, out: captured.setdefault("scores", out))
+    batch = task.collate(data, inputs)
+    loss = model(batch).loss
+    per_sentence = model.crf.neg_log_likelihood(captured["scores"], batch["tag_ids"], batch["text"].mask)
+    assert len(data) == 3 and float(loss.detach()) == pytest.approx(float(per_sentence.detach().sum()), rel=1e-6)
+    short = [b for b, x in enumerate(data) if len(x.tokens) <= 2]  # 17 tags: 17^2 sequences
+    expected = sum(brute_force_nll(model.crf, captured["scores"][b], batch["tag_ids"][b], 2) for b in short)
+    assert short and float(per_sentence.detach()[short].sum()) == pytest.approx(expected, rel=1e-5)
 
 
 def test_tagger_overfits(tmp_path, features_writer, vectors_writer):

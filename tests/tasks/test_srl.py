@@ -1,7 +1,6 @@
 """SRL task: reader wiring, collate, overfitting a handful of predicates, runner, features."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -9,7 +8,7 @@ import torch
 
 from elmoc.registry import build
 from elmoc.tasks.embedder import TaskInputs
-from elmoc.tasks.srl import IGNORE_TAG, SrlTask
+from elmoc.tasks.srl import IGNORE_TAG, SrlTask, sequence_cross_entropy
 
 TINY = """\
 #begin document (nw/wsj/00/wsj_0001); part 000
@@ -76,7 +75,6 @@ def test_overfits_a_handful_of_predicates(conll, random_inputs):
     model = task.build_model(inputs)
     batch = task.collate(train, inputs)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    start = time.time()
     first = None
     for _ in range(80):
         model.train()
@@ -93,7 +91,6 @@ def test_overfits_a_handful_of_predicates(conll, random_inputs):
     assert float(out.loss) < 0.05 * first
     assert metric.compute()["f1"] == 1.0
     assert out.predictions[3] == ["O", "O"]
-    assert time.time() - start < 20
 
 
 def test_runner_with_lm_features_is_deterministic(conll, tmp_path, features_writer):
@@ -112,3 +109,52 @@ def test_runner_with_lm_features_is_deterministic(conll, tmp_path, features_writ
     assert results[0]["metric"] == "f1" and 0.0 <= results[0]["test"] <= 1.0
     assert results[0]["history"] == results[1]["history"]
     assert results[0]["num_train"] == 4
+
+
+def test_loss_is_averaged_per_sequence_then_over_sequences(conll, random_inputs):
+    """AllenNLP's sequence_cross_entropy_with_logits (average="batch"), not a token mean."""
+    log_probs = torch.log_softmax(torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(0)), dim=-1)
+    gold = torch.tensor([[1, IGNORE_TAG, IGNORE_TAG, IGNORE_TAG], [0, 2, 4, 3], [IGNORE_TAG] * 4])
+    nll = lambda b, t: -float(log_probs[b, t, gold[b, t]])  # noqa: E731
+    expected = (nll(0, 0) + sum(nll(1, t) for t in range(4)) / 4) / 2  # the empty sequence does not count
+    token_mean = (nll(0, 0) + sum(nll(1, t) for t in range(4))) / 5
+    got = float(sequence_cross_entropy(log_probs, gold))
+    assert got == pytest.approx(expected) and got != pytest.approx(token_mean)
+    assert float(sequence_cross_entropy(log_probs, torch.full((3, 4), IGNORE_TAG))) == 0.0
+    # the tagger's loss is this function of its log-probabilities
+    task = build("task", {"type": "srl", "train": str(conll), "model": SMALL})
+    train = task.read("train")
+    inputs = random_inputs(task, train)
+    model = task.build_model(inputs)
+    captured = {}
+    model.projection.register_forward_hook(lambda module, args, out: captured.setdefault("logits", out))
+    batch = task.collate(train, inputs)
+    with torch.no_grad():
+        loss = model(batch).loss
+    assert float(loss) == pytest.approx(float(sequence_cross_entropy(torch.log_softmax(captured["logits"], -1), batch["tags"])))
+
+
+def test_trainer_clips_each_gradient_value_at_one(conll, random_inputs, monkeypatch):
+    """SRL's paper trainer: grad_clipping 1.0 = clip values (not the global norm)."""
+    from elmoc.tasks.runner import TrainerConfig, run_task
+
+    task = build("task", {"type": "srl", "train": str(conll), "dev": str(conll), "test": str(conll), "model": SMALL})
+    trainer = TrainerConfig.from_dict({"epochs": 1, "batch_size": 4, "lr": 1e3}, task.default_trainer)
+    assert trainer.grad_value == 1.0 and trainer.grad_norm is None
+    calls = []
+    real_value = torch.nn.utils.clip_grad_value_
+
+    def clip_value(params, value):
+        params = list(params)
+        calls.append(max(float(p.grad.abs().max()) for p in params if p.grad is not None))
+        real_value(params, value)
+        assert all(float(p.grad.abs().max()) <= value for p in params if p.grad is not None)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_value_", clip_value)
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda *a, **k: pytest.fail("grad_norm is off for SRL"))
+    run_task(task, random_inputs(task, task.read("train")), seed=1, trainer=trainer)
+    assert len(calls) == 1
+    from elmoc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="grad_value"):
+        TrainerConfig.from_dict({"grad_value": 0})

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+import torch
 
 from elmoc.cli import main
 from elmoc.errors import InputFileError
@@ -147,8 +148,10 @@ def test_cli_end_to_end_and_no_data(tmp_path, vectors_writer):
     assert main(["task", "--task", "demo", "--config", str(config), "--variant", "fasttext", "--seed", "1",
                  "--fasttext", str(npy), "--vocab", str(vocab), "--output", str(out)]) == 0
     record = json.loads(out.read_text())
-    for key in ("task", "variant", "seed", "metric", "dev", "test", "scale", "num_train", "num_test", "seconds", "status"):
+    for key in ("task", "variant", "seed", "metric", "dev", "test", "scale", "num_train", "num_test", "seconds", "status",
+                "device", "threads"):
         assert key in record
+    assert record["device"] == "cpu" and record["threads"] == torch.get_num_threads()
     assert record["status"] == "ok" and record["metric"] == "accuracy" and record["test"] == 1.0
     assert (record["num_train"], record["num_test"]) == (18, 6)
     sentences = tmp_path / "sentences.txt"
@@ -162,3 +165,47 @@ def test_cli_end_to_end_and_no_data(tmp_path, vectors_writer):
     out2 = tmp_path / "ner.json"
     assert main(["task", "--task", "ner", "--config", str(config), "--variant", "x", "--output", str(out2)]) == 0
     assert json.loads(out2.read_text())["status"] == "no data: set tasks.ner.train"
+
+
+def test_device_flag(tmp_path, vectors_writer, monkeypatch, capsys):
+    """--device cpu / auto run on the CPU here; --device cuda without CUDA is one clear line."""
+    lines = [f"__label__{'neg' if i % 2 else 'pos'} {'bad' if i % 2 else 'good'} film{i} ." for i in range(10)]
+    (tmp_path / "pol.cor").write_text("\n".join(lines) + "\n")
+    npy, vocab = vectors_writer(tmp_path, ["bad", "good", "."])
+    section = json.dumps({"type": "sst", "format": "polarity", "train": str(tmp_path / "pol.cor"), "model": SMALL_MODEL,
+                          "trainer": {"batch_size": 4, "epochs": 1}})
+    args = ["task", "--task", "demo", "--section-json", section, "--variant", "fasttext",
+            "--fasttext", str(npy), "--vocab", str(vocab)]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for device in ("cpu", "auto"):
+        out = tmp_path / f"{device}.json"
+        assert main(args + ["--device", device, "--output", str(out)]) == 0
+        assert json.loads(out.read_text())["device"] == "cpu"
+    capsys.readouterr()
+    for device in ("cuda", "cuda:1"):
+        assert main(args + ["--device", device, "--output", str(tmp_path / "gpu.json")]) == 1
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "CUDA is not available" in err and "--device cpu" in err
+    assert not (tmp_path / "gpu.json").exists()
+    assert main(args + ["--device", "tpu", "--output", str(tmp_path / "x.json")]) == 1
+    assert "--device must be" in capsys.readouterr().err
+
+
+def test_bcn_integrator_dropout_acts_on_the_pooled_vector(tmp_path, vectors_writer):
+    """AllenNLP's BCN: dropout after max/min/mean/self-attentive pooling, right before the output layer."""
+    task = _task(tmp_path, model={**SMALL_MODEL, "integrator_dropout": 0.5})
+    data = task.read("train")
+    sentences = [list(x.tokens) for x in data]
+    npy, vocab = vectors_writer(tmp_path, [t for s in sentences for t in s])
+    inputs = TaskInputs.create(sentences, vectors=npy, vocab=vocab)
+    model = task.build_model(inputs)
+    seen = {}
+    model.integrator_dropout.register_forward_hook(lambda m, args, out: seen.update(inp=args[0], out=out))
+    model.output.register_forward_pre_hook(lambda m, args: seen.update(classifier_in=args[0]))
+    model.train()
+    model(task.collate(data[:4], inputs))
+    width = model.integrator.output_dim
+    assert seen["inp"].shape == (4, 4 * width)  # the pooled vector, not (batch, time, width)
+    assert seen["classifier_in"] is seen["out"]
+    dropped = seen["out"] == 0
+    assert dropped.any() and torch.equal(seen["out"][~dropped], 2 * seen["inp"][~dropped])

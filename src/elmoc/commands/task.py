@@ -9,8 +9,9 @@ DESCRIPTION = (
     "(HDF5 from `elmoc extract`, mixed by a learned scalar mix), --fasttext (a fastText .bin model, or a .npy "
     "table together with --vocab), or both (concatenated, like BCN's GloVe+ELMo). Writes "
     '{"task", "variant", "seed", "metric", "dev", "test", "scale", "num_train", "num_test", "seconds", '
-    '"status", ...} to --output. A task whose data paths are not configured gets '
-    '"status": "no data: set tasks.<task>.<key>" instead of an error.'
+    '"status", "device", "threads", ...} to --output. A task whose data paths are not configured gets '
+    '"status": "no data: set tasks.<task>.<key>" instead of an error. --device cuda (or cuda:N, or auto '
+    'when a GPU is visible) trains on the GPU; the code path is the CPU one plus .to(device).'
 )
 
 
@@ -26,6 +27,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--vocab", help="vocabulary file the .npy table follows (results/vocab/vocab.txt)")
     parser.add_argument("--scale", choices=["demo", "cpu", "full"], help="label of the run (default: the config's `scale`, else demo)")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
+    parser.add_argument("--device", default="cpu",
+                        help="cpu, cuda, cuda:N, or auto (cuda when available); default cpu")
 
 
 def run(args) -> int:
@@ -42,6 +45,9 @@ def run(args) -> int:
 
     log = logging.getLogger(__name__)
     start, cpu_start = time.time(), time.process_time()
+    from elmoc.features.export import resolve_device
+
+    device = resolve_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     section, scale = task_section_from_args(args)
@@ -49,7 +55,7 @@ def run(args) -> int:
     task, trainer_options = build_task(section)
     trainer = TrainerConfig.from_dict(trainer_options, task.default_trainer)
     record = {"task": args.task, "variant": args.variant, "seed": args.seed, "metric": task.metric_name,
-              "scale": scale}
+              "scale": scale, "device": str(device), "threads": torch.get_num_threads()}
     missing = task.missing_data()
     if missing:
         record.update({"dev": None, "test": None, "num_train": 0, "num_test": 0, "seconds": 0.0,
@@ -62,7 +68,7 @@ def run(args) -> int:
         sentences = [s for split in data.values() for s in task.sentences(split)]
         inputs = TaskInputs.create(sentences, vectors=args.fasttext, vocab=args.vocab, features=args.features,
                                    lowercase=task.lowercase_words)
-        result = run_task(task, inputs, args.seed, trainer, data)
+        result = run_task(task, inputs, args.seed, trainer, data, device)
         record.update(result)
         record["seconds"] = round(time.time() - start, 2)
         record["cpu_seconds"] = round(time.process_time() - cpu_start, 2)

@@ -184,7 +184,7 @@ class CorefModel(TaskModel):
         self.gate = nn.Linear(2 * self.span_dim, self.span_dim)
 
     # -- spans -------------------------------------------------------------------
-    def candidate_spans(self, sentence_lengths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    def candidate_spans(self, sentence_lengths: list[int], device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(num_spans,) long starts and ends of every span within a sentence up to the max width."""
         starts, ends, offset = [], [], 0
         for n in sentence_lengths:
@@ -193,21 +193,22 @@ class CorefModel(TaskModel):
                     starts.append(offset + s)
                     ends.append(offset + e)
             offset += n
-        return torch.tensor(starts, dtype=torch.long), torch.tensor(ends, dtype=torch.long)
+        return (torch.tensor(starts, dtype=torch.long, device=device),
+                torch.tensor(ends, dtype=torch.long, device=device))
 
     def span_embeddings(self, context: torch.Tensor, tokens: torch.Tensor, starts: torch.Tensor,
                         ends: torch.Tensor) -> torch.Tensor:
         """Shape: context (num_tokens, context_dim), tokens (num_tokens, embed_dim),
         starts/ends (num_spans,) -> (num_spans, span_dim)."""
         widths = ends - starts  # 0-based width
-        positions = starts.unsqueeze(1) + torch.arange(self.max_span_width).unsqueeze(0)  # (S, W)
+        positions = starts.unsqueeze(1) + torch.arange(self.max_span_width, device=starts.device).unsqueeze(0)  # (S, W)
         inside = positions <= ends.unsqueeze(1)
         positions = positions.clamp(max=context.shape[0] - 1)
         head_logits = self.head_scorer(context).squeeze(-1)[positions]  # (S, W)
         attention = masked_softmax(head_logits, inside)  # (S, W)
         # sum_w attention[s, w] * tokens[positions[s, w]] as a sparse (S, N) @ (N, D) product:
         # gathering tokens[positions] would hold S * W * D floats (GBs for long documents)
-        rows = torch.arange(len(starts)).unsqueeze(1).expand_as(positions)
+        rows = torch.arange(len(starts), device=starts.device).unsqueeze(1).expand_as(positions)
         weights = torch.sparse_coo_tensor(
             torch.stack([rows[inside], positions[inside]]), attention[inside], (len(starts), tokens.shape[0]),
             check_invariants=False,
@@ -224,13 +225,14 @@ class CorefModel(TaskModel):
         tokens = embedded[mask]  # (N, D)
         context = context[mask]  # (N, C)
         num_tokens = tokens.shape[0]
-        starts, ends = self.candidate_spans(text.lengths.tolist())
+        device = tokens.device
+        starts, ends = self.candidate_spans(text.lengths.tolist(), device)
         spans = self.span_embeddings(context, tokens, starts, ends)  # (S, G)
         mention_scores = self.mention_scorer(spans).squeeze(-1)  # (S,)
 
         k = max(1, min(len(starts), int(math.floor(num_tokens * self.top_span_ratio))))
         order = torch.argsort(mention_scores.detach(), descending=True, stable=True).tolist()
-        top = torch.tensor(select_non_crossing(starts.tolist(), ends.tolist(), order, k), dtype=torch.long)
+        top = torch.tensor(select_non_crossing(starts.tolist(), ends.tolist(), order, k), dtype=torch.long, device=device)
         top_starts, top_ends = starts[top], ends[top]
         g = spans[top]  # (K, G)
         s_m = mention_scores[top]  # (K,)
@@ -238,7 +240,8 @@ class CorefModel(TaskModel):
 
         # coarse pruning: antecedents are earlier top spans
         c = min(self.max_top_antecedents, k)
-        earlier = torch.arange(k).unsqueeze(1) > torch.arange(k).unsqueeze(0)  # (K, K) [i, j]: j < i
+        position = torch.arange(k, device=device)
+        earlier = position.unsqueeze(1) > position.unsqueeze(0)  # (K, K) [i, j]: j < i
         coarse = s_m.unsqueeze(1) + s_m.unsqueeze(0) + self.coarse_dropout(self.coarse(g)) @ g.t()
         coarse = coarse.masked_fill(~earlier, float("-inf"))
         coarse_top, antecedents = coarse.topk(c, dim=1)  # (K, c)
@@ -247,7 +250,7 @@ class CorefModel(TaskModel):
 
         speakers = doc["speaker_ids"]
         same_speaker = (speakers[top_starts].unsqueeze(1) == speakers[top_starts][antecedents]).long()
-        offsets = torch.arange(k).unsqueeze(1) - antecedents  # (K, c)
+        offsets = position.unsqueeze(1) - antecedents  # (K, c)
         features = torch.cat([
             self.same_speaker_embedding(same_speaker),
             self.genre_embedding(torch.full_like(antecedents, doc["genre"])),
@@ -260,7 +263,7 @@ class CorefModel(TaskModel):
             g_i = g.unsqueeze(1).expand_as(g_ant)
             fine = self.pair_scorer(torch.cat([g_i, g_ant, g_i * g_ant, features], dim=-1)).squeeze(-1)
             pair = (coarse_top + fine).masked_fill(~valid, float("-inf"))  # (K, c)
-            scores = torch.cat([torch.zeros(k, 1), pair], dim=1)  # (K, 1 + c), dummy first
+            scores = torch.cat([pair.new_zeros(k, 1), pair], dim=1)  # (K, 1 + c), dummy first
             if depth + 1 < self.coref_depth:
                 probs = torch.softmax(scores, dim=1)  # (K, 1 + c)
                 attended = probs[:, :1] * g + (probs[:, 1:].unsqueeze(-1) * g_ant).sum(dim=1)  # (K, G)
@@ -269,12 +272,14 @@ class CorefModel(TaskModel):
 
         # gold antecedents: same gold cluster
         cluster_of = {span: i for i, cluster in enumerate(doc["clusters"]) for span in cluster}
-        ids = torch.tensor([cluster_of.get((int(a), int(b)), -1) for a, b in zip(top_starts, top_ends)], dtype=torch.long)
+        top_spans = list(zip(top_starts.tolist(), top_ends.tolist()))
+        ids = torch.tensor([cluster_of.get(span, -1) for span in top_spans], dtype=torch.long, device=device)
         gold = (ids[antecedents] == ids.unsqueeze(1)) & (ids.unsqueeze(1) >= 0) & valid  # (K, c)
         gold = torch.cat([~gold.any(dim=1, keepdim=True), gold], dim=1)  # (K, 1 + c)
         loss = (torch.logsumexp(scores, dim=1) - torch.logsumexp(scores.masked_fill(~gold, float("-inf")), dim=1)).sum()
         if self.mention_loss > 0:
-            is_gold = torch.tensor([(int(a), int(b)) in cluster_of for a, b in zip(starts, ends)], dtype=mention_scores.dtype)
+            is_gold = torch.tensor([span in cluster_of for span in zip(starts.tolist(), ends.tolist())],
+                                   dtype=mention_scores.dtype, device=device)
             loss = loss + self.mention_loss * nn.functional.binary_cross_entropy_with_logits(
                 mention_scores, is_gold, reduction="sum")
 
@@ -284,12 +289,13 @@ class CorefModel(TaskModel):
     def clusters(starts: list[int], ends: list[int], antecedents: torch.Tensor, scores: torch.Tensor) -> list[list[Span]]:
         """Clusters from each top span's best antecedent (the dummy leaves it alone)."""
         best = scores.argmax(dim=1).tolist()
+        antecedents = antecedents.tolist()
         cluster_of: dict[Span, int] = {}
         clusters: list[list[Span]] = []
         for i, choice in enumerate(best):
             if choice == 0:
                 continue
-            j = int(antecedents[i, choice - 1])
+            j = antecedents[i][choice - 1]
             antecedent, mention = (starts[j], ends[j]), (starts[i], ends[i])
             if antecedent not in cluster_of:
                 cluster_of[antecedent] = len(clusters)

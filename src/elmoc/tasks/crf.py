@@ -1,50 +1,22 @@
-"""Linear-chain CRF with BIOUL-constrained Viterbi decoding (NER's ``crf_tagger``).
+"""Linear-chain CRF (NER's ``crf_tagger``): forward-algorithm likelihood, constrained decoding.
 
 Training maximises the log-likelihood of the gold tag sequence under learned
-transition scores (forward algorithm).  Decoding is Viterbi with the tagging
-scheme's hard constraints (e.g. ``I-PER`` only after ``B-PER``/``I-PER``, a
-sentence may not end inside a chunk), as AllenNLP's ``constrain_crf_decoding``.
-Start/end transition *scores* are optional (off in the paper's NER config); the
-start/end *constraints* always apply when decoding.
+transition scores; the loss is the negative log-likelihood *summed* over the
+batch, as AllenNLP's ``ConditionalRandomField`` returns it (so a regulariser
+added to it, e.g. the scalar-mix L2, keeps its weight whatever the batch size).
+Decoding is the shared constrained Viterbi (:mod:`elmoc.nn.viterbi`) with the
+tagging scheme's hard constraints added to the learned scores, as AllenNLP's
+``constrain_crf_decoding``.  Start/end transition *scores* are optional (off in
+the paper's NER config); the start/end *constraints* always apply when decoding.
 
-Hand-written (short dynamic programs) because torch has no CRF.
+Hand-written (a short dynamic program) because torch has no CRF.
 """
 from __future__ import annotations
-
-from typing import Sequence
 
 import torch
 from torch import nn
 
-
-def bioul_constraints(labels: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Allowed transitions of a BIOUL tag set.
-
-    Returns:
-        transitions: (num_tags, num_tags) bool, ``[i, j]`` True if tag j may follow tag i.
-        start: (num_tags,) bool, tags that may open a sentence (O, B-*, U-*).
-        end: (num_tags,) bool, tags that may close a sentence (O, L-*, U-*).
-    """
-    parsed = []
-    for tag in labels:
-        if tag == "O":
-            parsed.append(("O", ""))
-        else:
-            prefix, _, kind = tag.partition("-")
-            if prefix not in ("B", "I", "L", "U") or not kind:
-                raise ValueError(f"tag {tag!r} is not O or B/I/L/U-TYPE")
-            parsed.append((prefix, kind))
-    n = len(labels)
-    transitions = torch.zeros(n, n, dtype=torch.bool)
-    for i, (p_prev, k_prev) in enumerate(parsed):
-        for j, (p_next, k_next) in enumerate(parsed):
-            if p_prev in ("O", "L", "U"):
-                transitions[i, j] = p_next in ("O", "B", "U")
-            else:  # inside a chunk: continue or close it, same type
-                transitions[i, j] = p_next in ("I", "L") and k_next == k_prev
-    start = torch.tensor([p in ("O", "B", "U") for p, _ in parsed])
-    end = torch.tensor([p in ("O", "L", "U") for p, _ in parsed])
-    return transitions, start, end
+from elmoc.nn.viterbi import constraint_scores, viterbi_decode
 
 
 class ConditionalRandomField(nn.Module):
@@ -52,8 +24,8 @@ class ConditionalRandomField(nn.Module):
 
     Args:
         num_tags: number of tags.
-        allowed, start_allowed, end_allowed: decoding constraints (see :func:`bioul_constraints`);
-            None = everything allowed.
+        allowed, start_allowed, end_allowed: decoding constraints (bool, see
+            :func:`elmoc.nn.viterbi.allowed_transitions`); None = everything allowed.
         start_end_scores: learn start and end transition scores.
 
     Shape:
@@ -97,30 +69,13 @@ class ConditionalRandomField(nn.Module):
         """Per-sentence negative log-likelihood, shape (batch,)."""
         return self._log_partition(scores, mask) - self._gold_score(scores, tags, mask)
 
+    def forward(self, scores: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The training loss: negative log-likelihood summed over the batch (scalar)."""
+        return self.neg_log_likelihood(scores, tags, mask).sum()
+
     @torch.no_grad()
     def viterbi(self, scores: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:
         """Best constrained tag sequence of each sentence (lists of its real length)."""
-        neg = torch.finfo(scores.dtype).min / 4
-        trans = self.transitions.masked_fill(~self.allowed, neg)
-        start = self.start_scores.masked_fill(~self.start_allowed, neg)
-        end = self.end_scores.masked_fill(~self.end_allowed, neg)
-        delta = start + scores[:, 0]  # (B, K)
-        backpointers = []
-        for t in range(1, scores.shape[1]):
-            cand = delta.unsqueeze(2) + trans  # (B, K_prev, K)
-            best, arg = cand.max(dim=1)
-            step = best + scores[:, t]
-            keep = mask[:, t].unsqueeze(1)
-            delta = torch.where(keep, step, delta)
-            backpointers.append(torch.where(keep, arg, torch.arange(self.num_tags).expand_as(arg)))
-        last = (delta + end).argmax(dim=1)  # (B,)
-        lengths = mask.sum(1).tolist()
-        paths = []
-        for b, n in enumerate(lengths):
-            tag = int(last[b])
-            path = [tag]
-            for t in range(n - 1, 0, -1):
-                tag = int(backpointers[t - 1][b, tag])
-                path.append(tag)
-            paths.append(path[::-1])
-        return paths
+        return viterbi_decode(scores, mask, self.transitions + constraint_scores(self.allowed),
+                              self.start_scores + constraint_scores(self.start_allowed),
+                              self.end_scores + constraint_scores(self.end_allowed))

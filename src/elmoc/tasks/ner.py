@@ -10,8 +10,9 @@ not O/I-X/B-X raises InputFileError naming the file and line.
 Model (AllenNLP ``crf_tagger`` of ``ner_elmo.jsonnet``): ``[word vectors
 (lowercased, trainable; FastText standing in for GloVe 6B 50-d) ; char CNN ;
 scalar mix of LM layers]`` -> dropout -> 2-layer biLSTM -> dropout -> linear tag
-scores -> CRF, decoded with BIOUL constraints.  Metric: span F1 with conlleval
-semantics (:mod:`elmoc.metrics.span_f1`), on dev for early stopping and on test.
+scores -> CRF (loss summed over the batch, as AllenNLP's), decoded by the shared
+constrained Viterbi with BIOUL constraints.  Metric: the shared span F1 with
+conlleval semantics (:mod:`elmoc.metrics.span_f1`), on dev for early stopping and on test.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from elmoc.errors import InputFileError
 from elmoc.metrics.span_f1 import SpanF1, spans
 from elmoc.registry import register
 from elmoc.tasks.base import Task, TaskModel, TaskOutput, read_lines
-from elmoc.tasks.crf import ConditionalRandomField, bioul_constraints
+from elmoc.nn.viterbi import allowed_transitions
+from elmoc.tasks.crf import ConditionalRandomField
 from elmoc.tasks.layers import MaskedLSTM
 
 PAD_CHAR, UNK_CHAR = 0, 1
@@ -122,14 +124,14 @@ class CrfTagger(TaskModel):
         self.dropout = nn.Dropout(dropout)
         self.encoder = MaskedLSTM(embedder.output_dim + self.chars.output_dim, hidden, num_layers=num_layers, dropout=dropout)
         self.tag_projection = nn.Linear(self.encoder.output_dim, len(labels))
-        allowed, start, end = bioul_constraints(self.labels)
+        allowed, start, end = allowed_transitions(self.labels, "BIOUL")
         self.crf = ConditionalRandomField(len(labels), allowed, start, end, start_end_scores=False)
 
     def forward(self, batch: dict) -> TaskOutput:
         text = batch["text"]
         x = torch.cat([self.embedder(text), self.chars(batch["chars"])], dim=-1)
         scores = self.tag_projection(self.dropout(self.encoder(self.dropout(x), text.mask)))  # (B, T, K)
-        loss = self.crf.neg_log_likelihood(scores, batch["tag_ids"], text.mask).mean()
+        loss = self.crf(scores, batch["tag_ids"], text.mask)  # summed over the batch
         predictions = None
         if not self.training:
             predictions = [[self.labels[i] for i in path] for path in self.crf.viterbi(scores, text.mask)]

@@ -1,15 +1,20 @@
 """The one training loop of every downstream task (registers nothing).
 
 ``run_task`` reads the splits, builds the task model over the given inputs, trains
-with Adam, gradient-norm clipping, optional reduce-on-plateau, and early stopping
-on the dev metric (patience in epochs), restores the best epoch's weights and
-evaluates on test.  Batches are length-bucketed and shuffled with a generator
-seeded from ``seed``, and torch is seeded too, so the same config + seed on CPU
-gives the same numbers.
+with Adam, gradient-norm and/or gradient-value clipping, optional reduce-on-plateau,
+and early stopping on the dev metric (patience in epochs), restores the best epoch's
+weights and evaluates on test.  Batches are length-bucketed and shuffled with a
+generator seeded from ``seed``, and torch is seeded too, so the same config + seed
+on CPU gives the same numbers.
+
+Devices: the model and each batch are moved to ``device`` (:func:`to_device`); that
+``.to(device)`` is the only difference between a CPU and a CUDA run, every other
+line is shared.  Batches are built on the CPU by the task's ``collate``.
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import math
 import random
@@ -37,7 +42,9 @@ class TrainerConfig:
         lr: Adam learning rate.
         weight_decay: Adam L2 on every parameter (0 in the paper configs).
         mix_l2: L2 on the scalar-mix weights (NER 0.1, SRL 1e-3; spec 6).
-        grad_norm: gradient-norm clip (None = off).
+        grad_norm: gradient-norm clip over all parameters (None = off).
+        grad_value: clip every gradient value to [-grad_value, grad_value] (AllenNLP's
+            ``grad_clipping``; SRL 1.0; None = off).  Applied before ``grad_norm``.
         epochs: maximum passes over the training data.
         patience: stop after this many epochs without a dev improvement.
         plateau_factor: multiply the lr by this after an epoch without improvement (ESIM 0.5; None = off).
@@ -50,6 +57,7 @@ class TrainerConfig:
     weight_decay: float = 0.0
     mix_l2: float = 0.0
     grad_norm: float | None = 5.0
+    grad_value: float | None = None
     epochs: int = 10
     patience: int = 5
     plateau_factor: float | None = None
@@ -70,6 +78,10 @@ class TrainerConfig:
             raise ConfigError(f"trainer.patience must be a positive integer, got {config.patience!r}")
         if config.lr <= 0:
             raise ConfigError(f"trainer.lr must be > 0, got {config.lr}")
+        for key in ("grad_norm", "grad_value"):
+            value = getattr(config, key)
+            if value is not None and (not isinstance(value, (int, float)) or value <= 0):
+                raise ConfigError(f"trainer.{key} must be > 0 or null, got {value!r}")
         if config.plateau_factor is not None and not 0 < config.plateau_factor < 1:
             raise ConfigError(f"trainer.plateau_factor must be in (0, 1) or null, got {config.plateau_factor}")
         return config
@@ -87,27 +99,45 @@ def bucket_batches(lengths: Sequence[int], batch_size: int, rng: random.Random |
     return batches
 
 
-def evaluate(task: Task, model, instances: Sequence[Any], inputs: TaskInputs, batch_size: int) -> dict[str, float]:
-    """The task metric of ``model`` on ``instances``."""
+def to_device(value: Any, device: torch.device) -> Any:
+    """``value`` with every tensor moved to ``device``, through dicts, lists, tuples and dataclasses."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: to_device(v, device) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v, device) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: to_device(getattr(value, f.name), device)
+                                             for f in fields(value) if f.init})
+    return value
+
+
+def evaluate(task: Task, model, instances: Sequence[Any], inputs: TaskInputs, batch_size: int,
+             device: torch.device | str = "cpu") -> dict[str, float]:
+    """The task metric of ``model`` (already on ``device``) on ``instances``."""
+    device = torch.device(device)
     metric = task.new_metric()
     metric.reset()
     model.eval()
     with torch.no_grad():
         for idx in bucket_batches([task.length(x) for x in instances], batch_size, None):
-            batch = task.collate([instances[i] for i in idx], inputs)
+            batch = to_device(task.collate([instances[i] for i in idx], inputs), device)
             metric.update(model(batch).predictions, batch)
     return metric.compute()
 
 
 def run_task(task: Task, inputs: TaskInputs, seed: int, trainer: TrainerConfig,
-             data: dict[str, list] | None = None) -> dict[str, Any]:
+             data: dict[str, list] | None = None, device: torch.device | str = "cpu") -> dict[str, Any]:
     """Train on train, early-stop on dev, score test.
 
     Args:
         data: already-read splits (``{"train": [...], "dev": [...], "test": [...]}``); read when None.
+        device: where the model and batches live (``cpu``, ``cuda``, ``cuda:N``).
 
     Returns:
-        ``{"metric", "dev", "test", "num_train", "num_test", "epochs", "history", "trainer"}``.
+        ``{"metric", "dev", "test", "dev_all", "test_all", "num_train", "num_test", "best_epoch",
+        "history", "trainer", "seconds", "device", "threads"}``.
     """
     start = time.time()
     random.seed(seed)
@@ -115,7 +145,8 @@ def run_task(task: Task, inputs: TaskInputs, seed: int, trainer: TrainerConfig,
     rng = random.Random(seed)
     data = data or {split: task.read(split) for split in ("train", "dev", "test")}
     train = data["train"][: trainer.max_train] if trainer.max_train else data["train"]
-    model = task.build_model(inputs)
+    device = torch.device(device)
+    model = task.build_model(inputs).to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(params, lr=trainer.lr, weight_decay=trainer.weight_decay)
     lengths = [task.length(x) for x in train]
@@ -126,18 +157,20 @@ def run_task(task: Task, inputs: TaskInputs, seed: int, trainer: TrainerConfig,
         batches = bucket_batches(lengths, trainer.batch_size, rng)
         for idx in tqdm(batches, desc=f"{task.registered_name} epoch {epoch}", unit="batch", mininterval=30,
                         disable=len(batches) < 50, leave=False):
-            batch = task.collate([train[i] for i in idx], inputs)
+            batch = to_device(task.collate([train[i] for i in idx], inputs), device)
             loss = model(batch).loss
             if trainer.mix_l2:
                 loss = loss + trainer.mix_l2 * model.mix_penalty()
             optimizer.zero_grad()
             loss.backward()
+            if trainer.grad_value:
+                torch.nn.utils.clip_grad_value_(params, trainer.grad_value)
             if trainer.grad_norm:
                 torch.nn.utils.clip_grad_norm_(params, trainer.grad_norm)
             optimizer.step()
             total += loss.item()
             steps += 1
-        dev = evaluate(task, model, data["dev"], inputs, trainer.eval_batch_size)
+        dev = evaluate(task, model, data["dev"], inputs, trainer.eval_batch_size, device)
         score = dev[task.metric_name]
         history.append({"epoch": epoch, "train_loss": total / max(steps, 1), "dev": dev})
         log.info("%s epoch %d: train loss %.4f, dev %s %.4f", task.registered_name, epoch,
@@ -154,7 +187,7 @@ def run_task(task: Task, inputs: TaskInputs, seed: int, trainer: TrainerConfig,
                 log.info("early stop after epoch %d (best %d)", epoch, best_epoch)
                 break
     model.load_state_dict(best_state)
-    test = evaluate(task, model, data["test"], inputs, trainer.eval_batch_size)
+    test = evaluate(task, model, data["test"], inputs, trainer.eval_batch_size, device)
     return {
         "metric": task.metric_name,
         "dev": best,
@@ -167,4 +200,6 @@ def run_task(task: Task, inputs: TaskInputs, seed: int, trainer: TrainerConfig,
         "history": history,
         "trainer": asdict(trainer),
         "seconds": round(time.time() - start, 2),
+        "device": str(device),
+        "threads": torch.get_num_threads(),
     }

@@ -8,9 +8,12 @@ token embedder (scalar mix of LM layers with dropout, and/or FastText vectors fo
 the baseline) concatenated with a 100-d embedding of the binary predicate
 indicator -> deep alternating highway LSTM (8 x 300, recurrent dropout 0.1;
 :mod:`elmoc.nn.alternating_lstm`) -> linear tag projection (orthogonal init) ->
-softmax; trained with token-level cross-entropy.  Decoding is constrained Viterbi
-over BIO tags (:mod:`elmoc.nn.viterbi`); the metric is span F1 without ``V``
-(:mod:`elmoc.metrics.srl`).
+softmax; trained with token-level cross-entropy averaged per sequence (AllenNLP's
+``sequence_cross_entropy_with_logits``: the mean over a sentence's tokens, then the
+mean over sentences), with every gradient value clipped to [-1, 1] (AllenNLP's
+``grad_clipping: 1.0``; ``trainer.grad_value``).  Decoding is the shared
+constrained Viterbi over BIO tags (:mod:`elmoc.nn.viterbi`); the metric is the
+shared span F1 without ``V`` (:mod:`elmoc.metrics.span_f1`).
 
 Deviation: the paper's trainer is Adadelta (rho 0.95); the shared runner uses
 Adam, so the default learning rate here is Adam's 1e-3.
@@ -24,11 +27,11 @@ from torch import nn
 
 from elmoc.data.conll2012 import SrlInstance, read_conll2012, srl_instances
 from elmoc.errors import ConfigError
-from elmoc.metrics.srl import SpanF1
+from elmoc.metrics.span_f1 import SpanF1
 from elmoc.nn.alternating_lstm import AlternatingHighwayLstm
-from elmoc.nn.viterbi import bio_constraints, viterbi_decode
+from elmoc.nn.viterbi import allowed_transitions, constraint_scores, viterbi_decode
 from elmoc.registry import register
-from elmoc.tasks.base import Metric, Task, TaskModel, TaskOutput
+from elmoc.tasks.base import Task, TaskModel, TaskOutput
 
 IGNORE_TAG = -100  # gold tags not seen in training: no loss, still scored by the metric
 
@@ -45,7 +48,7 @@ class SrlTagger(TaskModel):
     Shape:
         batch["text"]: TextBatch (batch, time); batch["predicate"]: (batch, time) long 0/1;
         batch["tags"]: (batch, time) long tag ids (IGNORE_TAG at padding / unknown tags).
-        predictions: list of tag-string lists, one per sentence (Viterbi decoded).
+        predictions: list of tag-string lists, one per sentence (Viterbi decoded; None in training).
     """
 
     def __init__(self, embedder: nn.Module, labels: Sequence[str], hidden_dim: int, num_layers: int,
@@ -58,9 +61,9 @@ class SrlTagger(TaskModel):
         self.projection = nn.Linear(hidden_dim, len(self.labels))
         nn.init.orthogonal_(self.projection.weight)
         nn.init.zeros_(self.projection.bias)
-        transitions, start = bio_constraints(self.labels)
-        self.register_buffer("transitions", transitions, persistent=False)
-        self.register_buffer("start", start, persistent=False)
+        transitions, start, _ = allowed_transitions(self.labels, "BIO")
+        self.register_buffer("transitions", constraint_scores(transitions), persistent=False)
+        self.register_buffer("start", constraint_scores(start), persistent=False)
 
     def forward(self, batch: dict) -> TaskOutput:
         text = batch["text"]
@@ -68,30 +71,25 @@ class SrlTagger(TaskModel):
         x = torch.cat([self.embedder(text), self.predicate_embedding(batch["predicate"])], dim=-1)
         logits = self.projection(self.encoder(x, mask))  # (B, T, tags)
         log_probs = torch.log_softmax(logits, dim=-1)
-        gold = batch["tags"]
-        loss = nn.functional.nll_loss(log_probs.reshape(-1, len(self.labels)), gold.reshape(-1), ignore_index=IGNORE_TAG)
-        if not torch.isfinite(loss):  # a batch whose every tag is unknown
-            loss = log_probs.sum() * 0.0
-        paths = viterbi_decode(log_probs, mask, self.transitions, self.start)
-        return TaskOutput(loss, [[self.labels[i] for i in path] for path in paths])
+        loss = sequence_cross_entropy(log_probs, batch["tags"])
+        predictions = None
+        if not self.training:
+            paths = viterbi_decode(log_probs, mask, self.transitions, self.start)
+            predictions = [[self.labels[i] for i in path] for path in paths]
+        return TaskOutput(loss, predictions)
 
 
-class SrlMetric(Metric):
-    """Span F1 excluding ``V`` of the predicted tag strings against ``batch["gold_tags"]``."""
+def sequence_cross_entropy(log_probs: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+    """Token NLL averaged over each sequence's scored tokens, then over the sequences that have any.
 
-    def __init__(self) -> None:
-        self.span_f1 = SpanF1(ignore=("V",))
-
-    def reset(self) -> None:
-        self.span_f1.reset()
-
-    def update(self, predictions: list[list[str]], batch: dict) -> None:
-        for gold, predicted in zip(batch["gold_tags"], predictions):
-            self.span_f1.update(gold, predicted)
-
-    def compute(self) -> dict[str, float]:
-        out = self.span_f1.compute()
-        return {"f1": out["f1"], "precision": out["precision"], "recall": out["recall"]}
+    Shape: log_probs (batch, time, tags); gold (batch, time) long, IGNORE_TAG = not scored
+    (padding, tags unseen in training).  A batch without any scored token gives 0.
+    """
+    weights = (gold != IGNORE_TAG).to(log_probs.dtype)  # (B, T)
+    nll = -log_probs.gather(2, gold.clamp(min=0).unsqueeze(2)).squeeze(2) * weights
+    tokens = weights.sum(dim=1)
+    per_sequence = nll.sum(dim=1) / tokens.clamp(min=1)
+    return per_sequence.sum() / (tokens > 0).sum().clamp(min=1)
 
 
 @register("task", "srl")
@@ -110,7 +108,8 @@ class SrlTask(Task):
         "hidden_dim": 300, "num_layers": 8, "recurrent_dropout": 0.1, "predicate_dim": 100,
         "feature_dropout": 0.1, "layer_norm": False,
     }
-    default_trainer = {"batch_size": 80, "lr": 1e-3, "grad_norm": 1.0, "epochs": 500, "patience": 200, "mix_l2": 1e-3}
+    default_trainer = {"batch_size": 80, "lr": 1e-3, "grad_norm": None, "grad_value": 1.0, "epochs": 500,
+                       "patience": 200, "mix_l2": 1e-3}
 
     def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
                  model: dict[str, Any] | None = None, max_instances: int | None = None):
@@ -174,5 +173,5 @@ class SrlTask(Task):
             tags[b, : len(x.tags)] = torch.tensor([index.get(t, IGNORE_TAG) for t in x.tags], dtype=torch.long)
         return {"text": text, "predicate": predicate, "tags": tags, "gold_tags": [list(x.tags) for x in instances]}
 
-    def new_metric(self) -> SrlMetric:
-        return SrlMetric()
+    def new_metric(self) -> SpanF1:
+        return SpanF1("gold_tags", ignore_types=("V",))

@@ -20,7 +20,8 @@ Data formats (``format`` option):
 Model (BCN, McCann et al. 2017, as in AllenNLP's ``biattentive_classification_network``):
 embedding dropout -> ReLU feedforward -> biLSTM encoder -> self bi-attention ->
 integrator biLSTM over ``[x; x - ctx; x * ctx]`` -> max/min/mean/self-attentive
-pooling -> maxout classifier.  The word vectors are frozen as in the paper
+pooling -> integrator dropout (on the pooled vector, where AllenNLP applies it) ->
+maxout classifier.  The word vectors are frozen as in the paper
 (GloVe); ``model.trainable_words: true`` fine-tunes them instead (our shared-data
 setting, where the FastText vectors come from a 0.5M-token corpus).
 """
@@ -184,14 +185,14 @@ class BiattentiveClassificationNetwork(TaskModel):
         attention = masked_softmax(encoded @ encoded.transpose(1, 2), mask[:, None, :])  # (B, T, T)
         context = attention @ encoded
         integrated = self.integrator(torch.cat([encoded, encoded - context, encoded * context], dim=-1), mask)
-        integrated = self.integrator_dropout(integrated)
         m = mask.unsqueeze(-1)
         max_pool = integrated.masked_fill(~m, -1e7).max(dim=1).values
         min_pool = integrated.masked_fill(~m, 1e7).min(dim=1).values
         mean_pool = (integrated * m).sum(dim=1) / m.sum(dim=1).clamp(min=1)
         weights = masked_softmax(self.self_attentive(integrated).squeeze(-1), mask)  # (B, T)
         self_pool = (weights.unsqueeze(-1) * integrated).sum(dim=1)
-        logits = self.output(torch.cat([max_pool, min_pool, mean_pool, self_pool], dim=-1))  # (B, C)
+        pooled = torch.cat([max_pool, min_pool, mean_pool, self_pool], dim=-1)  # (B, 4 * width)
+        logits = self.output(self.integrator_dropout(pooled))  # (B, C): dropout after pooling, as AllenNLP's BCN
         loss = nn.functional.cross_entropy(logits, batch["label"])
         return TaskOutput(loss, logits.argmax(dim=-1))
 
