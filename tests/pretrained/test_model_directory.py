@@ -147,3 +147,11 @@ def test_embed_on_gpu_matches_cpu(exported):
         np.testing.assert_allclose(a, b, atol=1e-4)
     elmo = Elmo.from_pretrained("model", 1, dropout=0.0, device="cuda")
     assert elmo(sentences)["elmo_representations"][0].device.type == "cuda"
+
+
+def test_embed_raw_text_with_the_project_tokenizer(exported):
+    (exported / "raw.txt").write_text("The cat didn't sit.\n")
+    assert run_command("embed", ["raw.txt", "raw.hdf5", "--model", "model", "--top", "--tokenize"]) == 0
+    with h5py.File("raw.hdf5") as h5:
+        assert json.loads(h5["sentence_to_index"][0]) == {"The cat did n't sit .": "0"}
+        assert h5["0"].shape == (6, 12)
