@@ -270,3 +270,16 @@ def test_ranks_draw_different_negatives_reproducibly(tmp_path):
     assert not torch.equal(_negatives(layer, 0, 3), _negatives(layer, 1, 3))
     assert not torch.equal(_negatives(layer, 1, 3), _negatives(layer, 1, 4))
     assert torch.equal(_negatives(layer, 1, 3), _negatives(other, 1, 3))  # a function of (seed, rank, step)
+
+
+@pytest.mark.slow
+def test_bench_s3_runs_the_trainer_step_on_every_layer(tmp_path):
+    """The bench's S3 (2 gloo processes) uses wrap_model and train_step: SAMPLED included."""
+    from elmoc.bench.data_parallel import run_data_parallel
+
+    np.save(tmp_path / "vec.npy", np.random.default_rng(0).standard_normal((V, DIM)).astype("float32"))
+    jobs = [{"label": layer, "spec": _spec(str(tmp_path), layer), "vocab_size": V, "batch": 2, "seq_len": T}
+            for layer in ("cont", "sampled", "adaptive")]
+    seconds = run_data_parallel(jobs, world=WORLD, repeats=1)
+    assert sorted(seconds) == ["adaptive", "cont", "sampled"]
+    assert all(s > 0 for s in seconds.values())

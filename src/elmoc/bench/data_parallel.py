@@ -1,9 +1,11 @@
 """Scenario S3: several data-parallel processes (DistributedDataParallel).
 
 On a GPU machine each process owns one GPU (NCCL); on CPU the processes use the
-gloo backend, one thread each - this measures the all-reduce cost of each output
-layer's gradients (e.g. SAMPLED's large table), not GPU scaling.  All models are
-timed inside one process group, spawned once.
+gloo backend, one thread each - this measures the cost of exchanging each output
+layer's gradients (e.g. SAMPLED's touched rows), not GPU scaling.  The process group,
+the DDP wrapping and the step are the trainer's own (:mod:`elmoc.train.distributed`,
+:func:`elmoc.train.loop.train_step`).  All models are timed inside one process
+group, spawned once.
 """
 from __future__ import annotations
 
@@ -26,20 +28,18 @@ def _free_port() -> int:
 
 def _worker(rank: int, world: int, port: int, jobs: list[dict], out_path: str, device_type: str,
             repeats: int) -> None:
-    from torch.nn.parallel import DistributedDataParallel
-
     from elmoc.bench.measure import TrainStep, robust_seconds, synthetic_batch, time_calls
     from elmoc.lm import LanguageModel
+    from elmoc.train.distributed import Distributed, wrap_model
 
     torch.set_num_threads(1)
-    backend = "nccl" if device_type == "cuda" else "gloo"
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    device = torch.device("cuda", rank) if device_type == "cuda" else torch.device("cpu")
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    device = Distributed(rank=rank, world_size=world, local_rank=rank).setup(device_type)  # the trainer's
     results = []
     for job in jobs:
         torch.manual_seed(1)
         model = LanguageModel.from_spec(job["spec"], range(job["vocab_size"])).to(device)
-        ddp = DistributedDataParallel(model, device_ids=[rank] if device_type == "cuda" else None)
+        ddp = wrap_model(model, device)  # the trainer's wrapping: sparse rows exchanged, tables never sent
         batch = synthetic_batch(job["vocab_size"], job["batch"], job["seq_len"], seed=rank + 1, device=device)
         step = TrainStep(ddp, batch, device)
         times = time_calls(step, device, repeats=repeats, warmup=1)

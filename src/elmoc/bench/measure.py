@@ -1,8 +1,9 @@
 """Measuring one training step: time, peak memory, matmul peak.
 
-The step is the trainer's (src/elmoc/train/loop.py): forward under the precision
-context, token-mean loss, backward, global-norm clipping, optimizer step.  Batches
-are synthetic uniform token ids (speed does not depend on the text).
+The step is the trainer's own (:func:`elmoc.train.loop.train_step`): forward under the
+precision context, token-mean loss, backward, sparse-gradient exchange when data
+parallel, global-norm clipping, optimizer step.  Batches are synthetic uniform token
+ids (speed does not depend on the text).
 
 Peak memory: on CUDA, ``torch.cuda.max_memory_allocated``.  On CPU there is no
 allocator statistic, so the step runs in a forked child and the child's peak
@@ -18,10 +19,13 @@ import time
 from typing import Callable
 
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
-from elmoc.lm import LanguageModel, LMBatch
-from elmoc.train.optim import build_optimizer, clip_global_norm
-from elmoc.train.precision import autocast_context
+from elmoc.lm import LMBatch
+from elmoc.train.distributed import sparse_gradient_parameters
+from elmoc.train.loop import TrainSettings, train_step
+from elmoc.train.optim import build_optimizer
 
 log = logging.getLogger(__name__)
 
@@ -37,31 +41,30 @@ def synthetic_batch(vocab_size: int, batch: int, seq_len: int, seed: int, device
 
 
 class TrainStep:
-    """A callable doing one full training step of ``model`` on ``batch``."""
+    """A callable doing one full training step of ``model`` on ``batch``: the trainer's
+    :func:`~elmoc.train.loop.train_step` (so also its sparse-gradient exchange when
+    ``model`` is data-parallel, from :func:`~elmoc.train.distributed.wrap_model`)."""
 
-    def __init__(self, model: LanguageModel, batch: LMBatch, device: torch.device, precision: str = "fp32",
+    def __init__(self, model: torch.nn.Module, batch: LMBatch, device: torch.device, precision: str = "fp32",
                  clip_norm: float = 1.0):
         self.model = model
+        core = model.module if isinstance(model, DistributedDataParallel) else model
+        self.world_size = dist.get_world_size() if core is not model else 1
         self.batch = batch
         self.device = device
-        self.precision = precision
-        self.clip_norm = clip_norm
-        self.bundle = build_optimizer(OPTIMIZER, model, batch.inputs.shape[0])
-        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.settings = TrainSettings(precision=precision, clip_norm=clip_norm)
+        self.bundle = build_optimizer(OPTIMIZER, core, batch.inputs.shape[0] * self.world_size)
+        self.params = [p for p in core.parameters() if p.requires_grad]
+        self.sparse_params = sparse_gradient_parameters(core)
         self.steps = 0
 
     def __call__(self) -> float:
         self.model.train()
         self.steps += 1
         self.bundle.set_lr(self.steps)
-        self.bundle.zero_grad()
-        with autocast_context(self.device, self.precision):
-            out, _ = self.model(self.batch)
-        loss = out.loss_sum.float() / out.num_tokens.clamp(min=1.0)
-        loss.backward()
-        clip_global_norm(self.params, self.clip_norm)
-        self.bundle.step()
-        return float(loss.detach())
+        loss, _, _, _ = train_step(self.model, self.batch, None, self.bundle, self.params, self.settings,
+                                   self.device, self.sparse_params, self.world_size)
+        return float(loss)
 
 
 def synchronize(device: torch.device) -> None:

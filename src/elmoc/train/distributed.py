@@ -77,7 +77,9 @@ class Distributed:
         if not self.enabled:
             return device
         if not dist.is_initialized():
-            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+            # MASTER_ADDR / MASTER_PORT from the environment (torchrun sets them)
+            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
+                                    rank=self.rank, world_size=self.world_size)
         if device.type == "cuda":  # GPU only: one GPU per process
             device = torch.device("cuda", self.local_rank)
             torch.cuda.set_device(device)

@@ -32,6 +32,7 @@ from elmoc.data.atomic import atomic_file
 from elmoc.data.vocab import Vocabulary
 from elmoc.errors import ConfigError
 from elmoc.lm import LanguageModel, LMBatch
+from elmoc.outputs.base import OutputLoss
 from elmoc.train.checkpoint import (
     CHECKPOINT, HELDOUT, MODEL, TRAIN_LOG, check_resumable, config_hash, load_checkpoint, load_weights,
     model_payload, remove_stale_temps, rng_state, save_checkpoint, set_rng_state, vocab_fingerprint,
@@ -39,7 +40,7 @@ from elmoc.train.checkpoint import (
 from elmoc.train.distributed import (
     Distributed, all_reduce_sum, average_sparse_gradients, shard_rows, sparse_gradient_parameters, wrap_model,
 )
-from elmoc.train.optim import build_optimizer, clip_global_norm
+from elmoc.train.optim import OptimizerBundle, build_optimizer, clip_global_norm
 from elmoc.train.precision import autocast_context, retain_freed_host_memory, to_device
 from elmoc.train.schedule import check_type
 from elmoc.train.signals import StopSignals, stoppable
@@ -123,6 +124,29 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+def train_step(model: torch.nn.Module, batch: LMBatch, state: Any, bundle: OptimizerBundle,
+               params: list[torch.nn.Parameter], settings: TrainSettings, device: torch.device,
+               sparse_params: list[torch.nn.Parameter] = (), world_size: int = 1,
+               ) -> tuple[torch.Tensor, OutputLoss, Any, float]:
+    """One optimizer step (the learning rate is set by the caller): forward under the
+    precision context, token-mean loss, backward, the sparse-gradient exchange under
+    data parallelism, global-norm clipping, optimizer step.  The bench times this too.
+
+    Returns the detached loss, the output layer's result, the new encoder state and the
+    gradient norm before clipping.
+    """
+    bundle.zero_grad()
+    with autocast_context(device, settings.precision):
+        out, new_state = model(batch, state)
+    loss = out.loss_sum.float() / out.num_tokens.clamp(min=1.0)
+    (loss * settings.loss_scale).backward()
+    if world_size > 1:
+        average_sparse_gradients(list(sparse_params), world_size)
+    grad_norm = clip_global_norm(params, settings.clip_norm)
+    bundle.step()
+    return loss.detach(), out, new_state, grad_norm
 
 
 def evaluate_heldout(model: LanguageModel, batches: Iterator[LMBatch], device: torch.device,
@@ -306,17 +330,10 @@ def train(
         # next_position: where the iterator resumes after this batch (saved in checkpoints)
         batch = to_device(batch, device)  # pinned, non-blocking on CUDA
         lr = bundle.set_lr(step + 1)
-        bundle.zero_grad()
-        with autocast_context(device, settings.precision):
-            out, new_state = model(batch, None if settings.reset_state else state)
-        num_tokens = out.num_tokens.clamp(min=1.0)
-        loss = out.loss_sum.float() / num_tokens
-        (loss * settings.loss_scale).backward()
-        if ddp.enabled:
-            average_sparse_gradients(sparse_params, ddp.world_size)
-        loss = loss.detach()
-        grad_norm = clip_global_norm(params, settings.clip_norm)
-        bundle.step()
+        loss, out, new_state, grad_norm = train_step(
+            model, batch, None if settings.reset_state else state, bundle, params, settings, device,
+            sparse_params, ddp.world_size,
+        )
         state = None if settings.reset_state else core.encoder.detach_state(new_state)
         position = next_position
         step += 1
