@@ -115,6 +115,28 @@ def test_sampler_state_in_checkpoint():
     assert torch.equal(a.sampler.sample(5)[0], b.sampler.sample(5)[0])
 
 
+def test_sampler_streams_per_rank_and_step_survive_resume():
+    """Negatives are a function of (seed, rank, step): ranks differ, a resumed process
+    (draw counter from the checkpoint, rank from the trainer) continues its own stream."""
+    a = sampled_layer(8)
+    a.set_process_rank(1)
+    hidden, targets, mask = batch()
+    for _ in range(3):
+        a(hidden, targets, mask)
+    assert a.sampler.draws == 3
+    resumed = sampled_layer(8)
+    resumed.load_state_dict(a.state_dict())
+    resumed.set_process_rank(1)
+    rank0 = sampled_layer(8)
+    rank0.load_state_dict(a.state_dict())
+    expected = a.sampler.sample(8)[0]
+    assert torch.equal(resumed.sampler.sample(8)[0], expected)
+    assert not torch.equal(rank0.sampler.sample(8)[0], expected)
+    fresh = LogUniformSampler(V, seed=1111)
+    fresh.rank, fresh.draws = 1, 3
+    assert torch.equal(fresh.sample(8)[0], expected)
+
+
 def test_fixed_uses_frozen_table(tmp_path):
     table = np.random.default_rng(0).normal(size=(V, 4)).astype(np.float32)
     np.save(tmp_path / "t.npy", table)
@@ -175,3 +197,26 @@ def test_subword_tied_full_softmax():
     assert inp.weight.grad is not None and inp.weight.grad.abs().sum() > 0
     with pytest.raises(ConfigError, match="tie"):
         build("output", {"type": "subword"}, hidden_dim=H, vocab=range(V), input_layer=None)
+
+
+def test_adaptive_gives_every_parameter_a_gradient():
+    """A batch without a target in the last tail cluster: its weights get a zero gradient
+    (DDP needs one from every rank), the others their real one."""
+    layer = build("output", {"type": "adaptive", "cutoffs": [10, 20], "div_value": 2.0},
+                  hidden_dim=H, vocab=range(V)).double()
+    hidden, _, mask = batch()
+    targets = torch.randint(0, 20, (3, 4), generator=torch.Generator().manual_seed(1))
+    out = layer(hidden, targets, mask)
+    out.loss_sum.backward()
+    grads = {n: p.grad for n, p in layer.named_parameters()}
+    assert all(g is not None for g in grads.values()), [n for n, g in grads.items() if g is None]
+    unused = [n for n in grads if n.startswith("softmax.tail.1.")]
+    assert unused and all(float(grads[n].abs().max()) == 0.0 for n in unused)
+    assert float(grads["softmax.head.weight"].abs().max()) > 0
+    # the value is unchanged by the zero term
+    reference = -layer.softmax.log_prob(hidden[mask]).gather(1, targets[mask][:, None]).sum()
+    torch.testing.assert_close(out.loss_sum, reference)
+    # a window without any valid token: still a (zero) gradient for every weight
+    layer.zero_grad()
+    layer(hidden, targets, torch.zeros_like(mask)).loss_sum.backward()
+    assert all(p.grad is not None and float(p.grad.abs().max()) == 0.0 for p in layer.parameters())
