@@ -80,10 +80,10 @@ def test_paper_jobs_ask_the_config_for_threads_gpus_and_memory(tmp_path):
     tmp_path = workdir(tmp_path)
     r = snakemake("-n", "-p", "--cores", "1", "--snakefile", str(REPO_ROOT / "Snakefile"),
                   "--configfile", str(REPO_ROOT / "config/paper.yaml"), "--directory", str(tmp_path),
-                  "results/lm/elmo/forward/model.pt", "results/lm/elmo-c/forward/model.pt", cwd=tmp_path)
+                  "results/lm/elmo-a/forward/model.pt", "results/lm/elmo-c/forward/model.pt", cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     out = r.stdout
-    assert "gpu=2, runtime=1440" in out and "mem_mb=128000" in out and "mem_mb=64000" in out
+    assert "gpu=2, runtime=1440" in out and "mem_mb=96000" in out and "mem_mb=64000" in out
     assert "with-gpus --lock-dir .snakemake/gpu-slots 2 -- " in out
     assert "--nproc-per-node=2 -m elmoc.cli train" in out and "--device cuda --threads 4" in out
     assert "checkpoint.pt" not in out.split("rule pretrain:", 1)[1]
