@@ -146,8 +146,7 @@ rule task_run:
         inputs=task_run_args,
         scale=config.get("scale", "demo"),
         with_gpus=with_gpus(TASK_RUN["gpus"]),
-        # `elmoc task` runs on the CPU unless told otherwise (--device; contract 3)
-        device=f"--device {device_for(TASK_RUN['gpus'])}" if TASK_RUN["gpus"] else "",
+        device=device_for(TASK_RUN["gpus"]),
         threads=TASK_RUN["threads"],
     log:
         "logs/tasks/{task}.{variant}.seed{seed}.log",
@@ -162,4 +161,4 @@ rule task_run:
     shell:
         "{params.with_gpus} {ELMOC} task --task {wildcards.task} --section-json {params.section:q}"
         " --variant {wildcards.variant} --seed {wildcards.seed} --scale {params.scale} {params.inputs}"
-        " {params.device} --threads {params.threads} --output {output} > {log} 2>&1"
+        " --device {params.device} --threads {params.threads} --output {output} > {log} 2>&1"

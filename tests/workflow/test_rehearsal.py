@@ -1,0 +1,54 @@
+"""config/rehearsal.yaml is config/paper.yaml with only the sizes shrunk: same variants, same
+tasks, the same rules in the DAG, every pretraining job under torch.distributed.run with 2
+processes and every GPU-capable job under `elmoc with-gpus`. The run itself: .ci/rehearsal.sh."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHARED = REPO_ROOT.parent / "shared"
+
+
+def workdir(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir(parents=True)
+    (tmp_path / "shared").symlink_to(SHARED)
+    return work
+
+
+def snakemake(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def dry_run(configfile, tmp_path):
+    work = workdir(tmp_path)
+    r = snakemake("-n", "-p", "--cores", "2", "--snakefile", str(REPO_ROOT / "Snakefile"),
+                  "--configfile", str(REPO_ROOT / configfile), "--directory", str(work), cwd=work)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    stats = r.stdout.split("Job stats:", 1)[1].split("total", 1)[0]
+    return r.stdout, set(re.findall(r"^(\w+)\s+\d+$", stats, flags=re.M))
+
+
+@pytest.mark.skipif(not (SHARED / "data").is_dir(), reason="../shared/data is absent")
+def test_rehearsal_has_the_paper_shape(tmp_path):
+    paper = yaml.safe_load((REPO_ROOT / "config/paper.yaml").read_text())
+    rehearsal = yaml.safe_load((REPO_ROOT / "config/rehearsal.yaml").read_text())
+    assert list(rehearsal["pretrain"]["variants"]) == list(paper["pretrain"]["variants"])
+    assert rehearsal["tasks"]["run"] == paper["tasks"]["run"]
+    assert rehearsal["bench"]["enabled"] == paper["bench"]["enabled"]
+    _, paper_rules = dry_run("config/paper.yaml", tmp_path / "paper")
+    out, rehearsal_rules = dry_run("config/rehearsal.yaml", tmp_path / "rehearsal")
+    # the paper downloads its data (fetch, fetch_task_data); the rehearsal reads ../shared/data
+    assert rehearsal_rules == paper_rules - {"fetch", "fetch_task_data"}
+    pretrain = [c for c in out.splitlines() if " train --spec " in c]
+    assert len(pretrain) == 16  # 8 trained variants x 2 directions (ELMo: released weights)
+    assert all("with-gpus --lock-dir .snakemake/gpu-slots 0 -- " in c and "--nproc-per-node=2 -m elmoc.cli train" in c
+               and "--device cpu --threads 1" in c for c in pretrain)
+    for marker in (" extract --forward ", " task --task "):
+        jobs = [c for c in out.splitlines() if marker in c]
+        assert jobs and all("with-gpus --lock-dir .snakemake/gpu-slots 0 -- " in c and "--device cpu" in c for c in jobs)
