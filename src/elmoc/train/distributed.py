@@ -125,7 +125,7 @@ def _check_buffers_agree(buffers: list[tuple[str, torch.Tensor]], device: torch.
     """Raise when a buffer (a frozen table) differs between processes: one float64 sum each."""
     if not buffers:
         return
-    sums = torch.stack([b.detach().double().sum().to(device) for _, b in buffers])  # (num_buffers,)
+    sums = torch.stack([b.detach().sum(dtype=torch.float64).to(device) for _, b in buffers])  # (num_buffers,)
     gathered = [torch.empty_like(sums) for _ in range(dist.get_world_size())]
     dist.all_gather(gathered, sums)
     for other in gathered:
