@@ -83,7 +83,8 @@ def make_workdir(root: Path) -> dict:
 def elmoc_train(root: Path, out: str = "out", *extra: str, wait: bool = True):
     cmd = ELMOC + ["train", "--spec", "spec.yaml", "--direction", "forward", "--output-dir", out,
                    "--threads", "1", *extra]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # the Python LSTM loop: no per-process native build; every run of a test uses the same loop
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "ELMOC_NATIVE_LSTM": "0"}
     if wait:
         return subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300, env=env)
     return subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
