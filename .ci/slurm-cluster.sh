@@ -7,8 +7,10 @@
 #   bash .ci/slurm-cluster.sh env     # print `export SLURM_CONF=...` for a running cluster
 #
 # Needs root (apt-get, munge user, slurmd). All SLURM state, spool, logs and the
-# slurm.conf live under $ELMOC_SLURM_DIR (default /tmp/elmoc-slurm); /etc/slurm is not
-# touched, so clients find the cluster through SLURM_CONF. munged uses the package's
+# slurm.conf live under $ELMOC_SLURM_DIR (default /tmp/elmoc-slurm); /etc/slurm/slurm.conf
+# becomes a link to that slurm.conf while the cluster runs (an existing one is set aside
+# and put back by `stop`): srun inside a job finds the cluster only there, as the
+# executor's job step drops SLURM_* variables such as SLURM_CONF. munged uses the package's
 # key and socket (/etc/munge, /run/munge) and is reused when it already runs.
 # The node declares 4 GPUs as GRES whose "device files" are links to /dev/null, so
 # `--gpus`/`--gres=gpu` requests are scheduled and get CUDA_VISIBLE_DEVICES (nothing can
@@ -131,6 +133,22 @@ stop_pidfile() {  # stop_pidfile FILE NAME: TERM the daemon, wait, then KILL
     rm -f "$file"
 }
 
+link_conf() {
+    mkdir -p /etc/slurm
+    if [ -e /etc/slurm/slurm.conf ] && [ "$(readlink /etc/slurm/slurm.conf)" != "$CONF" ]; then
+        mv /etc/slurm/slurm.conf /etc/slurm/slurm.conf.elmoc-saved
+    fi
+    ln -sfn "$CONF" /etc/slurm/slurm.conf
+}
+
+unlink_conf() {
+    if [ "$(readlink /etc/slurm/slurm.conf 2>/dev/null)" = "$CONF" ]; then
+        rm -f /etc/slurm/slurm.conf
+        [ -e /etc/slurm/slurm.conf.elmoc-saved ] && mv /etc/slurm/slurm.conf.elmoc-saved /etc/slurm/slurm.conf
+    fi
+    return 0
+}
+
 cmd_stop() {
     if [ -f "$CONF" ]; then
         export SLURM_CONF=$CONF
@@ -149,6 +167,7 @@ cmd_stop() {
         stop_pidfile "$DIR/munged.pid.ours" munged
         rm -f /run/munge/munged.pid
     fi
+    unlink_conf
     echo "slurm-cluster: stopped"
 }
 
@@ -159,6 +178,7 @@ cmd_start() {
     rm -rf "$DIR/state" "$DIR/spool" "$DIR/log" "$DIR/run" "$DIR/dev"
     start_munge
     write_conf
+    link_conf
     export SLURM_CONF=$CONF
     slurmctld -f "$CONF"
     slurmd -f "$CONF"

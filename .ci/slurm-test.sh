@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# CI step: the README's SLURM command on a real one-node SLURM cluster (issue 11).
+#
+#   bash .ci/slurm-test.sh        (from the repository root, as root: it installs and
+#                                  starts slurm-wlm + munge, see .ci/slurm-cluster.sh)
+#
+# 1. starts the cluster (stopped again on exit, whatever happens);
+# 2. writes a small config from config/config.yaml (variant elmo-c, task sst5, one seed,
+#    checkpoints every 5 steps) into two copies of the working tree;
+# 3. runs it locally in one copy (`snakemake --cores 2 --configfile ...`) and, at the same
+#    time, through the SLURM profile in the other, exactly as the README says:
+#       .venv/bin/snakemake --workflow-profile workflow/profiles/slurm --configfile <config>
+#    and cancels the forward pretraining job with `scancel` once it has written a
+#    checkpoint: that run must end (not hang) with the job failed, and a rerun of the same
+#    command must resume from the checkpoint and finish the workflow;
+# 4. checks the SLURM job table (jobcomp log: no accounting storage on this cluster): every
+#    job Snakemake submitted completed, except the cancelled one; every non-local job of the
+#    local run ran under SLURM; the numbers (heldout.json, task JSONs) equal the local run's.
+# Exits non-zero on any failure. Work files stay in $WORK (printed) for inspection.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+T0=$(date +%s)
+export ELMOC_SLURM_DIR=${ELMOC_SLURM_DIR:-/tmp/elmoc-slurm}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/elmoc-slurm-test.XXXXXX")
+SLURM_TIMEOUT=${ELMOC_SLURM_TIMEOUT:-480}   # seconds per snakemake run: a hang is a failure
+log() { echo "[slurm-test $(( $(date +%s) - T0 ))s] $*"; }
+fail() { log "FAIL: $*"; exit 1; }
+
+LOCAL_PID=
+cleanup() {
+    local rc=$?
+    [ -n "$LOCAL_PID" ] && kill "$LOCAL_PID" 2>/dev/null || true
+    bash "$REPO/.ci/slurm-cluster.sh" stop || true
+    log "wall time $(( $(date +%s) - T0 )) s; work files in $WORK; exit $rc"
+}
+trap cleanup EXIT
+
+# --- environment: the README's install, plus the [slurm] extra ---------------------------
+make .venv/bin/.elmoc-installed >/dev/null
+.venv/bin/python -c "import snakemake_executor_plugin_slurm" 2>/dev/null \
+    || .venv/bin/pip install -q -e '.[slurm]'
+log "venv ready"
+
+# --- cluster ---------------------------------------------------------------------------
+eval "$(bash .ci/slurm-cluster.sh start | tail -n 1)"   # export SLURM_CONF=...
+[ -n "${SLURM_CONF:-}" ] || fail "the cluster did not start"
+sinfo
+# the node's GPUs are GRES for the scheduler only: a GPU request like the profile's
+# pretraining jobs (`--gpus=N`) must be scheduled and get its own devices
+probe=$(sbatch --parsable --gpus=2 --cpus-per-task=1 --mem=100 -t 2 -o "$WORK/gpu-probe.out" \
+    --wrap 'echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"')
+for _ in $(seq 60); do
+    squeue -h -j "$probe" 2>/dev/null | grep -q . || break
+    sleep 1
+done
+grep -q 'CUDA_VISIBLE_DEVICES=0,1' "$WORK/gpu-probe.out" || fail "a --gpus=2 job did not run: $(cat "$WORK/gpu-probe.out" 2>/dev/null)"
+log "GPU request scheduled: $(cat "$WORK/gpu-probe.out")"
+
+# --- two copies of the working tree with the test config --------------------------------
+copy_tree() {  # tracked and untracked-but-not-ignored files, .venv linked
+    mkdir -p "$1"
+    git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$1" 2>/dev/null || true
+    ln -s "$REPO/.venv" "$1/.venv"
+}
+copy_tree "$WORK/local"
+copy_tree "$WORK/slurm"
+.venv/bin/python - "$WORK" <<'EOF'
+import sys, yaml
+work = sys.argv[1]
+cfg = yaml.safe_load(open("config/config.yaml"))
+keep = "elmo-c"
+cfg["pretrain"]["variants"] = {keep: cfg["pretrain"]["variants"][keep]}
+train = cfg["pretrain"].setdefault("overrides", {}).setdefault("train", {})
+train.update(checkpoint_every=5, epochs=3)    # checkpoints early; long enough to cancel
+cfg["pretrain"]["variants"][keep].setdefault("overrides", {}).setdefault("train", {})["epochs"] = 3
+cfg["tasks"]["run"] = ["sst5"]
+cfg["tasks"]["seeds"] = [1]
+cfg["bench"]["enabled"] = False
+for copy in ("local", "slurm"):
+    with open(f"{work}/{copy}/config/ci-slurm.yaml", "w") as f:
+        yaml.safe_dump(cfg, f, sort_keys=False)
+EOF
+
+# --- local reference run (in the background) -------------------------------------------
+( cd "$WORK/local" && exec nice -n 5 .venv/bin/snakemake --cores 2 --configfile config/ci-slurm.yaml \
+    > "$WORK/local.log" 2>&1 ) &
+LOCAL_PID=$!
+
+# --- SLURM run 1: cancel the forward pretraining job after its first checkpoint ----------
+cd "$WORK/slurm"
+CMD=(.venv/bin/snakemake --workflow-profile workflow/profiles/slurm --configfile config/ci-slurm.yaml)
+log "SLURM run 1: ${CMD[*]}"
+timeout "$SLURM_TIMEOUT" "${CMD[@]}" > "$WORK/slurm-run1.log" 2>&1 &
+RUN1=$!
+CKPT=results/lm/elmo-c/forward/checkpoint.pt
+cancelled=
+for _ in $(seq $((SLURM_TIMEOUT * 2))); do
+    if [ -z "$cancelled" ] && [ -f "$CKPT" ] && [ ! -f results/lm/elmo-c/forward/model.pt ]; then
+        job=$(squeue -h -o '%i %k' | awk '$2 == "rule_pretrain_wildcards_elmo-c_forward" {print $1}')
+        if [ -n "$job" ]; then
+            scancel "$job"
+            cancelled=$job
+            log "scancel $job (pretrain elmo-c forward, checkpoint.pt written)"
+        fi
+    fi
+    kill -0 "$RUN1" 2>/dev/null || break
+    sleep 0.5
+done
+rc1=0; wait "$RUN1" || rc1=$?
+[ "$rc1" = 124 ] && fail "SLURM run 1 hung after scancel (killed after ${SLURM_TIMEOUT}s); see $WORK/slurm-run1.log"
+[ -n "$cancelled" ] || fail "never saw the forward pretraining job with a checkpoint to cancel (run 1 exit $rc1)"
+[ "$rc1" != 0 ] || fail "SLURM run 1 succeeded although its pretraining job was cancelled"
+log "SLURM run 1 ended with exit $rc1 (expected: the cancelled job failed)"
+tail -n 3 logs/pretrain/elmo-c.forward.log | sed 's/^/    /'
+
+# --- SLURM run 2: the same command resumes ------------------------------------------------
+log "SLURM run 2 (rerun): ${CMD[*]}"
+timeout "$SLURM_TIMEOUT" "${CMD[@]}" > "$WORK/slurm-run2.log" 2>&1 \
+    || fail "SLURM rerun failed (exit $?); see $WORK/slurm-run2.log"
+grep -q "resumed .*checkpoint.pt from step" logs/pretrain/elmo-c.forward.log \
+    || fail "the rerun did not resume from checkpoint.pt (logs/pretrain/elmo-c.forward.log)"
+log "rerun resumed: $(grep -m1 'resumed .*checkpoint.pt from step' logs/pretrain/elmo-c.forward.log)"
+
+rcl=0; wait "$LOCAL_PID" || rcl=$?
+LOCAL_PID=
+[ "$rcl" = 0 ] || fail "local reference run failed (exit $rcl); see $WORK/local.log"
+log "local reference run done"
+
+# --- checks: job table, every job under SLURM, numbers ----------------------------------
+cd "$REPO"
+.venv/bin/python - "$WORK" "$ELMOC_SLURM_DIR/log/jobcomp.txt" "$cancelled" "$probe" <<'EOF'
+import glob, json, math, re, sys
+from collections import Counter
+work, jobcomp, cancelled, probe = sys.argv[1:]
+
+# SLURM's own record of every finished job (jobcomp/filetxt; no accounting storage here)
+table = {}
+for line in open(jobcomp):
+    rec = dict(re.findall(r"(\w+)=(\S*)", line))
+    table[rec["JobId"]] = rec
+# what Snakemake submitted: "... submitted with SLURM jobid N (log: .../rule_<rule>/...)"
+submitted = {}
+for run in ("slurm-run1.log", "slurm-run2.log"):
+    for m in re.finditer(r"SLURM jobid (\d+) \(log: \S*/slurm_logs/rule_([\w-]+)/", open(f"{work}/{run}").read()):
+        submitted[m.group(1)] = m.group(2)
+print(f"{'jobid':>5}  {'rule':<16} {'state':<10} {'exit':<6} {'partition':<9} {'cpus':>4}  {'tres':<28} start -> end")
+for jobid in sorted(table, key=int):
+    r = table[jobid]
+    rule = submitted.get(jobid, "(gpu probe)" if jobid == probe else "?")
+    print(f"{jobid:>5}  {rule:<16} {r['JobState']:<10} {r['ExitCode']:<6} {r['Partition']:<9} {r['ProcCnt']:>4}  "
+          f"{r.get('Tres', ''):<28} {r['StartTime'][11:]} -> {r['EndTime'][11:]}")
+errors = []
+if not submitted:
+    errors.append("no 'submitted with SLURM jobid' lines in the Snakemake logs")
+for jobid, rule in sorted(submitted.items()):
+    state = table.get(jobid, {}).get("JobState")
+    want = "CANCELLED" if jobid == cancelled else "COMPLETED"
+    if state != want:
+        errors.append(f"SLURM job {jobid} ({rule}) is {state}, expected {want}")
+
+# every job the local run ran outside localrules ran under SLURM (+1 pretrain: the cancelled one)
+def job_counts(path):
+    text = open(path).read()
+    counts = Counter(re.findall(r"^(?:\[.*\]\n)?rule (\w+):", text, re.M))
+    local = Counter(re.findall(r"^localrule (\w+):", text, re.M))
+    return counts, local
+local_jobs, local_local = job_counts(f"{work}/local.log")
+slurm_jobs = Counter(submitted.values())
+slurm_local = Counter()
+for run in ("slurm-run1.log", "slurm-run2.log"):
+    slurm_local += job_counts(f"{work}/{run}")[1]
+expected = Counter(local_jobs)
+expected["pretrain"] += 1
+if slurm_jobs != expected:
+    errors.append(f"jobs under SLURM {dict(slurm_jobs)} != the local run's non-local jobs (+1 cancelled pretrain) {dict(expected)}")
+print(f"jobs under SLURM: {sum(slurm_jobs.values())} {dict(sorted(slurm_jobs.items()))}; "
+      f"local rules in the SLURM runs: {dict(sorted(slurm_local.items()))}")
+
+# numbers: every heldout.json and task JSON equals the local run's (timings aside)
+SKIP = re.compile(r"seconds|time|wall|elapsed|date|host|path|_at$")
+def numbers(obj, prefix=""):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if not SKIP.search(str(k)):
+                yield from numbers(v, f"{prefix}.{k}")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from numbers(v, f"{prefix}[{i}]")
+    else:
+        yield prefix, obj
+files = sorted(glob.glob("results/lm/*/*/heldout.json", root_dir=f"{work}/local")
+               + glob.glob("results/tasks/*/*/seed*.json", root_dir=f"{work}/local"))
+if not files:
+    errors.append("the local run wrote no heldout.json / task JSON")
+for rel in files:
+    a = dict(numbers(json.load(open(f"{work}/local/{rel}"))))
+    try:
+        b = dict(numbers(json.load(open(f"{work}/slurm/{rel}"))))
+    except FileNotFoundError:
+        errors.append(f"{rel}: missing in the SLURM run")
+        continue
+    diff = [k for k in a.keys() | b.keys() if a.get(k) != b.get(k)
+            and not (isinstance(a.get(k), float) and isinstance(b.get(k), float) and math.isnan(a[k]) and math.isnan(b[k]))]
+    if diff:
+        errors.append(f"{rel}: SLURM != local at {sorted(diff)[:5]}")
+    else:
+        summary = {k: v for k, v in a.items() if re.search(r"(perplexity|cosine|loss|dev|test|metric|threads|step)", k)
+                   and not isinstance(v, (list, dict))}
+        print(f"equal: {rel}  {dict(list(summary.items())[:6])}")
+if errors:
+    print("\n".join("ERROR: " + e for e in errors))
+    sys.exit(1)
+print(f"OK: {len(submitted)} SLURM jobs, {len(files)} result files equal to the local run")
+EOF
+log "all checks passed"
