@@ -9,7 +9,8 @@
     forward.pt            state dict of the forward LM's input layer + encoder
     backward.pt           the same for the backward LM (torch.save of tensors only)
     vocab.txt             the LM vocabulary (token<TAB>count); optional for char-CNN models
-    input_vectors.npy     FastText inputs: the frozen (vocab, dim) input table
+    input_vectors.npy     frozen-table inputs: the (vocab, dim) input table
+    char_cnn.{json,pt}    char-CNN tables (ELMo-C-CNN): the CNN that made the table
     fasttext*.{json,npy,txt}  FastText inputs: n-gram buckets etc. so words outside
                           the vocabulary get fastText's vector (see
                           :mod:`elmoc.inputs.fasttext_subwords`); not the whole .bin
@@ -44,7 +45,7 @@ from elmoc import __version__
 from elmoc.data.atomic import atomic_directory, atomic_file
 from elmoc.data.vocab import SPECIALS, Vocabulary
 from elmoc.errors import ConfigError, InputFileError
-from elmoc.features.export import (BiLM, FeatureLM, check_same_model, fasttext_subwords_for, resolve_device,
+from elmoc.features.export import (BiLM, FeatureLM, check_same_model, oov_vectors_for, resolve_device,
                                    select_layers)
 from elmoc.features.scalar_mix import ScalarMix
 from elmoc.train.checkpoint import FORMAT as CHECKPOINT_FORMAT
@@ -80,14 +81,15 @@ def lm_files(results: str | Path, variant: str) -> dict[str, Path]:
 
 def export_model(forward: str | Path, backward: str | Path, output: str | Path,
                  fasttext_model: str | Path | None = None, boundaries: bool = True,
-                 command: str | None = None) -> Path:
+                 command: str | None = None, char_cnn_model: str | Path | None = None) -> Path:
     """Write the model directory of a trained forward + backward LM.
 
     Args:
         forward, backward: the two ``model.pt`` (or ``checkpoint.pt``) files.
         output: the directory to write (replaced atomically).
-        fasttext_model: FastText inputs: the ``.bin`` the input table was made from
-            (default: found beside the table, as at extraction).
+        fasttext_model, char_cnn_model: frozen-table inputs: the ``.bin`` (or ELMo
+            ``model.pt``) the input table was made from (default: found beside the
+            table, as at extraction; :func:`~elmoc.features.export.oov_vectors_for`).
         boundaries: wrap sentences in ``<s> ... </s>`` when embedding (as extraction).
         command: recorded in the model card (default: this process's command line).
     """
@@ -104,17 +106,17 @@ def export_model(forward: str | Path, backward: str | Path, output: str | Path,
     input_cfg = dict(spec["input"])
     tokenizer = (spec.get("data") or {}).get("tokenizer")
     with atomic_directory(output) as tmp:
-        meta: dict[str, Any] = {"tokenizer": None, "fasttext_subwords": False, "vocab": "vocab.txt"}
+        meta: dict[str, Any] = {"tokenizer": None, "oov_vectors": None, "vocab": "vocab.txt"}
         vocab.save(tmp / "vocab.txt")
         if input_cfg["type"] == "fasttext":
             table = np.load(input_cfg["vectors"], mmap_mode="r")
             with atomic_file(tmp / "input_vectors.npy", "wb", encoding=None) as f:
                 np.save(f, np.asarray(table, dtype=np.float32))
             input_cfg["vectors"] = "input_vectors.npy"
-            composer = None if tokenizer else fasttext_subwords_for(spec, vocab, fasttext_model)
+            composer = None if tokenizer else oov_vectors_for(spec, vocab, fasttext_model, char_cnn_model)
             if composer is not None:
                 composer.save(tmp, vocab)
-                meta["fasttext_subwords"] = True
+                meta["oov_vectors"] = "char_cnn" if type(composer).__name__ == "CharCnnVectors" else "fasttext"
         elif input_cfg["type"] == "char_cnn":
             input_cfg.pop("weights", None)
             if not isinstance(input_cfg["options"], dict):
@@ -205,6 +207,8 @@ def _oov_note(bilm: BiLM) -> str:
     lm = bilm.forward_lm
     if bilm.subwords is not None:
         return "split into BPE subwords (a word is represented by its first subword)"
+    if lm.subwords is not None and type(lm.subwords).__name__ == "CharCnnVectors":
+        return "the char-CNN vector of their characters (char_cnn.pt, the CNN that made the input table)"
     if lm.subwords is not None:
         return "fastText vectors composed from character n-grams (fasttext_buckets.npy)"
     if lm.open_vocabulary:
@@ -252,10 +256,14 @@ def load_bilm(directory: str | Path, device: str | torch.device = "cpu", check_f
     if input_cfg.get("type") == "fasttext":
         input_cfg["vectors"] = str(directory / input_cfg["vectors"])
     composer = None
-    if meta.get("fasttext_subwords"):
+    if meta.get("oov_vectors") == "fasttext":
         from elmoc.inputs.fasttext_subwords import SubwordVectors
 
         composer = SubwordVectors.load(directory)
+    elif meta.get("oov_vectors") == "char_cnn":
+        from elmoc.inputs.char_cnn_vectors import CharCnnVectors
+
+        composer = CharCnnVectors.load(directory)
     subword_encoder = None
     if meta.get("tokenizer"):
         from elmoc.data.subword import SubwordEncoder
@@ -322,7 +330,7 @@ def convert_bilm_tf(options: str | Path, weights: str | Path, output: str | Path
 
         dump_yaml(spec, tmp / "spec.yaml")
         bilm = _write_meta(tmp, name, input_cfg, encoder_cfg, True,
-                           {"tokenizer": None, "fasttext_subwords": False, "vocab": "vocab.txt" if vocab else None})
+                           {"tokenizer": None, "oov_vectors": None, "vocab": "vocab.txt" if vocab else None})
         released = {"step": None, "tokens": None, "final": True}
         _write_card(tmp, {**spec, "data": {"train": "1B Word Benchmark (bilm-tf release)"}},
                     {d: released for d in DIRECTIONS}, {d: {} for d in DIRECTIONS}, bilm,

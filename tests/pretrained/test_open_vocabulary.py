@@ -102,3 +102,40 @@ def test_directions_of_different_sizes_are_refused(lm_tree, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and len(err) == 1
     assert "backward/model.pt: its LM spec differs from" in err[0] and "in encoder" in err[0]
+
+
+def test_char_cnn_table_input_reads_the_cnn_vector_of_the_word(lm_tree, shared_data, tmp_path):
+    """ELMo-C-CNN: input table = the ELMo char-CNN over the vocabulary; an OOV word reads that
+    char-CNN's vector of its characters, at extraction and from an exported directory."""
+    from conftest import H as width
+    from elmoc.commands.cnn_table import char_cnn_table
+    from elmoc.data.vocab import Vocabulary
+    from elmoc.lm import LanguageModel
+    from elmoc.pretrained import embed_sentences
+    from elmoc.train.checkpoint import save_checkpoint
+
+    root = lm_tree("char_cnn", shared_data)
+    (root / "results/lm/tiny").rename(root / "results/lm/elmo")
+    vocab = Vocabulary.load("results/vocab/vocab.txt")
+    np.save("results/vectors/cnn.npy", char_cnn_table("results/lm/elmo/forward/model.pt", vocab))
+    spec = {"name": "tiny", "input": {"type": "fasttext", "vectors": "results/vectors/cnn.npy"},
+            "encoder": {"type": "elmo_lstm", "num_layers": 2, "cell_size": 10, "projection_size": width},
+            "output": {"type": "cosine", "vectors": "results/vectors/cnn.npy"}, "vocab": "results/vocab/vocab.txt"}
+    for seed, direction in enumerate(("forward", "backward")):
+        torch.manual_seed(seed)
+        save_checkpoint(root / f"results/lm/tiny/{direction}/model.pt", {
+            "spec": spec, "vocab_path": "results/vocab/vocab.txt", "direction": direction,
+            "model": LanguageModel.from_spec(spec, vocab).state_dict(), "step": 1, "tokens": 5, "final": True})
+    feats, attrs = extract(root)
+    assert attrs["open_vocabulary"]
+    bilm = BiLM.from_checkpoints("results/lm/tiny/forward/model.pt", "results/lm/tiny/backward/model.pt")
+    elmo = BiLM.from_checkpoints("results/lm/elmo/forward/model.pt", "results/lm/elmo/backward/model.pt")
+    chars = batch_char_ids([SENTENCE + ["<unk>"]], elmo.forward_lm.input_layer.max_chars)
+    with torch.no_grad():
+        cnn = elmo.forward_lm.input_layer.encode_chars(chars)[0]
+    want = layer0(bilm, cnn)
+    np.testing.assert_allclose(feats[0], want[:4], atol=1e-5)
+    assert np.abs(feats[0, 1] - want[4]).max() > 1e-3
+    assert run_command("export", ["--variant", "tiny", "--output", str(tmp_path / "cnn_model")]) == 0
+    assert (tmp_path / "cnn_model/char_cnn.pt").is_file()
+    np.testing.assert_allclose(embed_sentences(tmp_path / "cnn_model", [SENTENCE])[0], feats, atol=1e-6)

@@ -23,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backward", help="backward model.pt (instead of --variant)")
     parser.add_argument("--fasttext-model", help="fastText .bin the input table was made from "
                         "(default: results/fasttext/NAME.bin beside the table)")
+    parser.add_argument("--char-cnn-model", help="ELMo model.pt whose char-CNN made a char-CNN input table "
+                        "(default: results/lm/elmo/forward/model.pt beside results/vectors/cnn.npy)")
     parser.add_argument("--no-boundaries", action="store_true", help="embed without <s> ... </s> around sentences")
     parser.add_argument("--bilm-tf-options", help="released ELMo options.json (convert instead of export)")
     parser.add_argument("--bilm-tf-weights", help="released ELMo weights .hdf5")
@@ -34,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="checkpoints: write OUTPUT/{forward,backward}/model.pt (bilm-tf only)")
 
 
-OPTIONS = ("variant", "results", "forward", "backward", "fasttext_model", "no_boundaries", "output")
+OPTIONS = ("variant", "results", "forward", "backward", "fasttext_model", "char_cnn_model", "no_boundaries", "output")
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -80,5 +82,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise ConfigError("give --variant (or --forward and --backward)")
     pretrained.export_model(files["forward"], files["backward"], args.output, fasttext_model=args.fasttext_model,
-                            boundaries=not args.no_boundaries, command=command_line(args))
+                            boundaries=not args.no_boundaries, command=command_line(args),
+                            char_cnn_model=args.char_cnn_model)
     return 0

@@ -11,7 +11,7 @@ DESCRIPTION = (
     "sentence_to_index (JSON: sentence -> key), like `allennlp elmo --all`. Words outside "
     "the LM vocabulary keep their identity: char-CNN inputs read their characters, FastText "
     "inputs the vector fastText composes from their n-grams (the .bin the input table was "
-    "made from); only closed word tables read <unk>."
+    "made from), char-CNN tables the vector of that char-CNN; only closed word tables read <unk>."
 )
 
 
@@ -23,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab", help="vocabulary file (default: the one recorded in the checkpoint)")
     parser.add_argument("--fasttext-model", help="fastText .bin composing out-of-vocabulary words of a FastText "
                         "input (default: results/fasttext/NAME.bin beside the input table)")
+    parser.add_argument("--char-cnn-model", help="ELMo model.pt whose char-CNN made a char-CNN input table "
+                        "(ELMo-C-CNN; default: results/lm/elmo/forward/model.pt beside results/vectors/cnn.npy)")
     parser.add_argument("--closed-vocabulary", action="store_true",
                         help="map words outside the LM vocabulary to <unk> (the behaviour before issue 12)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
@@ -40,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     bilm = BiLM.from_checkpoints(args.forward, args.backward, args.vocab, fasttext_model=args.fasttext_model,
-                                 closed_vocabulary=args.closed_vocabulary)
+                                 closed_vocabulary=args.closed_vocabulary, char_cnn_model=args.char_cnn_model)
     sentences = read_sentences(args.sentences)
     export_features(bilm, sentences, args.output, batch_size=args.batch_size,
                     boundaries=not args.no_boundaries, device=args.device)

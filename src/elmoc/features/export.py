@@ -50,6 +50,7 @@ from elmoc.train.checkpoint import load_checkpoint
 
 if TYPE_CHECKING:
     from elmoc.data.subword import SubwordEncoder
+    from elmoc.inputs.char_cnn_vectors import CharCnnVectors
     from elmoc.inputs.fasttext_subwords import SubwordVectors
 
 log = logging.getLogger(__name__)
@@ -68,11 +69,12 @@ class FeatureLM(torch.nn.Module):
     Args:
         input_layer, encoder: built from the LM spec (weights loaded by the caller).
         vocab: the LM vocabulary the ids refer to.
-        subwords: fastText vectors of out-of-vocabulary words (FastText inputs only).
+        subwords: vectors of out-of-vocabulary words for a frozen-table input (fastText
+            n-grams, or the char-CNN that made a char-CNN table); see :func:`oov_vectors_for`.
     """
 
     def __init__(self, input_layer: torch.nn.Module, encoder: torch.nn.Module, vocab: Vocabulary,
-                 subwords: "SubwordVectors | None" = None):
+                 subwords: "SubwordVectors | CharCnnVectors | None" = None):
         super().__init__()
         self.input_layer = input_layer
         self.encoder = encoder
@@ -81,7 +83,7 @@ class FeatureLM(torch.nn.Module):
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], state: dict[str, torch.Tensor], vocab: Vocabulary,
-                  where: str | Path, subwords: "SubwordVectors | None" = None) -> "FeatureLM":
+                  where: str | Path, subwords: "SubwordVectors | CharCnnVectors | None" = None) -> "FeatureLM":
         """Build input + encoder from ``spec`` and load their weights from ``state`` (a
         LanguageModel state dict; ``output_layer.*`` entries are ignored)."""
         for section in ("input", "encoder"):
@@ -165,12 +167,12 @@ class BiLM(torch.nn.Module):
     @classmethod
     def from_checkpoints(cls, forward_path: str | Path, backward_path: str | Path,
                          vocab_path: str | Path | None = None, fasttext_model: str | Path | None = None,
-                         closed_vocabulary: bool = False) -> "BiLM":
+                         closed_vocabulary: bool = False, char_cnn_model: str | Path | None = None) -> "BiLM":
         """Both directions from their ``model.pt`` (or ``checkpoint.pt``) files.
 
         ``fasttext_model``: the ``.bin`` whose n-grams compose out-of-vocabulary words for
         a FastText input (default: the one the table was made from, when it exists;
-        :func:`~elmoc.inputs.fasttext_subwords.fasttext_model_for_table`).
+        :func:`oov_vectors_for`; ``char_cnn_model`` likewise for char-CNN tables).
         ``closed_vocabulary``: map every unknown word to ``<unk>`` (the old behaviour).
         """
         payloads = {}
@@ -193,7 +195,7 @@ class BiLM(torch.nn.Module):
             subword_encoder = SubwordEncoder(tokenizer)
         composer = None
         if not closed_vocabulary and not tokenizer:
-            composer = fasttext_subwords_for(spec, vocab, fasttext_model)
+            composer = oov_vectors_for(spec, vocab, fasttext_model, char_cnn_model)
         lms = [FeatureLM.from_spec(payloads[d]["spec"], payloads[d]["model"], vocab, path, composer)
                for d, path in (("forward", forward_path), ("backward", backward_path))]
         return cls(lms[0], lms[1], vocab, subword_encoder)
@@ -267,35 +269,49 @@ def check_same_model(forward_spec: dict, backward_spec: dict, forward_path: str 
                              "of one variant")
 
 
-def fasttext_subwords_for(spec: dict[str, Any], vocab: Vocabulary,
-                          fasttext_model: str | Path | None) -> "SubwordVectors | None":
-    """The out-of-vocabulary composer of a FastText-input spec, or None (closed vocabulary).
+def oov_vectors_for(spec: dict[str, Any], vocab: Vocabulary, fasttext_model: str | Path | None = None,
+                    char_cnn_model: str | Path | None = None) -> "SubwordVectors | CharCnnVectors | None":
+    """What composes out-of-vocabulary words for a frozen-table (``fasttext``) input, or None.
 
-    The ``.bin`` is ``fasttext_model`` or the one the input table was made from; a table
-    with no fastText source (random, char-CNN tables) keeps the closed vocabulary, with
-    a warning.  A ``.bin`` that did not make the table is an error.
+    The source is ``fasttext_model`` (a ``.bin``), ``char_cnn_model`` (an ELMo
+    ``model.pt``, for the char-CNN tables of the ELMo-C-CNN ablations), or found beside
+    the table: ``results/fasttext/{name}.bin`` for ``results/vectors/{name}.npy``,
+    ``results/lm/elmo/forward/model.pt`` for ``results/vectors/cnn.npy``.  A table with
+    no such source (the random table) keeps the closed vocabulary, with a warning.
+    A source that did not make the table is an error (a few rows are compared).
     """
+    from elmoc.inputs.char_cnn_vectors import CharCnnVectors
     from elmoc.inputs.fasttext_subwords import SubwordVectors, check_table_matches, fasttext_model_for_table
 
     cfg = spec.get("input") or {}
     if cfg.get("type") != "fasttext":
-        if fasttext_model is not None:
-            raise ConfigError(f"--fasttext-model applies to FastText-input LMs; this LM's input is {cfg.get('type')!r}")
+        if fasttext_model is not None or char_cnn_model is not None:
+            raise ConfigError("--fasttext-model / --char-cnn-model apply to frozen-table inputs; this LM's input "
+                              f"is {cfg.get('type')!r}")
         return None
     table_path = Path(cfg["vectors"])
-    model_path = Path(fasttext_model) if fasttext_model is not None else fasttext_model_for_table(table_path)
-    if model_path is None:
-        log.warning("no fastText model found for %s: words outside the LM vocabulary read <unk> "
-                    "(pass --fasttext-model to compose their vectors)", table_path)
+    if fasttext_model is not None and char_cnn_model is not None:
+        raise ConfigError("give --fasttext-model or --char-cnn-model, not both")
+    if char_cnn_model is None and fasttext_model is None:
+        fasttext_model = fasttext_model_for_table(table_path)
+        default_cnn = table_path.parent.parent / "lm" / "elmo" / "forward" / "model.pt"
+        if fasttext_model is None and table_path.stem == "cnn" and default_cnn.is_file():
+            char_cnn_model = default_cnn
+    if fasttext_model is not None:
+        composer = SubwordVectors.from_bin(fasttext_model)
+    elif char_cnn_model is not None:
+        composer = CharCnnVectors.from_checkpoint(char_cnn_model)
+    else:
+        log.warning("no fastText model or char-CNN found for %s: words outside the LM vocabulary read <unk> "
+                    "(pass --fasttext-model or --char-cnn-model to compose their vectors)", table_path)
         return None
-    subwords = SubwordVectors.from_bin(model_path)
     table = np.load(table_path, mmap_mode="r")
-    if table.shape[1] != subwords.dim:
-        raise InputFileError(model_path, f"has {subwords.dim}-d vectors but the input table {table_path} has "
+    if table.shape[1] != composer.dim:
+        raise InputFileError(composer.source, f"gives {composer.dim}-d vectors but the input table {table_path} has "
                              f"{table.shape[1]} columns; pass the model the table was made from")
-    check_table_matches(table, vocab.tokens, subwords, table_path)
-    log.info("words outside the vocabulary: fastText vectors composed by %s", model_path)
-    return subwords
+    check_table_matches(table, vocab.tokens, composer, table_path)
+    log.info("words outside the vocabulary: vectors composed by %s", composer.source)
+    return composer
 
 
 def read_sentences(path: str | Path, tokenize: bool = False) -> list[list[str]]:

@@ -1,0 +1,84 @@
+"""Char-CNN vectors of words outside the LM vocabulary (ELMo-C-CNN inputs at extraction).
+
+The ELMo-C-CNN ablations read a frozen table ``results/vectors/cnn.npy``: the trained
+ELMo char-CNN run over the vocabulary (``elmoc cnn-table``).  That encoder is open
+vocabulary, so a task word outside the vocabulary reads the char-CNN's vector of its
+own characters, exactly as the table's rows were made.  :class:`CharCnnVectors` has
+the same interface as :class:`elmoc.inputs.fasttext_subwords.SubwordVectors`
+(``vectors(words)``, ``save(directory, vocab)``, ``load(directory)``, ``dim``, ``source``).
+
+Files written by :meth:`save`: ``char_cnn.json`` (format, bilm-tf options) and
+``char_cnn.pt`` (the layer's state dict).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Container, Sequence
+
+import numpy as np
+import torch
+
+from elmoc.data.atomic import atomic_file
+from elmoc.errors import InputFileError
+
+FORMAT = "elmoc-char-cnn-vectors-v1"
+FILES = ("char_cnn.json", "char_cnn.pt")
+
+
+class CharCnnVectors:
+    """Vectors of arbitrary words from a char-CNN input layer (frozen, eval mode)."""
+
+    def __init__(self, layer, source: str):
+        self.layer = layer.eval()
+        self.dim = int(layer.output_dim)
+        self.source = source
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path) -> "CharCnnVectors":
+        """The char-CNN input layer of an LM ``model.pt`` whose input is ``char_cnn``."""
+        from elmoc.registry import build
+        from elmoc.train.checkpoint import load_checkpoint
+
+        payload = load_checkpoint(path)
+        cfg = dict((payload.get("spec") or {}).get("input") or {})
+        if cfg.get("type") != "char_cnn":
+            raise InputFileError(path, f"input layer is {cfg.get('type')!r}, not 'char_cnn'; pass the ELMo "
+                                 "checkpoint the char-CNN table was made from")
+        cfg.pop("weights", None)
+        layer = build("input", cfg)
+        prefix = "input_layer."
+        layer.load_state_dict({k[len(prefix):]: v for k, v in payload["model"].items() if k.startswith(prefix)})
+        return cls(layer, str(path))
+
+    @torch.no_grad()
+    def vectors(self, words: Sequence[str]) -> np.ndarray:
+        """Shape: returns float32 (len(words), dim)."""
+        from elmoc.inputs.characters import batch_char_ids
+
+        if not words:
+            return np.zeros((0, self.dim), np.float32)
+        chars = batch_char_ids([list(words)], self.layer.max_chars)
+        return self.layer.encode_chars(chars)[0].float().numpy()
+
+    def save(self, directory: str | Path, lm_vocabulary: Container[str] | None = None) -> None:
+        directory = Path(directory)
+        with atomic_file(directory / "char_cnn.json") as f:
+            json.dump({"format": FORMAT, "options": self.layer.options, "source": Path(self.source).name}, f)
+            f.write("\n")
+        torch.save({k: v.detach().cpu() for k, v in self.layer.state_dict().items()}, directory / "char_cnn.pt")
+
+    @classmethod
+    def load(cls, directory: str | Path) -> "CharCnnVectors":
+        from elmoc.registry import build
+
+        directory = Path(directory)
+        for name in FILES:
+            if not (directory / name).is_file():
+                raise InputFileError(directory / name, "missing from the model directory; export it again")
+        meta = json.loads((directory / "char_cnn.json").read_text(encoding="utf-8"))
+        if meta.get("format") != FORMAT:
+            raise InputFileError(directory / "char_cnn.json", f"not format {FORMAT!r}; export the model again")
+        layer = build("input", {"type": "char_cnn", "options": meta["options"], "trainable": False})
+        layer.load_state_dict(torch.load(directory / "char_cnn.pt", map_location="cpu", weights_only=True))
+        return cls(layer, str(directory))
