@@ -164,6 +164,8 @@ class FastTextModel:
         self.words = words
         self.nwords = len(words)
         self._index = {w: i for i, w in enumerate(words)}
+        if len(self._index) != self.nwords:
+            raise _bad(path, "the dictionary lists a word twice; the file is corrupt")
         self.input_matrix = np.memmap(path, dtype="<f4", mode="r", offset=input_offset,
                                       shape=(self.nwords + self.bucket, self.dim))
         self.output_matrix = np.memmap(path, dtype="<f4", mode="r", offset=output_offset,
@@ -230,12 +232,7 @@ class FastTextModel:
         output_offset, pos = _matrix(path, mm, file_size, pos, "output", out_rows, args["dim"])
         if pos != file_size:
             raise _bad(path, f"{file_size - pos} unexpected bytes after the output matrix; the file is corrupt")
-        if len(set(words)) != len(words):
-            raise _bad(path, "the dictionary lists a word twice; the file is corrupt")
         return cls(path, args, words, input_offset, output_offset, out_rows)
-
-    def get_dimension(self) -> int:
-        return self.dim
 
     def word_id(self, word: str) -> int:
         """Dictionary id of ``word``, -1 if absent."""
