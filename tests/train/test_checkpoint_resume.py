@@ -281,7 +281,8 @@ def test_resume_rules_unit(tmp_path):
     spec = {"encoder": {"cell_size": 8}, "train": {"batch_size": 2, "max_steps": 5, "log_every": 1}}
     payload = {"spec": spec, "config_hash": config_hash(spec), "direction": "forward", "optimizers": [{}],
                "vocab": {"size": len(vocab), "sha256": "0"}}
-    longer = {**spec, "train": {"batch_size": 2, "max_steps": 50, "log_every": 10, "checkpoint_every": 7}}
+    longer = {**spec, "train": {"batch_size": 2, "max_steps": 50, "log_every": 10, "checkpoint_every": 7,
+                                   "epochs": 3}}
     check_resumable({**payload, "vocab": None}, tmp_path / "c.pt", spec=longer, direction="forward", vocab=vocab)
     with pytest.raises(InputFileError, match=r"train.batch_size is 2 there but 4 in s.yaml"):
         check_resumable(payload, "c.pt", spec={**spec, "train": {"batch_size": 4}}, direction="forward",

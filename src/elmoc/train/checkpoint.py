@@ -58,8 +58,9 @@ MODEL = "model.pt"
 HELDOUT = "heldout.json"
 TRAIN_LOG = "train_log.jsonl"
 # Keys of ``spec["train"]`` that may differ between a checkpoint and the run resuming it:
-# they decide when to stop and how often to log/evaluate/save, not what a step computes.
-RESUME_MUTABLE = ("max_steps", "log_every", "eval_every", "checkpoint_every")
+# they decide when to stop and how often to log/evaluate/save, not what a step computes
+# (the batches of pass e depend on the seed and e only, and the LR on the step only).
+RESUME_MUTABLE = ("max_steps", "epochs", "log_every", "eval_every", "checkpoint_every")
 # Keys of a checkpoint that model.pt leaves out.
 TRAINING_ONLY = ("optimizers", "data", "rng", "state", "log_bytes")
 RESUME_FIX = "rerun with --no-resume to start over, or use another --output-dir"
