@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import run_command
+from lm_tree_helpers import run_command
 
 from elmoc import Elmo, embed_sentences
 from elmoc.errors import InputFileError

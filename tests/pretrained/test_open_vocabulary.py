@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import run_command
+from lm_tree_helpers import run_command
 
 
 from elmoc.errors import InputFileError
@@ -107,7 +107,7 @@ def test_directions_of_different_sizes_are_refused(lm_tree, capsys):
 def test_char_cnn_table_input_reads_the_cnn_vector_of_the_word(lm_tree, shared_data, tmp_path):
     """ELMo-C-CNN: input table = the ELMo char-CNN over the vocabulary; an OOV word reads that
     char-CNN's vector of its characters, at extraction and from an exported directory."""
-    from conftest import H as width
+    from lm_tree_helpers import H as width
     from elmoc.commands.cnn_table import char_cnn_table
     from elmoc.data.vocab import Vocabulary
     from elmoc.lm import LanguageModel

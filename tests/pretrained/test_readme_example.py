@@ -5,7 +5,7 @@ import contextlib
 import io
 import re
 
-from conftest import run_command
+from lm_tree_helpers import run_command
 
 
 def readme_example(repo_root) -> str:

@@ -6,7 +6,7 @@ import json
 import h5py
 import numpy as np
 import yaml
-from conftest import run_command
+from lm_tree_helpers import run_command
 
 from elmoc.data.vocab import Vocabulary
 
