@@ -145,6 +145,11 @@ def _worker(rank, port, tmp):
             "forward_sync_buffers": ddp.forward_sync_buffers,
             "find_unused_parameters": ddp.find_unused_parameters,
         }
+    # SAMPLED stopped after 3 steps and resumed: carried state and negatives per rank
+    first = _spec(tmp, "sampled")
+    first["train"]["max_steps"] = 3
+    train(first, vocab, os.path.join(tmp, "resumed"), make_batches, make_heldout)
+    train(_spec(tmp, "sampled"), vocab, os.path.join(tmp, "resumed"), make_batches, make_heldout)
     with open(os.path.join(tmp, f"report{rank}.json"), "w") as f:
         json.dump(report, f)
     dist.destroy_process_group()
@@ -234,6 +239,19 @@ def test_two_gloo_processes_match_one(runs, layer):
     assert after["value"] == pytest.approx(heldout["value"], rel=1e-5)
     if layer == "cont":
         assert after["constant_baseline"] == pytest.approx(heldout["constant_baseline"], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_resume_continues_every_ranks_rows_and_negatives(runs):
+    """2 processes, SAMPLED with carried state: 3 steps + resume to 6 == 6 steps straight.
+    The checkpoint holds the global batch's state (both ranks' rows)."""
+    tmp, _ = runs
+    resumed = load_checkpoint(os.path.join(tmp, "resumed", "checkpoint.pt"))
+    straight = load_checkpoint(os.path.join(tmp, "ddp", "sampled", "checkpoint.pt"))
+    assert resumed["step"] == straight["step"] == STEPS
+    assert all(h.shape[0] == B and c.shape[0] == B for h, c in straight["state"])
+    for key in ("model", "optimizers", "state"):
+        assert max_abs_diff(resumed[key], straight[key], key) == 0.0, key
 
 
 @pytest.mark.slow

@@ -26,6 +26,10 @@ What travels each step:
   (DDP's default would send ~0.95 GB per step at 793K x 300).  :func:`wrap_model`
   checks once that they agree across processes (one checksum each).
 
+A carried encoder state (``reset_state: false``) is checkpointed for the whole global
+batch (:func:`gather_state_rows`) and split again on resume (:func:`shard_state_rows`),
+so every rank resumes its own rows.
+
 Heldout evaluation is sharded by rows (:func:`shard_rows`): every process
 evaluates rows ``rank::world`` of each heldout window, carrying its rows' state,
 and the sums are all-reduced (:func:`all_reduce_sum`), so no rank idles in a
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -193,3 +198,35 @@ def all_reduce_sum(values: torch.Tensor, device: torch.device) -> torch.Tensor:
     reduced = values.to(device, torch.float64).clone()
     dist.all_reduce(reduced)
     return reduced.cpu()
+
+
+def gather_state_rows(state: Any, world_size: int) -> Any:
+    """The carried encoder state of the whole global batch (call on every process).
+
+    Every tensor of ``state`` holds this process's rows in dim 0 (the encoders' states
+    are lists of ``(h (rows, dim), c (rows, cell))``); rank ``r`` has rows
+    ``[r*B/W, (r+1)*B/W)`` (:mod:`elmoc.data.batches`), so concatenating in rank order
+    gives the state one process would carry: a checkpoint stores that, and
+    :func:`shard_state_rows` hands each rank its part on resume.
+    """
+    if state is None or world_size == 1:
+        return state
+    if isinstance(state, torch.Tensor):
+        parts = [torch.empty_like(state) for _ in range(world_size)]
+        dist.all_gather(parts, state.contiguous())
+        return torch.cat(parts)
+    if isinstance(state, (list, tuple)):
+        return type(state)(gather_state_rows(s, world_size) for s in state)
+    raise TypeError(f"cannot gather an encoder state of type {type(state)!r}")
+
+
+def shard_state_rows(state: Any, rank: int, world_size: int) -> Any:
+    """This process's rows of a global carried state (inverse of :func:`gather_state_rows`)."""
+    if state is None or world_size == 1:
+        return state
+    if isinstance(state, torch.Tensor):
+        per = state.shape[0] // world_size
+        return state[rank * per:(rank + 1) * per]
+    if isinstance(state, (list, tuple)):
+        return type(state)(shard_state_rows(s, rank, world_size) for s in state)
+    raise TypeError(f"cannot shard an encoder state of type {type(state)!r}")

@@ -38,7 +38,8 @@ from elmoc.train.checkpoint import (
     model_payload, remove_stale_temps, rng_state, save_checkpoint, set_rng_state, vocab_fingerprint,
 )
 from elmoc.train.distributed import (
-    Distributed, all_reduce_sum, average_sparse_gradients, shard_rows, sparse_gradient_parameters, wrap_model,
+    Distributed, all_reduce_sum, average_sparse_gradients, gather_state_rows, shard_rows, shard_state_rows,
+    sparse_gradient_parameters, wrap_model,
 )
 from elmoc.train.optim import OptimizerBundle, build_optimizer, clip_global_norm
 from elmoc.train.precision import autocast_context, retain_freed_host_memory, to_device
@@ -270,7 +271,8 @@ def train(
         load_weights(model, payload, ckpt_path)
         bundle.load_state_dict(payload["optimizers"])
         step, tokens, position = payload["step"], payload["tokens"], payload["data"]
-        state, history = payload.get("state"), payload.get("history", [])
+        state = shard_state_rows(payload.get("state"), ddp.rank, ddp.world_size)  # this rank's rows
+        history = payload.get("history", [])
         seconds_before = float(payload.get("seconds", 0.0))
         if ddp.is_main:
             set_rng_state(payload["rng"])
@@ -300,8 +302,9 @@ def train(
     def save() -> None:
         nonlocal saved_step
         saved_step = step
+        rows = gather_state_rows(state, ddp.world_size)  # the global batch's carried state (all ranks)
         if ddp.is_main:
-            save_checkpoint(ckpt_path, training_state())
+            save_checkpoint(ckpt_path, {**training_state(), "state": rows})
 
     def heldout(tag: str) -> None:
         if make_heldout is None:
