@@ -285,6 +285,7 @@ def train(
     def wall_seconds() -> float:
         """Wall time of this training, summed over the runs it was resumed from."""
         return seconds_before + time.time() - t_start
+
     core = model
     sparse_params = sparse_gradient_parameters(core)  # exchanged by us, not by DDP
     if ddp.enabled:
