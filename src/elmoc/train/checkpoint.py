@@ -42,6 +42,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -159,8 +160,13 @@ def model_payload(checkpoint: dict[str, Any]) -> dict[str, Any]:
 
 
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` to ``path`` atomically; the data reaches the disk (fsync) before
+    the rename, so a crashed node cannot leave an empty file under the final name."""
     with atomic_path(path) as tmp:
-        torch.save({"format": FORMAT, **payload}, tmp)
+        with open(tmp, "wb") as f:
+            torch.save({"format": FORMAT, **payload}, f)
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def stale_temp_glob(name: str) -> str:
