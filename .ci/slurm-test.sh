@@ -159,23 +159,37 @@ for jobid, rule in sorted(submitted.items()):
     if state != want:
         errors.append(f"SLURM job {jobid} ({rule}) is {state}, expected {want}")
 
-# every job the local run ran outside localrules ran under SLURM (+1 pretrain: the cancelled one)
+# every job of the local run ran in the SLURM runs: as a SLURM job, or on the login node
+# only if its rule is a `localrule` (+1 pretrain under SLURM: the cancelled job)
 def job_counts(path):
-    text = open(path).read()
-    counts = Counter(re.findall(r"^(?:\[.*\]\n)?rule (\w+):", text, re.M))
-    local = Counter(re.findall(r"^localrule (\w+):", text, re.M))
-    return counts, local
-local_jobs, local_local = job_counts(f"{work}/local.log")
+    """{rule: jobs} this snakemake run started itself (not the failed jobs' logs it quotes)."""
+    counts = Counter()
+    for m in re.finditer(r"^(?:local)?rule (\w+):\n((?:    .*\n)*)", open(path).read(), re.M):
+        if "reason: Forced execution" not in m.group(2):
+            counts[m.group(1)] += 1
+    return counts
+declared_local = set()
+for smk in glob.glob(f"{work}/slurm/workflow/rules/*.smk") + [f"{work}/slurm/Snakefile"]:
+    for block in re.split(r"\n(?=rule \w+:)", open(smk).read()):
+        m = re.match(r"rule (\w+):", block)
+        if m and re.search(r"^\s+localrule: True", block, re.M):
+            declared_local.add(m.group(1))
+local_jobs = job_counts(f"{work}/local.log")
 slurm_jobs = Counter(submitted.values())
-slurm_local = Counter()
+on_login = Counter()
 for run in ("slurm-run1.log", "slurm-run2.log"):
-    slurm_local += job_counts(f"{work}/{run}")[1]
-expected = Counter(local_jobs)
+    on_login += job_counts(f"{work}/{run}")
+on_login -= slurm_jobs  # job_counts counts submitted jobs too
+if set(on_login) - declared_local:
+    errors.append(f"jobs of rules that are not localrules ran on the login node: {sorted(set(on_login) - declared_local)}")
+if set(slurm_jobs) & declared_local:
+    errors.append(f"localrules submitted to SLURM: {sorted(set(slurm_jobs) & declared_local)}")
+expected = Counter({r: n for r, n in local_jobs.items() if r not in declared_local})
 expected["pretrain"] += 1
 if slurm_jobs != expected:
     errors.append(f"jobs under SLURM {dict(slurm_jobs)} != the local run's non-local jobs (+1 cancelled pretrain) {dict(expected)}")
-print(f"jobs under SLURM: {sum(slurm_jobs.values())} {dict(sorted(slurm_jobs.items()))}; "
-      f"local rules in the SLURM runs: {dict(sorted(slurm_local.items()))}")
+print(f"jobs under SLURM: {sum(slurm_jobs.values())} {dict(sorted(slurm_jobs.items()))}")
+print(f"localrules on the login node: {dict(sorted(on_login.items()))}")
 
 # numbers: every heldout.json and task JSON equals the local run's (timings aside)
 SKIP = re.compile(r"seconds|time|wall|elapsed|date|host|path|_at$")
@@ -205,8 +219,7 @@ for rel in files:
     if diff:
         errors.append(f"{rel}: SLURM != local at {sorted(diff)[:5]}")
     else:
-        summary = {k: v for k, v in a.items() if re.search(r"(perplexity|cosine|loss|dev|test|metric|threads|step)", k)
-                   and not isinstance(v, (list, dict))}
+        summary = {k[1:]: v for k, v in a.items() if k.count(".") == 1 and "[" not in k and isinstance(v, (int, float))}
         print(f"equal: {rel}  {dict(list(summary.items())[:6])}")
 if errors:
     print("\n".join("ERROR: " + e for e in errors))
