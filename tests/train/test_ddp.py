@@ -102,6 +102,8 @@ def _record_collectives(log):
             log["sparse"] += sum(t.is_sparse for t in tensors)
             if "broadcast" in name:
                 log["broadcast_bytes"] += sum(t.numel() * t.element_size() for t in tensors)
+            if name == "all_gather" and log["exchanging"]:  # the sparse exchange: (touched rows, d)
+                log["gathered_rows"] = max([log["gathered_rows"]] + [t.shape[0] for t in tensors if t.dim() == 2])
             return original(*args, **kwargs)
         setattr(dist, name, checked)
 
@@ -117,7 +119,7 @@ def _worker(rank, port, tmp):
     torch.set_num_threads(1)
     import elmoc.train.loop as loop
 
-    log = {"sparse": 0, "broadcast_bytes": 0}
+    log = {"sparse": 0, "broadcast_bytes": 0, "gathered_rows": 0, "exchanging": False}
     _record_collectives(log)
     wrapped = {}
     wrap_model = loop.wrap_model
@@ -127,10 +129,18 @@ def _worker(rank, port, tmp):
         return wrapped["ddp"]
 
     loop.wrap_model = recording_wrap
+    exchange = loop.average_sparse_gradients
+
+    def recording_exchange(*args):
+        log["exchanging"] = True
+        exchange(*args)
+        log["exchanging"] = False
+
+    loop.average_sparse_gradients = recording_exchange
     report = {}
     vocab = _vocab()
     for layer in LAYERS:
-        log.update(sparse=0, broadcast_bytes=0)
+        log.update(sparse=0, broadcast_bytes=0, gathered_rows=0)
         train(_spec(tmp, layer), vocab, os.path.join(tmp, "ddp", layer), make_batches, make_heldout)
         ddp = wrapped.pop("ddp")
         core = ddp.module
@@ -271,6 +281,9 @@ def test_nothing_sparse_or_frozen_travels(runs):
             # broadcast of the sparse table), not one byte of a buffer
             assert r["broadcast_bytes"] == r["param_bytes"], where
         assert report["cont"]["buffers"] and report["fixed"]["buffers"]
+        # SAMPLED exchanges the rows it touched (<= 10 targets + 6 negatives), never V x d
+        assert 0 < report["sampled"]["gathered_rows"] <= 16 < V
+        assert all(report[layer]["gathered_rows"] == 0 for layer in LAYERS if layer != "sampled")
 
 
 def _negatives(layer, rank, draw):
