@@ -258,6 +258,26 @@ def test_resume_refuses_other_spec(straight, tmp_path):
     assert "spec.yaml" in line and "--output-dir" in line
 
 
+def test_stale_checkpoint_set_aside_starts_afresh(straight, tmp_path):
+    """The workflow's mode: a changed spec reruns the job, which keeps the old checkpoint
+    under its config hash and trains the new spec from step 0 (equal to a fresh run)."""
+    root = _copy_checkpoint(straight, tmp_path)
+    old = load_checkpoint(root / "out/checkpoint.pt")
+    spec = yaml.safe_load((root / "spec.yaml").read_text())
+    spec["encoder"]["cell_size"] = 12
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec))
+    r = elmoc_train(root, "out", "--stale-checkpoint", "set-aside", "--max-steps", "2")
+    assert r.returncode == 0, r.stderr
+    kept = root / "out" / f"checkpoint.{old['config_hash']}.pt"
+    assert kept.is_file() and load_checkpoint(kept)["step"] == old["step"]
+    new = load_checkpoint(root / "out/model.pt")
+    assert new["step"] == 2 and new["spec"]["encoder"]["cell_size"] == 12
+    fresh = elmoc_train(root, "fresh", "--max-steps", "2")
+    assert fresh.returncode == 0, fresh.stderr
+    ref = load_checkpoint(root / "fresh/model.pt")["model"]
+    assert all(torch.equal(ref[k], new["model"][k]) for k in ref)
+
+
 def test_string_where_a_number_belongs_is_one_line(tmp_path):
     work = make_workdir(tmp_path)
     spec = dict(work["spec"], train={**work["spec"]["train"], "batch_size": "two"})

@@ -27,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--no-resume", action="store_true",
                         help="delete an existing checkpoint.pt and start from scratch")
+    parser.add_argument("--stale-checkpoint", choices=["refuse", "set-aside"], default="refuse",
+                        help="a checkpoint.pt of another spec, direction or vocabulary: refuse it with one line "
+                             "(default), or keep it as checkpoint.<config hash>.pt and start afresh (the workflow)")
     parser.add_argument("--max-steps", type=int, default=None, help="override train.max_steps")
 
 
@@ -80,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     steps_per_epoch = sum(num_windows((n - 1) // settings.batch_size, settings.bptt) for n in _shard_tokens(shards))
     result = train(spec, vocab, Path(args.output_dir), make_batches, make_heldout if data.get("heldout") else None,
                    direction=args.direction, vocab_path=str(vocab_path), device=args.device,
-                   resume=not args.no_resume, steps_per_epoch=steps_per_epoch, spec_path=args.spec)
+                   resume=not args.no_resume, steps_per_epoch=steps_per_epoch, spec_path=args.spec,
+                   stale_checkpoint=args.stale_checkpoint)
     return EXIT_INTERRUPTED if result.interrupted else 0
 
 

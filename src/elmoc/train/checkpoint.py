@@ -31,7 +31,10 @@ state, data position, RNG, carried state, log length) and with ``final`` True.
 Resume rules (:func:`check_resumable`): the direction, the vocabulary's tokens and the
 spec must match, except the keys in :data:`RESUME_MUTABLE` (how long to train and how
 often to log, evaluate and save), which may change between runs.  Anything else is
-refused with one line that names the checkpoint, both values and the fix.
+refused with one line that names the checkpoint, both values and the fix.  The
+workflow instead sets such a checkpoint aside (:func:`set_aside_if_stale`): a changed
+config reruns the job, which then starts afresh and keeps the old checkpoint under
+``checkpoint.<its config hash>.pt``.
 
 Writes go to a temp file that is renamed into place, so an interrupted save never
 leaves a truncated file behind; temp files a SIGKILL left over are removed by
@@ -42,6 +45,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import os
 import random
 from pathlib import Path
@@ -52,6 +56,8 @@ import torch
 
 from elmoc.data.atomic import atomic_path
 from elmoc.errors import InputFileError
+
+log = logging.getLogger(__name__)
 
 FORMAT = "elmoc-lm-v1"
 CHECKPOINT = "checkpoint.pt"
@@ -150,6 +156,28 @@ def check_resumable(payload: dict[str, Any], path: str | Path, *, spec: dict[str
             f"{payload.get('vocab_path') or 'the current one'} now holds ({current['size']} tokens, "
             f"sha256 {current['sha256']}); {RESUME_FIX}",
         )
+
+
+def set_aside_if_stale(path: str | Path, *, spec: dict[str, Any], direction: str, vocab=None,
+                       spec_path: str | Path | None = None) -> Path | None:
+    """Move a checkpoint that :func:`check_resumable` (or :func:`load_checkpoint`) refuses
+    out of the way, to ``checkpoint.<its config hash>.pt`` beside it, so the run starts
+    afresh without deleting anything.  Returns the new path, or None when the checkpoint
+    is resumable (or absent)."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    payload = None
+    try:
+        payload = load_checkpoint(path)
+        check_resumable(payload, path, spec=spec, direction=direction, vocab=vocab, spec_path=spec_path)
+        return None
+    except InputFileError as err:
+        tag = (payload or {}).get("config_hash") or "unreadable"
+        target = path.with_name(f"{path.stem}.{tag}{path.suffix}")
+        os.replace(path, target)
+        log.warning("%s; kept it as %s and starting afresh", err, target)
+        return target
 
 
 def model_payload(checkpoint: dict[str, Any]) -> dict[str, Any]:

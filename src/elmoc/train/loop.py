@@ -35,7 +35,8 @@ from elmoc.lm import LanguageModel, LMBatch
 from elmoc.outputs.base import OutputLoss
 from elmoc.train.checkpoint import (
     CHECKPOINT, HELDOUT, MODEL, TRAIN_LOG, check_resumable, config_hash, load_checkpoint, load_weights,
-    model_payload, remove_stale_temps, rng_state, save_checkpoint, set_rng_state, vocab_fingerprint,
+    model_payload, remove_stale_temps, rng_state, save_checkpoint, set_aside_if_stale, set_rng_state,
+    vocab_fingerprint,
 )
 from elmoc.train.distributed import (
     Distributed, all_reduce_sum, average_sparse_gradients, gather_state_rows, shard_rows, shard_state_rows,
@@ -229,6 +230,7 @@ def train(
     steps_per_epoch: int | None = None,
     spec_path: str | Path | None = None,
     stop: StopSignals | None = None,
+    stale_checkpoint: str = "refuse",
 ) -> RunResult:
     """Train one direction of an LM: ``checkpoint.pt`` every ``checkpoint_every`` steps,
     ``train_log.jsonl`` as it goes, and at the very end ``model.pt`` and ``heldout.json``
@@ -239,10 +241,14 @@ def train(
     checking that the checkpoint belongs to this spec, direction and vocabulary; the log
     is cut back to the checkpoint, so it reads as one uninterrupted run.  Without
     ``resume`` an existing checkpoint is deleted first.  ``spec_path`` only names the spec
-    in error messages.  On SIGTERM/SIGUSR1 (``stop``, installed by ``@stoppable``) the
+    in error messages.  ``stale_checkpoint="set-aside"`` moves a checkpoint of another
+    spec, direction or vocabulary aside and starts afresh instead of refusing it (the
+    workflow's choice: a changed config reruns the job).  On SIGTERM/SIGUSR1 (``stop``, installed by ``@stoppable``) the
     current step is finished, the checkpoint saved, and the result has ``interrupted`` set.
     """
     settings = TrainSettings.from_config(spec.get("train", {}))
+    if stale_checkpoint not in ("refuse", "set-aside"):
+        raise ConfigError(f"stale_checkpoint must be 'refuse' or 'set-aside', got {stale_checkpoint!r}")
     retain_freed_host_memory()  # freed activations stay mapped: no page faults every step
     ddp = Distributed.from_env()
     device = ddp.setup(device)  # joins the process group under torchrun
@@ -259,6 +265,10 @@ def train(
             log.warning("removed %s, left behind by an interrupted write", tmp)
         if not resume:
             ckpt_path.unlink(missing_ok=True)  # a fresh start must never be resumed later
+        elif stale_checkpoint == "set-aside":
+            set_aside_if_stale(ckpt_path, spec=spec, direction=direction, vocab=vocab, spec_path=spec_path)
+    if ddp.enabled:
+        dist.barrier()  # every rank sees the checkpoint rank 0 decided on
     spec_hash, vocab_id = config_hash(spec), vocab_fingerprint(vocab)
     seed_everything(settings.seed + ddp.rank)
 
