@@ -172,7 +172,9 @@ declared_local = set()
 for smk in glob.glob(f"{work}/slurm/workflow/rules/*.smk") + [f"{work}/slurm/Snakefile"]:
     for block in re.split(r"\n(?=rule \w+:)", open(smk).read()):
         m = re.match(r"rule (\w+):", block)
-        if m and re.search(r"^\s+localrule: True", block, re.M):
+        # localrules, and rules without a command (`all`): Snakemake runs them itself
+        if m and (re.search(r"^\s+localrule: True", block, re.M)
+                  or not re.search(r"^\s+(shell|run|script|wrapper|notebook|cwl):", block, re.M)):
             declared_local.add(m.group(1))
 local_jobs = job_counts(f"{work}/local.log")
 slurm_jobs = Counter(submitted.values())
