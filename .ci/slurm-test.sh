@@ -16,7 +16,8 @@
 # 4. checks the SLURM job table (jobcomp log: no accounting storage on this cluster): every
 #    job Snakemake submitted completed, except the cancelled one; every non-local job of the
 #    local run ran under SLURM; the numbers (heldout.json, task JSONs) equal the local run's.
-# Exits non-zero on any failure. Work files stay in $WORK (printed) for inspection.
+# Exits non-zero on any failure. The work folder is deleted after a pass (kept after a
+# failure, or always with ELMOC_SLURM_KEEP=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -32,7 +33,12 @@ cleanup() {
     local rc=$?
     [ -n "$LOCAL_PID" ] && kill "$LOCAL_PID" 2>/dev/null || true
     bash "$REPO/.ci/slurm-cluster.sh" stop || true
-    log "wall time $(( $(date +%s) - T0 )) s; work files in $WORK; exit $rc"
+    if [ "$rc" = 0 ] && [ -z "${ELMOC_SLURM_KEEP:-}" ]; then
+        rm -rf "$WORK"
+        log "wall time $(( $(date +%s) - T0 )) s; exit 0"
+    else
+        log "wall time $(( $(date +%s) - T0 )) s; work files kept in $WORK; exit $rc"
+    fi
 }
 trap cleanup EXIT
 
