@@ -18,7 +18,9 @@ rule lm_spec:
 # an output: Snakemake never deletes it, so a failed, killed or timed-out job's rerun (the
 # same `elmoc train --output-dir`) resumes from it. With resources.pretrain.retries = R a
 # job gets R reruns, so training longer than one job's runtime spans up to R + 1 jobs.
-# The log is appended to, so it covers every job of the run.
+# The log is appended to, so it covers every job of the run. A changed spec reruns the
+# job: --stale-checkpoint set-aside then keeps the old checkpoint as checkpoint.<hash>.pt
+# and trains the new spec from step 0 instead of refusing.
 rule pretrain:
     input:
         spec="results/lm/{variant}/spec.yaml",
@@ -45,7 +47,7 @@ rule pretrain:
     shell:
         "{params.with_gpus} {params.launcher} train --spec {input.spec} --direction {wildcards.direction}"
         " --output-dir results/lm/{wildcards.variant}/{wildcards.direction}"
-        " --device {params.device} --threads {params.threads} >> {log} 2>&1"
+        " --device {params.device} --threads {params.threads} --stale-checkpoint set-aside >> {log} 2>&1"
 
 
 rule pretrain_table:
