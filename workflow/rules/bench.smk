@@ -3,31 +3,6 @@
 # `bench.enabled` (it occupies the machine for ~10 minutes at the default scale on 2 CPU cores).
 
 
-def bench_processes():
-    """Processes the bench runs at once: `world` for the data-parallel scenario S3 (default 2), else 1."""
-    b = config["bench"]
-    return (b.get("world") or 2) if b.get("s3", True) else 1
-
-
-def bench_gpus():
-    """One GPU per process when the bench runs on CUDA."""
-    return bench_processes() if str(config["bench"].get("device", "cpu")).startswith("cuda") else 0
-
-
-def bench_options():
-    b = config.get("bench", {})
-    flags = {"--width-scale": b.get("width_scale"), "--vocab-scale": b.get("vocab_scale"),
-             "--memory-budget-mb": b.get("memory_budget_mb"), "--repeats": b.get("repeats"),
-             "--world": b.get("world"), "--table5-batch": b.get("table5_batch"), "--threads": b.get("threads")}
-    opts = [f"{k} {v}" for k, v in flags.items() if v is not None]
-    opts.append(f"--device {shlex.quote(str(b.get('device', 'cpu')))}")
-    if b.get("quick", False):
-        opts.append("--quick")
-    if not b.get("s3", True):
-        opts.append("--no-s3")
-    return " ".join(opts)
-
-
 rule bench:
     output:
         md="results/tables/speed.md",
@@ -45,10 +20,13 @@ rule bench:
         runtime=RESOURCES["bench"]["runtime"],
         slurm_partition=slurm_partition(bench_gpus()),
     params:
+        elmoc=ELMOC,
         options=bench_options(),
         with_gpus=with_gpus(bench_gpus()),
+    conda:
+        "../envs/elmoc.yaml"
     shell:
-        "{params.with_gpus} {ELMOC} bench {params.options} --out-dir results/tables > {log} 2>&1"
+        "{params.with_gpus} {params.elmoc} bench {params.options} --out-dir results/tables > {log} 2>&1"
 
 
 FINAL_OUTPUT_HOOKS.append(lambda: ["results/tables/speed.md"] if config.get("bench", {}).get("enabled") else [])

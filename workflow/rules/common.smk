@@ -1,4 +1,5 @@
-# Helpers shared by the rule files: variant specs, target lists, commands.
+# Helpers shared by the rule files (variant specs, target lists, commands), and the
+# functions of each rule file, so that rule files hold rules only (snakemake --lint).
 # Kept light (no torch import): cluster jobs re-parse this file.
 import json
 import shlex
@@ -123,3 +124,251 @@ def extra_final_outputs():
     for hook in FINAL_OUTPUT_HOOKS:
         out += hook()
     return out
+
+
+# --- functions of data.smk ---
+import glob as _data_glob
+import shlex as _data_shlex
+import sys as _data_sys
+
+DATA_ELMOC = f"{_data_shlex.quote(_data_sys.executable)} -m elmoc.cli"
+DATA_DOWNLOADS = "resources/downloads"
+
+
+def data_q(value):
+    return _data_shlex.quote(str(value))
+
+
+def data_download(name):
+    return config["corpus"]["downloads"][name]
+
+
+def data_path_inputs(paths):
+    """Inputs for config paths: the fetch manifest of a download they live in, or the
+    local files themselves (globs expanded now, so Snakemake sees real files)."""
+    out = []
+    for path in paths:
+        path = str(path)
+        for name in config["corpus"].get("downloads", {}):
+            if path.startswith(f"{DATA_DOWNLOADS}/{name}/"):
+                out.append(f"{DATA_DOWNLOADS}/{name}/.fetch.json")
+                break
+        else:
+            out += sorted(_data_glob.glob(path)) if _data_glob.has_magic(path) else [path]
+    return sorted(set(out))
+
+
+def data_corpus_inputs(wildcards):
+    sources = config["corpus"]["sources"] + config["corpus"].get("heldout_sources", [])
+    return data_path_inputs([s["path"] for s in sources])
+
+
+def data_corpus_args():
+    c = config["corpus"]
+    args = [f"--source {data_q(':'.join((s['format'], s['path'])))}" for s in c["sources"]]
+    args += [f"--heldout-source {data_q(':'.join((s['format'], s['path'])))}" for s in c.get("heldout_sources", [])]
+    args += [f"--shards {c['num_shards'] or 0}", f"--seed {c['seed']}"]
+    if not c.get("heldout_sources"):
+        args.append(f"--heldout {c['heldout']}")
+    if c.get("lowercase"):
+        args.append("--lowercase")
+    if c.get("max_length"):
+        args.append(f"--max-length {c['max_length']}")
+    return " ".join(args)
+
+
+def data_fasttext_model(name):
+    return config["fasttext"]["models"][name]
+
+
+def data_fasttext_inputs(wildcards):
+    model = data_fasttext_model(wildcards.model)
+    inputs = data_path_inputs(config["fasttext"].get("eval", {}).values())
+    if "train" in model:
+        inputs.append("results/corpus/train")
+    elif model["pretrained"].get("path"):
+        inputs += data_path_inputs([model["pretrained"]["path"]])
+    return inputs
+
+
+def data_fasttext_args(wildcards):
+    model = data_fasttext_model(wildcards.model)
+    args = [f"--eval {data_q('='.join((k, v)))}" for k, v in sorted(config["fasttext"].get("eval", {}).items())]
+    if "train" in model:
+        args.append("--corpus results/corpus/train")
+        args += [f"--{k} {v}" for k, v in sorted(model["train"].items())]
+    else:
+        pre = model["pretrained"]
+        args.append(f"--pretrained {data_q(pre.get('url') or pre['path'])}")
+        args.append(f"--sha256 {pre.get('sha256') or 'none'}")
+        args.append(f"--cache {DATA_DOWNLOADS}/.cache")
+        if pre.get("member"):
+            args.append(f"--member {data_q(pre['member'])}")
+    return " ".join(args)
+
+
+def data_vocab_inputs(wildcards):
+    if config["vocab"].get("file"):
+        return data_path_inputs([config["vocab"]["file"]])
+    return ["results/corpus/train"]
+
+
+def data_vocab_args():
+    v = config["vocab"]
+    args = [f"--from-file {data_q(v['file'])}"] if v.get("file") else [
+        "--corpus results/corpus/train", f"--min-count {v['min_count']}"
+    ]
+    if v.get("max_size"):
+        args.append(f"--max-size {v['max_size']}")
+    return " ".join(args)
+
+
+# --- functions of tasks.smk ---
+BASELINE = "fasttext"
+
+
+def task_section(task):
+    return config["tasks"][task]
+
+
+def task_names():
+    names = list(config["tasks"].get("run", []))
+    for name in names:
+        if not isinstance(config["tasks"].get(name), dict):
+            raise ValueError(f"tasks.run names {name!r} but there is no tasks.{name} section in the config")
+    return names
+
+
+def task_has_data(task):
+    """Whether the task's training data is configured (the CLI reports the exact missing key)."""
+    return bool(task_section(task).get("train"))
+
+
+def task_variants():
+    chosen = config["tasks"].get("variants")
+    out = list(variants() if chosen is None else chosen)
+    if config["tasks"].get("baseline", True):
+        out.append(BASELINE)
+    return out
+
+
+def task_results():
+    """Every metrics JSON of the downstream stage (the tables rule collects them)."""
+    return expand(
+        "results/tasks/{task}/{variant}/seed{seed}.json",
+        task=task_names(),
+        variant=task_variants(),
+        seed=config["tasks"].get("seeds", [1, 2, 3]),
+    )
+
+
+def task_download_manifests(task):
+    """Fetch manifests of the downloads a task's data paths live in."""
+    out = []
+    for name in config["tasks"].get("downloads", {}):
+        prefix = f"resources/tasks/{name}/"
+        if any(str(task_section(task).get(k) or "").startswith(prefix) for k in ("train", "dev", "test")):
+            out.append(f"{prefix}.fetch.json")
+    return out
+
+
+def task_data_inputs(wildcards):
+    """Data files given as plain paths (user-supplied or shared data) plus download manifests."""
+    section = task_section(wildcards.task)
+    files = [
+        section[k]
+        for k in ("train", "dev", "test")
+        if section.get(k) and not str(section[k]).startswith("resources/tasks/")
+    ]
+    return files + task_download_manifests(wildcards.task)
+
+
+def task_vectors_needed(task, variant):
+    return task_has_data(task) and (variant == BASELINE or task_section(task).get("with_fasttext", False))
+
+
+def task_run_inputs(wildcards):
+    inputs = {"data": task_data_inputs(wildcards)}
+    if not task_has_data(wildcards.task):
+        return {}
+    if wildcards.variant != BASELINE:
+        inputs["features"] = f"results/features/{wildcards.variant}/{wildcards.task}.hdf5"
+    if task_vectors_needed(wildcards.task, wildcards.variant):
+        inputs["vectors"] = config["tasks"].get("vectors", "results/fasttext/cc.bin")
+        if config["tasks"].get("vocab"):
+            inputs["vocab"] = config["tasks"]["vocab"]
+    return inputs
+
+
+def task_run_args(wildcards, input):
+    args = []
+    if "features" in input.keys():
+        args += ["--features", input.features]
+    if "vectors" in input.keys():
+        args += ["--fasttext", input.vectors]
+    if "vocab" in input.keys():
+        args += ["--vocab", input.vocab]
+    return " ".join(args)
+
+
+# --- functions of tables.smk ---
+def bench_json():
+    return ["results/tables/bench.json"] if config.get("bench", {}).get("enabled") else []
+
+
+def majority_results():
+    return expand("results/baselines/{task}/majority.json", task=task_names())
+
+
+def all_heldout():
+    return expand("results/lm/{variant}/{direction}/heldout.json", variant=variants(), direction=DIRECTIONS)
+
+
+# --- functions of bench.smk ---
+def bench_processes():
+    """Processes the bench runs at once: `world` for the data-parallel scenario S3 (default 2), else 1."""
+    b = config["bench"]
+    return (b.get("world") or 2) if b.get("s3", True) else 1
+
+
+def bench_gpus():
+    """One GPU per process when the bench runs on CUDA."""
+    return bench_processes() if str(config["bench"].get("device", "cpu")).startswith("cuda") else 0
+
+
+def bench_options():
+    b = config.get("bench", {})
+    flags = {"--width-scale": b.get("width_scale"), "--vocab-scale": b.get("vocab_scale"),
+             "--memory-budget-mb": b.get("memory_budget_mb"), "--repeats": b.get("repeats"),
+             "--world": b.get("world"), "--table5-batch": b.get("table5_batch"), "--threads": b.get("threads")}
+    opts = [f"{k} {v}" for k, v in flags.items() if v is not None]
+    opts.append(f"--device {shlex.quote(str(b.get('device', 'cpu')))}")
+    if b.get("quick", False):
+        opts.append("--quick")
+    if not b.get("s3", True):
+        opts.append("--no-s3")
+    return " ".join(opts)
+
+
+# --- functions of export.smk ---
+def released_lm(variant):
+    entry = config["pretrain"]["variants"].get(variant) or {}
+    return entry.get("released")
+
+
+def released_variants():
+    return [v for v in config["pretrain"]["variants"] if released_lm(v)]
+
+
+def released_inputs(wildcards):
+    files = released_lm(wildcards.variant)
+    return data_path_inputs([files["options"], files["weights"]])
+
+
+def export_fasttext_model(wildcards):
+    """FastText inputs: the .bin whose n-gram buckets go into the directory."""
+    spec_input = lm_spec(wildcards.variant)["input"]
+    name = Path(str(spec_input.get("vectors", ""))).stem
+    if spec_input.get("type") == "fasttext" and name in config["fasttext"].get("models", {}):
+        return [f"results/fasttext/{name}.bin"]
+    return []

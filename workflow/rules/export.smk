@@ -10,20 +10,6 @@
 #                                          trained LM (extract, cnn-table, export) reads them
 
 
-def released_lm(variant):
-    entry = config["pretrain"]["variants"].get(variant) or {}
-    return entry.get("released")
-
-
-def released_variants():
-    return [v for v in config["pretrain"]["variants"] if released_lm(v)]
-
-
-def released_inputs(wildcards):
-    files = released_lm(wildcards.variant)
-    return data_path_inputs([files["options"], files["weights"]])
-
-
 rule released_lm:
     input:
         released_inputs,
@@ -35,26 +21,20 @@ rule released_lm:
     wildcard_constraints:
         variant="|".join(released_variants()) or "NO_RELEASED_VARIANTS",
     params:
+        elmoc=ELMOC,
         options=lambda w: data_q(released_lm(w.variant)["options"]),
         weights=lambda w: data_q(released_lm(w.variant)["weights"]),
     log:
         "logs/released_lm/{variant}.{direction}.log",
+    conda:
+        "../envs/elmoc.yaml"
     shell:
-        "{ELMOC} export --bilm-tf-options {params.options} --bilm-tf-weights {params.weights}"
+        "{params.elmoc} export --bilm-tf-options {params.options} --bilm-tf-weights {params.weights}"
         " --format checkpoints --spec {input.spec} --vocab {input.vocab} --direction {wildcards.direction}"
         " --output results/lm/{wildcards.variant} > {log} 2>&1"
 
 
 ruleorder: released_lm > pretrain
-
-
-def export_fasttext_model(wildcards):
-    """FastText inputs: the .bin whose n-gram buckets go into the directory."""
-    spec_input = lm_spec(wildcards.variant)["input"]
-    name = Path(str(spec_input.get("vectors", ""))).stem
-    if spec_input.get("type") == "fasttext" and name in config["fasttext"].get("models", {}):
-        return [f"results/fasttext/{name}.bin"]
-    return []
 
 
 rule export_model:
@@ -66,5 +46,9 @@ rule export_model:
         directory("results/models/{variant}"),
     log:
         "logs/export/{variant}.log",
+    params:
+        elmoc=ELMOC,
+    conda:
+        "../envs/elmoc.yaml"
     shell:
-        "{ELMOC} export --forward {input.forward} --backward {input.backward} --output {output} > {log} 2>&1"
+        "{params.elmoc} export --forward {input.forward} --backward {input.backward} --output {output} > {log} 2>&1"

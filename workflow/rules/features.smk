@@ -25,12 +25,15 @@ rule extract:
         runtime=EXTRACT["runtime"],
         slurm_partition=slurm_partition(EXTRACT["gpus"]),
     params:
+        elmoc=ELMOC,
         with_gpus=with_gpus(EXTRACT["gpus"]),
         device=device_for(EXTRACT["gpus"]),
         threads=EXTRACT["threads"],
         batch_size=config["features"]["batch_size"],
         boundaries="" if config["features"]["boundaries"] else "--no-boundaries",
+    conda:
+        "../envs/elmoc.yaml"
     shell:
-        "{params.with_gpus} {ELMOC} extract --forward {input.forward} --backward {input.backward}"
+        "{params.with_gpus} {params.elmoc} extract --forward {input.forward} --backward {input.backward}"
         " --sentences {input.sentences} --output {output} --batch-size {params.batch_size}"
         " {params.boundaries} --device {params.device} --threads {params.threads} > {log} 2>&1"

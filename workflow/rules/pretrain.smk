@@ -6,12 +6,15 @@ rule lm_spec:
     output:
         "results/lm/{variant}/spec.yaml",
     params:
+        elmoc=ELMOC,
         spec=lm_spec_json,
     log:
         "logs/lm_spec/{variant}.log",
     localrule: True
+    conda:
+        "../envs/elmoc.yaml"
     shell:
-        "{ELMOC} spec --spec-json {params.spec:q} --output {output} > {log} 2>&1"
+        "{params.elmoc} spec --spec-json {params.spec:q} --output {output} > {log} 2>&1"
 
 
 # checkpoint.pt (written every train.checkpoint_every steps, and on SIGTERM/SIGUSR1) is not
@@ -44,6 +47,8 @@ rule pretrain:
         launcher=pretrain_launcher,
         device=lambda wildcards: device_for(pretrain_job(wildcards.variant)["gpus"]),
         threads=lambda wildcards: pretrain_job(wildcards.variant)["threads"],
+    conda:
+        "../envs/elmoc.yaml"
     shell:
         "{params.with_gpus} {params.launcher} train --spec {input.spec} --direction {wildcards.direction}"
         " --output-dir results/lm/{wildcards.variant}/{wildcards.direction}"
@@ -64,6 +69,10 @@ rule pretrain_table:
     log:
         "logs/tables/pretrain.log",
     localrule: True
+    params:
+        elmoc=ELMOC,
+    conda:
+        "../envs/elmoc.yaml"
     shell:
-        "{ELMOC} tables pretrain --inputs {input.heldout} --output {output.md} --csv {output.csv}"
+        "{params.elmoc} tables pretrain --inputs {input.heldout} --output {output.md} --csv {output.csv}"
         " --plot {output.plot} > {log} 2>&1"

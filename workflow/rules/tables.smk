@@ -12,18 +12,6 @@ FIGURES = ["heldout_curves", "speed_table4", "speed_table5", "memory_s2"]
 report: "../report/workflow.rst"
 
 
-def bench_json():
-    return ["results/tables/bench.json"] if config.get("bench", {}).get("enabled") else []
-
-
-def majority_results():
-    return expand("results/baselines/{task}/majority.json", task=task_names())
-
-
-def all_heldout():
-    return expand("results/lm/{variant}/{direction}/heldout.json", variant=variants(), direction=DIRECTIONS)
-
-
 rule downstream_table:
     input:
         task_results(),
@@ -34,8 +22,12 @@ rule downstream_table:
     log:
         "logs/tables/downstream.log",
     localrule: True
+    params:
+        elmoc=ELMOC,
+    conda:
+        "../envs/elmoc.yaml"
     shell:
-        "{ELMOC} tables downstream --inputs {input} --output {output.md} --csv {output.csv}"
+        "{params.elmoc} tables downstream --inputs {input} --output {output.md} --csv {output.csv}"
         " --runs-csv {output.runs} > {log} 2>&1"
 
 
@@ -45,13 +37,16 @@ rule majority_baseline:
     output:
         "results/baselines/{task}/majority.json",
     params:
+        elmoc=ELMOC,
         section=lambda w: json.dumps(task_section(w.task), sort_keys=True),
         scale=config.get("scale", "demo"),
     log:
         "logs/tables/majority.{task}.log",
     localrule: True
+    conda:
+        "../envs/elmoc.yaml"
     shell:
-        "{ELMOC} tables majority --task {wildcards.task} --section-json {params.section:q}"
+        "{params.elmoc} tables majority --task {wildcards.task} --section-json {params.section:q}"
         " --scale {params.scale} --output {output} > {log} 2>&1"
 
 
@@ -75,12 +70,15 @@ rule paper_tables:
             for table in PAPER_TABLES
         ],
     params:
+        elmoc=ELMOC,
         bench=lambda w, input: f"--bench {input.bench}" if input.bench else "",
     log:
         "logs/tables/paper.log",
     localrule: True
+    conda:
+        "../envs/elmoc.yaml"
     shell:
-        "{ELMOC} tables paper --heldout {input.heldout} --tasks {input.tasks} --majority {input.majority}"
+        "{params.elmoc} tables paper --heldout {input.heldout} --tasks {input.tasks} --majority {input.majority}"
         " {params.bench} --out-dir results/tables > {log} 2>&1"
 
 
@@ -95,12 +93,15 @@ rule figures:
         ],
         pdf=expand("results/figures/{fig}.pdf", fig=FIGURES),
     params:
+        elmoc=ELMOC,
         bench=lambda w, input: f"--bench {input.bench}" if input.bench else "",
     log:
         "logs/tables/figures.log",
     localrule: True
+    conda:
+        "../envs/elmoc.yaml"
     shell:
-        "{ELMOC} tables figures --heldout {input.heldout} {params.bench} --out-dir results/figures > {log} 2>&1"
+        "{params.elmoc} tables figures --heldout {input.heldout} {params.bench} --out-dir results/figures > {log} 2>&1"
 
 
 rule summary:
@@ -113,8 +114,12 @@ rule summary:
     log:
         "logs/tables/summary.log",
     localrule: True
+    params:
+        elmoc=ELMOC,
+    conda:
+        "../envs/elmoc.yaml"
     shell:
-        "{ELMOC} summary --heldout {input.heldout} --tasks {input.tasks} --majority {input.majority}"
+        "{params.elmoc} summary --heldout {input.heldout} --tasks {input.tasks} --majority {input.majority}"
         " --output {output} > {log} 2>&1"
 
 
@@ -122,12 +127,15 @@ rule config_dump:
     output:
         report("results/report/config.yaml", caption="../report/config.rst", category="Configuration"),
     params:
+        elmoc=ELMOC,
         config=json.dumps(config, sort_keys=False, default=str),
     log:
         "logs/tables/config.log",
     localrule: True
+    conda:
+        "../envs/elmoc.yaml"
     shell:
-        "{ELMOC} tables config --config-json {params.config:q} --output {output} > {log} 2>&1"
+        "{params.elmoc} tables config --config-json {params.config:q} --output {output} > {log} 2>&1"
 
 
 FINAL_OUTPUT_HOOKS.append(lambda: ["results/tables/downstream.md"] if task_results() else [])

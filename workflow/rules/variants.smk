@@ -17,10 +17,13 @@ rule bpe:
     log:
         "logs/bpe.log",
     params:
+        elmoc=ELMOC,
         merges=config["variants"]["bpe_merges"],
         min_frequency=config["variants"]["bpe_min_frequency"],
+    conda:
+        "../envs/elmoc.yaml"
     shell:
-        "{ELMOC} bpe --corpus {input.corpus} --num-merges {params.merges}"
+        "{params.elmoc} bpe --corpus {input.corpus} --num-merges {params.merges}"
         " --min-frequency {params.min_frequency} --out-dir results/bpe > {log} 2>&1"
 
 
@@ -34,8 +37,12 @@ rule cnn_table:
         **DEFAULT_JOB,
     log:
         "logs/vectors/cnn.log",
+    params:
+        elmoc=ELMOC,
+    conda:
+        "../envs/elmoc.yaml"
     shell:
-        "{ELMOC} cnn-table --checkpoint {input.model} --vocab {input.vocab} --out {output} > {log} 2>&1"
+        "{params.elmoc} cnn-table --checkpoint {input.model} --vocab {input.vocab} --out {output} > {log} 2>&1"
 
 
 # Open-vocabulary training (paper §3.2, spec 1.2 `emb_on_the_fly`): instead of mapping
@@ -53,8 +60,12 @@ rule open_vocab:
         **DEFAULT_JOB,
     log:
         "logs/open_vocab/vocab.log",
+    params:
+        elmoc=ELMOC,
+    conda:
+        "../envs/elmoc.yaml"
     shell:
-        "{ELMOC} vocab --corpus {input.corpus} --min-count 1 --out {output} > {log} 2>&1"
+        "{params.elmoc} vocab --corpus {input.corpus} --min-count 1 --out {output} > {log} 2>&1"
 
 
 rule open_vectors:
@@ -69,5 +80,9 @@ rule open_vectors:
         **FASTTEXT_JOB,
     log:
         "logs/open_vocab/vectors.{name}.log",
+    params:
+        elmoc=ELMOC,
+    conda:
+        "../envs/elmoc.yaml"
     shell:
-        "{ELMOC} vectors --vocab {input.vocab} --model {input.model} --out {output} > {log} 2>&1"
+        "{params.elmoc} vectors --vocab {input.vocab} --model {input.model} --out {output} > {log} 2>&1"
