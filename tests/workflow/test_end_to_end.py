@@ -1,77 +1,68 @@
-"""One end-to-end workflow run of a tiny config in a temporary directory.
+"""One end-to-end workflow run of a tiny config in a temporary directory (slow), then the
+Snakemake HTML report of that run.
 
 Real data from ../shared/data (skipped when absent): the 1B Word sample as corpus and
-small slices of SST-5. Checks that the final tables exist and their numbers are finite.
+slices of SST-5; one variant, two seeds, the quick bench. Checks that the final tables
+exist in every format, their numbers are finite, and the figures, summary and report
+hold what a reader expects.
 """
 import math
-import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from pathlib import Path
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _slice(src, dst, n):
-    lines = src.read_text(encoding="utf-8").splitlines()[:n]
-    dst.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    dst.write_text("\n".join(src.read_text(encoding="utf-8").splitlines()[:n]) + "\n", encoding="utf-8")
     return str(dst)
 
 
-@pytest.mark.slow
-def test_tiny_workflow_end_to_end(tmp_path):
-    shared = Path(os.environ.get("ELMOC_SHARED_DATA", REPO_ROOT.parent / "shared" / "data")).resolve()
-    if not shared.is_dir():
-        pytest.skip(f"shared data not found at {shared}")
-    data = tmp_path / "data"
-    data.mkdir()
+def tiny_config(shared: Path, data: Path) -> dict:
     sst = {split: _slice(shared / f"sst5/{split}.txt", data / f"sst_{split}.txt", n)
            for split, n in (("train", 150), ("dev", 40), ("test", 60))}
-    config = {
+    return {
         "scale": "demo",
-        "corpus": {
-            "downloads": {},
-            "sources": [{"format": "lines", "path": str(shared / "corpus_sample/1b_word_shards/shard*")}],
-            "num_shards": 2, "heldout": 0.1, "seed": 1,
-        },
+        "corpus": {"downloads": {}, "num_shards": 2, "heldout": 0.1, "seed": 1,
+                   "sources": [{"format": "lines", "path": str(shared / "corpus_sample/1b_word_shards/shard*")}]},
         "vocab": {"max_size": 5000, "min_count": 1},
-        "fasttext": {
-            "models": {"cc": {"train": {"dim": 16, "epoch": 3, "minn": 3, "maxn": 6, "minCount": 1, "ws": 5,
-                                        "neg": 5, "lr": 0.025, "bucket": 20000, "thread": 1, "seed": 1}}},
-            "eval": {"wordsim353": str(shared / "wordsim/wordsim353.tsv")},
-            "random": {"dim": 16, "seed": 1},
-        },
-        "pretrain": {
-            "variants": {"elmo-c": {}},
-            "overrides": {
-                "encoder": {"cell_size": 32, "projection_size": 16},
-                "optimizer": {"type": "scheduled_adam", "base_scale": 2.0e-3, "base_ratio": 16.0, "warmup": 5},
-                "train": {"batch_size": 8, "epochs": 1, "max_steps": 25, "log_every": 5, "eval_batch_size": 8},
-            },
-        },
-        "tasks": {
-            "run": ["sst5"], "seeds": [1, 2],
-            "sst5": {"type": "sst", **sst,
-                     "model": {"pre_encode_dim": 16, "encoder_hidden": 16, "integrator_hidden": 16,
-                               "output_dims": [16, 8]},
-                     "trainer": {"batch_size": 16, "epochs": 2, "patience": 2}},
-        },
+        "fasttext": {"models": {"cc": {"train": {"dim": 16, "epoch": 3, "minn": 3, "maxn": 6, "minCount": 1, "ws": 5,
+                                                 "neg": 5, "lr": 0.025, "bucket": 20000, "thread": 1, "seed": 1}}},
+                     "eval": {"wordsim353": str(shared / "wordsim/wordsim353.tsv")},
+                     "random": {"dim": 16, "seed": 1}},
+        "pretrain": {"variants": {"elmo-c": {}},
+                     "overrides": {"encoder": {"cell_size": 32, "projection_size": 16},
+                                   "optimizer": {"type": "scheduled_adam", "base_scale": 2.0e-3, "base_ratio": 16.0,
+                                                 "warmup": 5},
+                                   "train": {"batch_size": 8, "epochs": 1, "max_steps": 25, "log_every": 5,
+                                             "eval_every": 10, "eval_batch_size": 8}}},
+        "tasks": {"run": ["sst5"], "seeds": [1, 2],
+                  "sst5": {"type": "sst", **sst,
+                           "model": {"pre_encode_dim": 16, "encoder_hidden": 16, "integrator_hidden": 16,
+                                     "output_dims": [16, 8]},
+                           "trainer": {"batch_size": 16, "epochs": 2, "patience": 2}}},
+        "bench": {"enabled": True, "quick": True},
     }
+
+
+@pytest.mark.slow
+def test_tiny_workflow_end_to_end_with_report(tmp_path, shared_data):
+    data = tmp_path / "data"
+    data.mkdir()
     cfg = tmp_path / "tiny.yaml"
-    cfg.write_text(yaml.safe_dump(config))
+    cfg.write_text(yaml.safe_dump(tiny_config(shared_data, data)))
     work = tmp_path / "work"
     work.mkdir()
-    r = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", "--snakefile", str(REPO_ROOT / "Snakefile"),
-         "--configfile", str(cfg), "--directory", str(work)],
-        cwd=work, capture_output=True, text=True, timeout=900,
-    )
+    base = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO_ROOT / "Snakefile"),
+            "--configfile", str(cfg), "--directory", str(work)]
+    r = subprocess.run(base + ["--cores", "2"], cwd=work, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+
     pretrain = pd.read_csv(work / "results/tables/pretrain.csv")
     assert set(pretrain.direction) == {"forward", "backward"}
     for column in ("before", "after"):
@@ -82,3 +73,23 @@ def test_tiny_workflow_end_to_end(tmp_path):
     assert all(0.0 <= v <= 1.0 for v in runs.test)
     table = (work / "results/tables/downstream.md").read_text()
     assert "elmo-c" in table and "paper 53.80±0.73" in table
+
+    tables = work / "results/tables"
+    for name in ("table2", "table3", "table4_speed", "table5_speed"):
+        for suffix in ("md", "csv", "tex", "html"):
+            assert (tables / f"{name}.{suffix}").stat().st_size > 0
+    table2 = (tables / "table2.md").read_text()
+    assert "| ELMo-C |" in table2 and "2.5 days × 4 GPUs" in table2 and "cell/projection 32/16" in table2
+    assert "| majority class |" in table2
+    for fig in ("heldout_curves", "speed_table4", "speed_table5", "memory_s2"):
+        assert (work / f"results/figures/{fig}.png").stat().st_size > 0
+        assert (work / f"results/figures/{fig}.pdf").read_bytes().startswith(b"%PDF")
+    summary = (work / "results/summary.txt").read_text()
+    assert "elmo-c" in summary and "1.00x" in summary and "majority class" in summary
+
+    r = subprocess.run(base + ["--cores", "1", "--report", str(work / "results/report.html")], cwd=work,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    html = (work / "results/report.html").read_text(encoding="utf-8")
+    for item in ("table2.html", "table5_speed.html", "heldout_curves.png", "memory_s2.png", "config.yaml"):
+        assert item in html
