@@ -155,3 +155,19 @@ def exec_with_gpus(n: int, command: Sequence[str], lock_dir: str | Path) -> None
         os.execvpe(command[0], list(command), environ)
     except OSError as e:
         raise ConfigError(f"cannot run {command[0]!r}: {e.strerror}") from None
+
+
+def resolve_device(device):
+    """``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (cuda when available) -> ``torch.device``;
+    a CUDA device without CUDA is a ConfigError (one line)."""
+    import torch
+
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"--device must be cpu, cuda, cuda:N or auto, got {device!r}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"--device {device} asked for, but CUDA is not available here; use --device cpu")
+    return device

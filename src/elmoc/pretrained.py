@@ -45,8 +45,8 @@ from elmoc import __version__
 from elmoc.data.atomic import atomic_directory, atomic_file
 from elmoc.data.vocab import SPECIALS, Vocabulary
 from elmoc.errors import ConfigError, InputFileError
-from elmoc.features.export import (BiLM, FeatureLM, check_same_model, oov_vectors_for, resolve_device,
-                                   select_layers)
+from elmoc.devices import resolve_device
+from elmoc.features.export import BiLM, FeatureLM, check_same_model, oov_vectors_for, select_layers
 from elmoc.features.scalar_mix import ScalarMix
 from elmoc.train.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from elmoc.train.checkpoint import load_checkpoint, save_checkpoint

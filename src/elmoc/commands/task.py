@@ -45,7 +45,7 @@ def run(args) -> int:
 
     log = logging.getLogger(__name__)
     start, cpu_start = time.time(), time.process_time()
-    from elmoc.features.export import resolve_device
+    from elmoc.devices import resolve_device
 
     device = resolve_device(args.device)
     if args.threads:

@@ -40,6 +40,7 @@ from tqdm import tqdm
 
 from elmoc.data.atomic import atomic_path
 from elmoc.data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabulary
+from elmoc.devices import resolve_device
 from elmoc.encoders.base import EncoderOutput
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.inputs.char_cnn import CharCnnInput
@@ -410,17 +411,3 @@ def select_layers(value: np.ndarray, layers: str) -> np.ndarray:
     if layers == "average":
         return value.mean(axis=0)
     raise ConfigError(f"layers must be all, top or average, got {layers!r}")
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (cuda when available); a CUDA device
-    without CUDA is a ConfigError."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise ConfigError(f"--device must be cpu, cuda, cuda:N or auto, got {device!r}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"--device {device} asked for, but CUDA is not available here; use --device cpu")
-    return device
