@@ -50,14 +50,19 @@ def test_dry_run_slurm_profile(configfile, tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
-def test_typo_in_config_key_is_named(tmp_path):
+@pytest.mark.parametrize("override, named", [
+    ("pretrain:\n  varients: {elmo-c: {}}\n", "varients"),
+    ("resources:\n  pretrain:\n    variants: {elmo-x: {mem_mb: 100}}\n", "resources.pretrain.variants names ['elmo-x']"),
+])
+def test_bad_config_is_named(tmp_path, override, named):
+    """A misspelled key (schema) and a resources entry for an unknown variant stop the run naming it."""
     bad = tmp_path / "bad.yaml"
-    bad.write_text("pretrain:\n  varients: {elmo-c: {}}\n")
+    bad.write_text(override)
     r = snakemake("-n", "--cores", "1", "--snakefile", str(REPO_ROOT / "Snakefile"),
                   "--configfile", str(REPO_ROOT / "config/config.yaml"), str(bad),
                   "--directory", str(tmp_path), cwd=tmp_path)
     assert r.returncode != 0
-    assert "varients" in r.stdout + r.stderr
+    assert named in r.stdout + r.stderr
 
 
 def test_default_profile_is_picked_up(tmp_path):
@@ -87,13 +92,3 @@ def test_paper_jobs_ask_the_config_for_threads_gpus_and_memory(tmp_path):
     assert "with-gpus --lock-dir .snakemake/gpu-slots 2 -- " in out
     assert "--nproc-per-node=2 -m elmoc.cli train" in out and "--device cuda --threads 4" in out
     assert "checkpoint.pt" not in out.split("rule pretrain:", 1)[1]
-
-
-def test_unknown_variant_in_resources_is_named(tmp_path):
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("resources:\n  pretrain:\n    variants: {elmo-x: {mem_mb: 100}}\n")
-    r = snakemake("-n", "--cores", "1", "--snakefile", str(REPO_ROOT / "Snakefile"),
-                  "--configfile", str(REPO_ROOT / "config/config.yaml"), str(bad),
-                  "--directory", str(tmp_path), cwd=tmp_path)
-    assert r.returncode != 0
-    assert "resources.pretrain.variants names ['elmo-x']" in r.stdout + r.stderr
