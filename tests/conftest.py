@@ -26,6 +26,15 @@ def shared_data() -> Path:
 
 
 @pytest.fixture
+def elmo_fixture_dir(shared_data) -> Path:
+    """AllenNLP's tiny ELMo test model (options.json, lm_weights.hdf5, lm_embeddings_*.hdf5)."""
+    path = shared_data / "fixtures" / "allennlp" / "elmo"
+    if not (path / "lm_weights.hdf5").is_file():
+        pytest.skip("AllenNLP ELMo fixture absent")
+    return path
+
+
+@pytest.fixture
 def repo_root() -> Path:
     return REPO_ROOT
 

@@ -13,13 +13,6 @@ from elmoc.nn.masking import reverse_padded
 from elmoc.registry import build
 
 
-@pytest.fixture
-def elmo_dir(shared_data):
-    path = shared_data / "fixtures" / "allennlp" / "elmo"
-    if not (path / "lm_weights.hdf5").is_file():
-        pytest.skip("AllenNLP ELMo fixture absent")
-    return path
-
 
 def test_char_ids_scheme():
     ids = token_char_ids("ab", 6)
@@ -29,10 +22,10 @@ def test_char_ids_scheme():
     assert len(token_char_ids("x" * 100, 50)) == 50
 
 
-def test_reproduces_bilm_tf_activations_statefully(elmo_dir):
-    options = str(elmo_dir / "options.json")
-    weights = str(elmo_dir / "lm_weights.hdf5")
-    opts = json.loads((elmo_dir / "options.json").read_text())
+def test_reproduces_bilm_tf_activations_statefully(elmo_fixture_dir):
+    options = str(elmo_fixture_dir / "options.json")
+    weights = str(elmo_fixture_dir / "lm_weights.hdf5")
+    opts = json.loads((elmo_fixture_dir / "options.json").read_text())
     cnn = build("input", {"type": "char_cnn", "options": options, "weights": weights})
     lstm_cfg = {
         "type": "elmo_lstm", "num_layers": opts["lstm"]["n_layers"], "cell_size": opts["lstm"]["dim"],
@@ -44,8 +37,8 @@ def test_reproduces_bilm_tf_activations_statefully(elmo_dir):
         enc = build("encoder", lstm_cfg, input_dim=cnn.output_dim)
         load_elmo_lstm(enc, weights, direction)
         encoders.append(enc.eval())
-    sentences = json.loads((elmo_dir / "sentences.json").read_text())
-    expected = h5py.File(elmo_dir / "lm_embeddings_0.hdf5", "r")
+    sentences = json.loads((elmo_fixture_dir / "sentences.json").read_text())
+    expected = h5py.File(elmo_fixture_dir / "lm_embeddings_0.hdf5", "r")
     states = [None, None]
     worst = 0.0
     with torch.no_grad():
@@ -67,26 +60,26 @@ def test_reproduces_bilm_tf_activations_statefully(elmo_dir):
     assert worst < 1e-5, worst
 
 
-def test_weight_shape_mismatch_names_dataset(elmo_dir, tmp_path):
-    opts = json.loads((elmo_dir / "options.json").read_text())
+def test_weight_shape_mismatch_names_dataset(elmo_fixture_dir, tmp_path):
+    opts = json.loads((elmo_fixture_dir / "options.json").read_text())
     opts["char_cnn"]["filters"][0] = [1, 5]
     (tmp_path / "options.json").write_text(json.dumps(opts))
     with pytest.raises(InputFileError, match=r"CNN/W_cnn_0.*\[1, 1, 4, 5\]"):
         build("input", {"type": "char_cnn", "options": str(tmp_path / "options.json"),
-                        "weights": str(elmo_dir / "lm_weights.hdf5")})
+                        "weights": str(elmo_fixture_dir / "lm_weights.hdf5")})
 
 
-def test_options_missing_key_named(elmo_dir, tmp_path):
-    opts = json.loads((elmo_dir / "options.json").read_text())
+def test_options_missing_key_named(elmo_fixture_dir, tmp_path):
+    opts = json.loads((elmo_fixture_dir / "options.json").read_text())
     del opts["char_cnn"]["n_highway"]
     (tmp_path / "options.json").write_text(json.dumps(opts))
     with pytest.raises(InputFileError, match="char_cnn.n_highway"):
         build("input", {"type": "char_cnn", "options": str(tmp_path / "options.json")})
 
 
-def test_word_ids_path_and_gradients(elmo_dir):
+def test_word_ids_path_and_gradients(elmo_fixture_dir):
     vocab = ["<pad>", "<s>", "</s>", "<unk>", "the", "cat"]
-    layer = build("input", {"type": "char_cnn", "options": str(elmo_dir / "options.json")}, vocab=vocab)
+    layer = build("input", {"type": "char_cnn", "options": str(elmo_fixture_dir / "options.json")}, vocab=vocab)
     ids = torch.tensor([[1, 4, 5, 2]])
     out = layer(ids)
     assert out.shape == (1, 4, 16)
@@ -94,6 +87,6 @@ def test_word_ids_path_and_gradients(elmo_dir):
     torch.testing.assert_close(out, direct)
     out.sum().backward()
     assert layer.char_embedding.weight.grad is not None
-    frozen = build("input", {"type": "char_cnn", "options": str(elmo_dir / "options.json"), "trainable": False},
+    frozen = build("input", {"type": "char_cnn", "options": str(elmo_fixture_dir / "options.json"), "trainable": False},
                    vocab=vocab)
     assert not any(p.requires_grad for p in frozen.parameters())

@@ -31,11 +31,3 @@ def lm_tree(tmp_path, fasttext_bin, monkeypatch):
         return root
 
     return make
-
-
-@pytest.fixture
-def fixture_dir(shared_data):
-    path = shared_data / "fixtures" / "allennlp" / "elmo"
-    if not (path / "lm_weights.hdf5").is_file():
-        pytest.skip("AllenNLP ELMo fixture absent")
-    return path

@@ -111,15 +111,15 @@ def test_bad_model_directories_are_one_line(exported, tmp_path, capsys):
         load_bilm(tmp_path / "nowhere")
 
 
-def test_released_bilm_tf_through_elmo_module(fixture_dir, tmp_path):
+def test_released_bilm_tf_through_elmo_module(elmo_fixture_dir, tmp_path):
     """AllenNLP's fixture ELMo, converted, reproduces bilm-tf's lm_embeddings_0.hdf5 (stateful, as AllenNLP)."""
-    assert run_command("export", ["--bilm-tf-options", str(fixture_dir / "options.json"), "--bilm-tf-weights",
-                                  str(fixture_dir / "lm_weights.hdf5"), "--output", str(tmp_path / "elmo")]) == 0
+    assert run_command("export", ["--bilm-tf-options", str(elmo_fixture_dir / "options.json"), "--bilm-tf-weights",
+                                  str(elmo_fixture_dir / "lm_weights.hdf5"), "--output", str(tmp_path / "elmo")]) == 0
     top_only = [-1e9, -1e9, 0.0]  # softmax -> (0, 0, 1): the top layer, as the fixture stores
     elmo = Elmo.from_pretrained(tmp_path / "elmo", 1, dropout=0.0, scalar_mix_parameters=top_only, stateful=True)
-    sentences = json.loads((fixture_dir / "sentences.json").read_text())
+    sentences = json.loads((elmo_fixture_dir / "sentences.json").read_text())
     worst = 0.0
-    with h5py.File(fixture_dir / "lm_embeddings_0.hdf5") as expected, torch.no_grad():
+    with h5py.File(elmo_fixture_dir / "lm_embeddings_0.hdf5") as expected, torch.no_grad():
         for i in range(len(sentences[0])):
             batch = [sentences[k][i].split() for k in range(3)]
             rep = elmo(batch)["elmo_representations"][0]

@@ -11,7 +11,7 @@ from lm_tree_helpers import run_command
 from elmoc.data.vocab import Vocabulary
 
 
-def test_released_weights_through_extract_and_cnn_table(fixture_dir, tmp_path, monkeypatch, repo_root):
+def test_released_weights_through_extract_and_cnn_table(elmo_fixture_dir, tmp_path, monkeypatch, repo_root):
     monkeypatch.chdir(tmp_path)
     spec = yaml.safe_load((repo_root / "config/lm/elmo.yaml").read_text())
     spec["vocab"] = "vocab.txt"
@@ -19,16 +19,16 @@ def test_released_weights_through_extract_and_cnn_table(fixture_dir, tmp_path, m
     Vocabulary(["<pad>", "<s>", "</s>", "<unk>", "the", "cat"]).save(tmp_path / "vocab.txt")
     for direction in ("forward", "backward"):
         assert run_command("export", [
-            "--bilm-tf-options", str(fixture_dir / "options.json"), "--bilm-tf-weights",
-            str(fixture_dir / "lm_weights.hdf5"), "--format", "checkpoints", "--spec", "spec.yaml",
+            "--bilm-tf-options", str(elmo_fixture_dir / "options.json"), "--bilm-tf-weights",
+            str(elmo_fixture_dir / "lm_weights.hdf5"), "--format", "checkpoints", "--spec", "spec.yaml",
             "--vocab", "vocab.txt", "--direction", direction, "--output", "lm/elmo"]) == 0
     heldout = json.loads((tmp_path / "lm/elmo/forward/heldout.json").read_text())
     assert heldout["released"]["weights"].endswith("lm_weights.hdf5") and heldout["steps"] == 0
-    sentences = json.loads((fixture_dir / "sentences.json").read_text())
+    sentences = json.loads((elmo_fixture_dir / "sentences.json").read_text())
     (tmp_path / "s.txt").write_text(sentences[0][0] + "\n")
     assert run_command("extract", ["--forward", "lm/elmo/forward/model.pt", "--backward",
                                    "lm/elmo/backward/model.pt", "--sentences", "s.txt", "--output", "f.hdf5"]) == 0
-    with h5py.File("f.hdf5") as got, h5py.File(fixture_dir / "lm_embeddings_0.hdf5") as want:
+    with h5py.File("f.hdf5") as got, h5py.File(elmo_fixture_dir / "lm_embeddings_0.hdf5") as want:
         top = got["0"][()][-1]  # the first batch starts from zero states, as extraction does
         expected = np.concatenate([want["0"][()][0], want["0"][()][1]], axis=-1)
         np.testing.assert_allclose(top, expected, atol=1e-5)
