@@ -169,7 +169,7 @@ def set_aside_if_stale(path: str | Path, *, spec: dict[str, Any], direction: str
         return None
     payload = None
     try:
-        payload = load_checkpoint(path)
+        payload = load_checkpoint(path, mmap=True)  # the metadata decides; the resume reads the tensors
         check_resumable(payload, path, spec=spec, direction=direction, vocab=vocab, spec_path=spec_path)
         return None
     except InputFileError as err:
@@ -214,13 +214,14 @@ def remove_stale_temps(out_dir: str | Path) -> list[Path]:
     return removed
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a ``checkpoint.pt`` or a ``model.pt`` (see the module docstring)."""
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", mmap: bool = False) -> dict[str, Any]:
+    """Read a ``checkpoint.pt`` or a ``model.pt`` (see the module docstring).  ``mmap``
+    maps the tensors instead of reading them (for a look at the metadata only)."""
     path = Path(path)
     if not path.is_file():
         raise InputFileError(path, "not found; train the LM first (`elmoc train`)")
     try:
-        payload = torch.load(path, map_location=map_location, weights_only=False)
+        payload = torch.load(path, map_location=map_location, weights_only=False, mmap=mmap)
     except Exception as e:  # torch raises many types for corrupt files
         raise InputFileError(path, f"cannot read it as a checkpoint ({type(e).__name__}: {e}); "
                              "delete it and train again") from None

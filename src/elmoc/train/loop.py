@@ -243,8 +243,9 @@ def train(
     ``resume`` an existing checkpoint is deleted first.  ``spec_path`` only names the spec
     in error messages.  ``stale_checkpoint="set-aside"`` moves a checkpoint of another
     spec, direction or vocabulary aside and starts afresh instead of refusing it (the
-    workflow's choice: a changed config reruns the job).  On SIGTERM/SIGUSR1 (``stop``, installed by ``@stoppable``) the
-    current step is finished, the checkpoint saved, and the result has ``interrupted`` set.
+    workflow's choice: a changed config reruns the job).  On SIGTERM/SIGUSR1 (``stop``,
+    installed by ``@stoppable``) the current step is finished, the checkpoint saved, and
+    the result has ``interrupted`` set.
     """
     settings = TrainSettings.from_config(spec.get("train", {}))
     if stale_checkpoint not in ("refuse", "set-aside"):
