@@ -31,9 +31,10 @@ rule extract:
         threads=EXTRACT["threads"],
         batch_size=config["features"]["batch_size"],
         boundaries="" if config["features"]["boundaries"] else "--no-boundaries",
+        closed="--closed-vocabulary" if config["features"]["closed_vocabulary"] else "",
     conda:
         "../envs/elmoc.yaml"
     shell:
         "{params.with_gpus} {params.elmoc} extract --forward {input.forward} --backward {input.backward}"
         " --sentences {input.sentences} --output {output} --batch-size {params.batch_size}"
-        " {params.boundaries} --device {params.device} --threads {params.threads} > {log} 2>&1"
+        " {params.boundaries} {params.closed} --device {params.device} --threads {params.threads} > {log} 2>&1"
