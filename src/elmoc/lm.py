@@ -16,6 +16,13 @@ the input layer may take ``vocab``; the encoder takes ``input_dim``; the output
 layer may take ``hidden_dim``, ``vocab`` and ``input_layer`` (for tied or shared
 tables).  Forward and backward LMs are two instances trained as separate jobs
 (spec 1.1 "Directions"); the backward one simply reads reversed streams.
+
+The softmax family is trained the way bilm-tf and AllenNLP train ELMo:
+:class:`BidirectionalLM` is *one* model with one input layer and one output layer
+shared by a forward and a backward encoder, its loss the mean of the two directions'
+losses (``train.directions: joint`` in the spec).  ELMo-C and its ablations keep two
+separate runs (the paper's footnote 7: the 2 + 2 GPU split by direction applies only
+to the continuous output).
 """
 from __future__ import annotations
 
@@ -61,6 +68,38 @@ class LMBatch:
         return int(self.mask.sum())
 
 
+@dataclass
+class BiLMBatch:
+    """One training window of a joint bi-LM: the forward window and the backward one.
+
+    Both come from the same shard pass (the backward stream is the forward stream
+    reversed), so they have the same shape and token count.
+    """
+
+    forward: LMBatch
+    backward: LMBatch
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> "BiLMBatch":
+        return BiLMBatch(self.forward.to(device, non_blocking), self.backward.to(device, non_blocking))
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens of both directions (what a joint step processes)."""
+        return self.forward.num_tokens + self.backward.num_tokens
+
+
+JOINT, SEPARATE = "joint", "separate"
+
+
+def is_joint(spec: dict[str, Any]) -> bool:
+    """Whether ``spec`` trains one joint bi-LM (``train.directions: joint``) rather than
+    two separate directions (``separate``, the default)."""
+    value = (spec.get("train") or {}).get("directions", SEPARATE)
+    if value not in (JOINT, SEPARATE):
+        raise ConfigError(f"train.directions must be {JOINT!r} or {SEPARATE!r}, got {value!r}")
+    return value == JOINT
+
+
 class LanguageModel(nn.Module):
     """A unidirectional LM whose loss is whatever its output layer computes."""
 
@@ -104,6 +143,72 @@ class LanguageModel(nn.Module):
         if mask is None:
             mask = ids != PAD_ID
         return self.encoder(self.input_layer(ids), mask, state)
+
+    def num_trainable_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+
+def mean_of_directions(fwd: OutputLoss, bwd: OutputLoss) -> OutputLoss:
+    """The joint loss: ``loss_sum / num_tokens`` is the mean of the two directions'
+    token-mean losses (bilm-tf's ``0.5 * (loss_fwd + loss_bwd)``), exactly, whatever the
+    two token counts; ``num_tokens`` counts the tokens of both.  Logs are averaged the
+    same way and also given per direction (``forward_*``, ``backward_*``).
+    """
+    nf, nb = fwd.num_tokens.clamp(min=1.0), bwd.num_tokens.clamp(min=1.0)
+    num_tokens = fwd.num_tokens + bwd.num_tokens
+    mean = 0.5 * (fwd.loss_sum / nf + bwd.loss_sum / nb)
+    logs: dict[str, float | torch.Tensor] = {}
+    for name in sorted(set(fwd.logs) & set(bwd.logs)):
+        logs[name] = 0.5 * (fwd.logs[name] + bwd.logs[name])
+    for prefix, out in (("forward", fwd), ("backward", bwd)):
+        logs[f"{prefix}_loss"] = (out.loss_sum / out.num_tokens.clamp(min=1.0)).detach()
+        logs.update({f"{prefix}_{k}": v for k, v in out.logs.items()})
+    return OutputLoss(loss_sum=mean * num_tokens, num_tokens=num_tokens, logs=logs)
+
+
+class BidirectionalLM(nn.Module):
+    """A joint bi-LM (bilm-tf, AllenNLP): one input layer and one output layer shared by
+    a forward and a backward encoder of the same spec.
+
+    ``forward(BiLMBatch, (state_fwd, state_bwd))`` returns :func:`mean_of_directions` of
+    the two directions' losses and the pair of new states.  :meth:`direction` gives a
+    :class:`LanguageModel` view of one direction that shares this model's modules (for
+    feature extraction and anything else that consumes one direction).
+    """
+
+    def __init__(self, input_layer: InputLayer, forward_encoder: Encoder, backward_encoder: Encoder,
+                 output_layer: OutputLayer):
+        super().__init__()
+        self.input_layer = input_layer
+        self.forward_encoder = forward_encoder
+        self.backward_encoder = backward_encoder
+        self.output_layer = output_layer
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any], vocab: Vocabulary | None = None) -> "BidirectionalLM":
+        forward = LanguageModel.from_spec(spec, vocab)
+        backward_encoder = build("encoder", spec["encoder"], input_dim=forward.input_layer.output_dim)
+        return cls(forward.input_layer, forward.encoder, backward_encoder, forward.output_layer)
+
+    def direction(self, name: str) -> LanguageModel:
+        """The ``"forward"`` or ``"backward"`` LM, sharing this model's modules."""
+        if name not in ("forward", "backward"):
+            raise ConfigError(f"direction must be 'forward' or 'backward', got {name!r}")
+        encoder = self.forward_encoder if name == "forward" else self.backward_encoder
+        return LanguageModel(self.input_layer, encoder, self.output_layer)
+
+    def forward(self, batch: BiLMBatch, state: Any = None) -> tuple[OutputLoss, Any]:
+        fwd_state, bwd_state = state if state is not None else (None, None)
+        fwd, fwd_state = self.direction("forward")(batch.forward, fwd_state)
+        bwd, bwd_state = self.direction("backward")(batch.backward, bwd_state)
+        return mean_of_directions(fwd, bwd), (fwd_state, bwd_state)
+
+    @torch.no_grad()
+    def evaluate(self, batch: BiLMBatch, state: Any = None) -> tuple[OutputLoss, Any]:
+        fwd_state, bwd_state = state if state is not None else (None, None)
+        fwd, fwd_state = self.direction("forward").evaluate(batch.forward, fwd_state)
+        bwd, bwd_state = self.direction("backward").evaluate(batch.backward, bwd_state)
+        return mean_of_directions(fwd, bwd), (fwd_state, bwd_state)
 
     def num_trainable_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
