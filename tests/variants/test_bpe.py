@@ -83,3 +83,17 @@ def test_bpe_rejects_private_use_characters(tmp_path):
     corpus.write_text("ab\U000f0001c d\n")
     with pytest.raises(InputFileError, match="private-use"):
         train_bpe([corpus], num_merges=2, min_frequency=1)
+
+
+def test_bpe_corpus_words_spelled_like_specials(tmp_path):
+    """WikiText writes rare words as the literal token <unk>: BPE learns it from its
+    characters, and it must map back to the special <unk> (id 3), not take another id."""
+    from elmoc.data.subword import train_bpe
+
+    corpus = tmp_path / "wiki.txt"
+    corpus.write_text("the <unk> sat on the <unk> mat .\nthe cat </s> ran .\n" * 20)
+    tok = train_bpe([corpus], num_merges=40, min_frequency=1)
+    vocab = tok.get_vocab()
+    assert [tok.token_to_id(s) for s in ("<pad>", "<s>", "</s>", "<unk>")] == [0, 1, 2, 3]
+    assert sorted(vocab.values()) == list(range(len(vocab)))  # consecutive ids, no gap
+    assert tok.encode(["<unk>"], is_pretokenized=True).ids == [3]

@@ -90,7 +90,12 @@ def train_bpe(files: Sequence[str | Path], num_merges: int = 30000, min_frequenc
     plain.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     plain.train_from_iterator((marks.line(line) for line in _iter_lines(paths)), trainer=trainer)
     learned = json.loads(plain.to_str())["model"]
-    vocab = {marks.token(token): i for token, i in learned["vocab"].items()}
+    # ids in the trainer's order, made consecutive again where two learned tokens map back
+    # to one string: a corpus word spelled like a special (WikiText's "<unk>") is learned
+    # as "<" + marks and maps back to the special, which keeps its id
+    vocab: dict[str, int] = {}
+    for token, _ in sorted(learned["vocab"].items(), key=lambda item: item[1]):
+        vocab.setdefault(marks.token(token), len(vocab))
     merges = [(marks.token(a), marks.token(b)) for a, b in (_merge_pair(m) for m in learned["merges"])]
     tokenizer = Tokenizer(models.BPE(vocab, merges, unk_token=UNK, continuing_subword_prefix=CONTINUATION))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
