@@ -81,3 +81,25 @@ def test_is_joint_reads_train_directions():
     assert is_joint({"train": {"directions": "joint"}})
     with pytest.raises(ConfigError, match="train.directions"):
         is_joint({"train": {"directions": "both"}})
+
+
+def test_a_joint_file_gives_each_direction(tmp_path):
+    from elmoc.train.checkpoint import load_direction, save_checkpoint
+
+    vocab = _vocab()
+    spec = {"input": {"type": "char_cnn", "options": OPTIONS}, "encoder": ENCODER,
+            "output": {"type": "adaptive", "cutoffs": [8], "div_value": 2.0}, "train": {"directions": "joint"}}
+    model = BidirectionalLM.from_spec(spec, vocab)
+    save_checkpoint(tmp_path / "model.pt", {"spec": spec, "direction": "joint", "model": model.state_dict()})
+    batch = _window(vocab, 3)
+    for name in ("forward", "backward"):
+        payload = load_direction(tmp_path / "model.pt", name)
+        assert payload["direction"] == name
+        lm = LanguageModel.from_spec(spec, vocab)
+        lm.load_state_dict(payload["model"])  # strict: exactly one direction's keys
+        torch.testing.assert_close(lm.encode(batch.inputs).output, model.direction(name).encode(batch.inputs).output)
+    save_checkpoint(tmp_path / "fwd.pt", {"spec": spec, "direction": "forward", "model": {}})
+    from elmoc.errors import InputFileError
+
+    with pytest.raises(InputFileError, match="expected a backward"):
+        load_direction(tmp_path / "fwd.pt", "backward")

@@ -8,8 +8,9 @@ Two ``torch.save`` dicts of format ``"elmoc-lm-v1"``; :func:`load_checkpoint` re
 ``config_hash``   :func:`config_hash` of ``spec``: what must not change on resume
 ``vocab_path``    path of the vocabulary the ids refer to
 ``vocab``         :func:`vocab_fingerprint` (size and sha256 of the token list)
-``direction``     ``"forward"`` or ``"backward"``
-``model``         the LanguageModel state dict; frozen tables (FastText, CNN vectors) are
+``direction``     ``"forward"`` or ``"backward"``; ``"joint"`` for a joint bi-LM
+                  (``train.directions: joint``, :class:`elmoc.lm.BidirectionalLM`)
+``model``         the LanguageModel (BidirectionalLM) state dict; frozen tables (FastText, CNN vectors) are
                   not in it: they are reloaded from the paths in ``spec``, which must
                   still exist when the file is used
 ``optimizers``    list of optimizer state dicts
@@ -240,3 +241,33 @@ def load_weights(model: torch.nn.Module, payload: dict[str, Any], path: str | Pa
                       first[0] if first else type(e).__name__)
         raise InputFileError(path, f"weights do not fit the model its spec builds ({detail})") from None
 
+
+
+def direction_payload(payload: dict[str, Any], direction: str, path: str | Path) -> dict[str, Any]:
+    """One direction's LM from a ``model.pt``/``checkpoint.pt`` dict, as a separate
+    direction's file holds it: a ``"forward"``/``"backward"`` file must be of that
+    direction; a ``"joint"`` file gives the direction's view (its encoder as
+    ``encoder.*``, the shared input and output layers), so whatever consumes one
+    direction (extraction, export, the CNN table) reads both kinds of file alike.
+    """
+    if direction not in ("forward", "backward"):
+        raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
+    found = payload.get("direction")
+    if found == direction:
+        return payload
+    if found != "joint":
+        raise InputFileError(path, f"expected a {direction} (or joint) model, found {found!r}")
+    prefix = f"{direction}_encoder."
+    other = f"{'backward' if direction == 'forward' else 'forward'}_encoder."
+    state = {}
+    for key, value in payload["model"].items():
+        if key.startswith(prefix):
+            state["encoder." + key[len(prefix):]] = value
+        elif not key.startswith(other):
+            state[key] = value
+    return {**payload, "direction": direction, "model": state, "joint": True}
+
+
+def load_direction(path: str | Path, direction: str, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """:func:`load_checkpoint` + :func:`direction_payload`."""
+    return direction_payload(load_checkpoint(path, map_location), direction, path)
