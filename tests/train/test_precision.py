@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from elmoc.errors import ConfigError
-from elmoc.lm import LMBatch
+from elmoc.lm import BiLMBatch, LMBatch
 from elmoc.inputs.vector_table import lookup
 from elmoc.train.precision import autocast_context, to_device
 
@@ -44,6 +44,8 @@ def test_to_device_cuda_pins_and_copies():
                     torch.ones(2, 3, dtype=torch.bool))
     moved = to_device(batch, "cuda")
     assert moved.inputs.is_cuda
+    both = to_device(BiLMBatch(batch, batch), "cuda")  # a joint bi-LM's window pair
+    assert both.forward.inputs.is_cuda and both.backward.mask.is_cuda
     rows = lookup(torch.randn(5, 2), torch.tensor([1, 2], device="cuda"), host_resident=True)
     assert rows.is_cuda
 

@@ -1,10 +1,10 @@
-"""`elmoc train`: pretrain one direction of an LM from a resolved spec."""
+"""`elmoc train`: pretrain one direction of an LM, or a joint bi-LM, from a resolved spec."""
 from __future__ import annotations
 
 import argparse
 
 NAME = "train"
-HELP = "pretrain one direction (forward or backward) of an LM variant from its spec"
+HELP = "pretrain one direction (forward or backward) of an LM variant, or its joint bi-LM, from its spec"
 DESCRIPTION = (
     "Train the LM described by a spec YAML (see `elmoc spec` and config/lm/) on the "
     "corpus shards it names, evaluating on the heldout file before and after. "
@@ -15,13 +15,21 @@ DESCRIPTION = (
     "vocabulary. On SIGTERM or SIGUSR1 it finishes the current step, saves "
     "checkpoint.pt and exits with status 75 (EX_TEMPFAIL): rerun the same command to "
     "resume. For data parallelism launch it with torchrun (WORLD_SIZE > 1); "
-    "train.batch_size stays the global batch."
+    "train.batch_size stays the global batch. A spec with train.directions: joint "
+    "(the softmax family, as bilm-tf trains ELMo) is one bidirectional model with a "
+    "shared input and output layer, trained with --direction joint on forward and "
+    "backward windows of the same corpus position; its loss is the mean of the two "
+    "directions' mean losses, its token counts count both directions, and heldout.json "
+    "gives the combined metric (perplexity: exp of the mean of the two mean NLLs) with "
+    "each direction's under \"forward\" and \"backward\"."
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", required=True, help="LM spec YAML (results/lm/<variant>/spec.yaml)")
-    parser.add_argument("--direction", choices=["forward", "backward"], required=True)
+    parser.add_argument("--direction", choices=["forward", "backward", "joint"], required=True,
+                        help="forward or backward: one direction of a spec with train.directions: separate "
+                             "(the default); joint: both at once, for a spec with train.directions: joint")
     parser.add_argument("--output-dir", required=True, help="where checkpoint.pt, model.pt, heldout.json, train_log.jsonl go")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, or cuda:N (default cpu)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")

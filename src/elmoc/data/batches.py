@@ -5,7 +5,8 @@ Per shard:
 1. read the lines, drop empty ones, shuffle the sentences;
 2. map each sentence to ``[<s>] + ids + [</s>]`` (OOV -> ``<unk>``) and concatenate
    them into one stream ``S`` of length ``N`` (no padding);
-3. the backward LM reads ``reversed(S)`` (the whole shard reversed, P6);
+3. the backward LM reads ``reversed(S)`` (the whole shard reversed, P6); a joint
+   bi-LM (``direction="joint"``) reads both in lockstep (see below);
 4. ``L = ((N - 1) // B) * B``; inputs ``S[:L].view(B, -1)``, targets
    ``S[1:L+1].view(B, -1)`` (each row is a contiguous piece of the stream; the tail
    of the shard is dropped, P9);
@@ -22,6 +23,16 @@ resumable from a checkpoint without saving RNG states.
 Data parallelism: the global batch ``B`` (the one the paper's LR schedule uses)
 is split into ``world_size`` disjoint, contiguous blocks of ``B / world_size`` rows;
 rank ``r`` gets rows ``[r*B/W, (r+1)*B/W)`` of every window.
+
+Joint bi-LMs (:class:`elmoc.lm.BidirectionalLM`, ``train.directions: joint``): with
+``direction="joint"`` every batch is a :class:`elmoc.lm.BiLMBatch` of the forward and
+the backward window with the same index in the same shard pass (the same position:
+one position is checkpointed for both).  The two have equal shapes and token counts,
+since the backward stream is the forward one reversed.  Difference from bilm-tf
+[inferred from its data code; same loss contract]: its backward batch holds the same
+sentences as the forward batch, each reversed within the window, whereas ours is the
+window of the shard's reversed stream (the same text read from the other end), as a
+separate backward run reads it.
 
 Speed: a shard is decoded once, split once (boundary tokens are spliced in by
 joining the lines with `` </s> <s> ``), and mapped to ids with one C-level
@@ -41,11 +52,12 @@ import torch
 
 from elmoc.data.vocab import BOS, EOS, UNK_ID, Vocabulary
 from elmoc.errors import ConfigError, InputFileError
-from elmoc.lm import LMBatch
+from elmoc.lm import JOINT, BiLMBatch, LMBatch
 
 log = logging.getLogger(__name__)
 
 DIRECTIONS = ("forward", "backward")
+READ_DIRECTIONS = DIRECTIONS + (JOINT,)  # what a batcher reads: one direction, or both in lockstep
 
 
 def read_shard_lines(path: str | Path) -> list[str]:
@@ -124,8 +136,8 @@ def _row_slice(batch_size: int, rank: int, world_size: int) -> slice:
 def _check_common(batch_size: int, bptt: int, direction: str, rank: int, world_size: int) -> None:
     if batch_size < 1 or bptt < 1:
         raise ConfigError(f"batch_size and bptt must be >= 1, got {batch_size} and {bptt}")
-    if direction not in DIRECTIONS:
-        raise ConfigError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    if direction not in READ_DIRECTIONS:
+        raise ConfigError(f"direction must be one of {READ_DIRECTIONS}, got {direction!r}")
     if world_size < 1 or not 0 <= rank < world_size:
         raise ConfigError(f"need 0 <= rank < world_size, got rank={rank} world_size={world_size}")
     if batch_size % world_size:
@@ -135,11 +147,23 @@ def _check_common(batch_size: int, bptt: int, direction: str, rank: int, world_s
         )
 
 
-def _windows(inputs: np.ndarray, targets: np.ndarray, bptt: int, start: int, rows: slice) -> Iterator[LMBatch]:
-    for k in range(start, num_windows(inputs.shape[1], bptt)):
-        x = torch.from_numpy(np.ascontiguousarray(inputs[rows, k * bptt:(k + 1) * bptt]))
-        y = torch.from_numpy(np.ascontiguousarray(targets[rows, k * bptt:(k + 1) * bptt]))
-        yield LMBatch(x, y, x > 0)
+def direction_rows(stream: np.ndarray, batch_size: int, direction: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`stream_to_rows` of one direction, or of both (forward first) for ``"joint"``;
+    all of them (batch, columns) with the same number of columns."""
+    return [stream_to_rows(stream, batch_size, d) for d in (DIRECTIONS if direction == JOINT else (direction,))]
+
+
+def _windows(rows_of: list[tuple[np.ndarray, np.ndarray]], bptt: int, start: int,
+             rows: slice) -> Iterator[LMBatch | BiLMBatch]:
+    """Windows ``start, start + 1, ...``: LMBatch for one direction, BiLMBatch (the same
+    window of both) for two."""
+    for k in range(start, num_windows(rows_of[0][0].shape[1], bptt)):
+        parts = []
+        for inputs, targets in rows_of:
+            x = torch.from_numpy(np.ascontiguousarray(inputs[rows, k * bptt:(k + 1) * bptt]))
+            y = torch.from_numpy(np.ascontiguousarray(targets[rows, k * bptt:(k + 1) * bptt]))
+            parts.append(LMBatch(x, y, x > 0))
+        yield parts[0] if len(parts) == 1 else BiLMBatch(*parts)
 
 
 class ShardBatches:
@@ -150,7 +174,8 @@ class ShardBatches:
         vocab: token -> id map.
         batch_size: the *global* batch ``B`` (rows per window over all ranks).
         bptt: window length in tokens (20 in the paper).
-        direction: "forward" or "backward" (reads each shard's reversed stream).
+        direction: "forward", "backward" (reads each shard's reversed stream) or
+            "joint" (both, in lockstep: yields BiLMBatch).
         seed: base seed of shard and sentence shuffles.
         epochs: number of passes, None = endless.
         rank, world_size: data-parallel split; this rank gets ``B / world_size`` rows.
@@ -160,7 +185,8 @@ class ShardBatches:
 
     Yields:
         LMBatch with inputs/targets (batch / world_size, time) long, mask bool;
-        ``time`` = bptt except for a shard's last window.  After each yield
+        ``time`` = bptt except for a shard's last window (for "joint" a BiLMBatch of
+        two such windows, forward and backward).  After each yield
         :attr:`position` is the position of the *next* batch, so a checkpoint taken
         after processing a batch resumes right after it.  :attr:`shard_start` is
         True while the current batch is the first window of a shard (where a
@@ -203,23 +229,24 @@ class ShardBatches:
         """Serializable position of the next batch (store it in the checkpoint)."""
         return self.position.to_dict()
 
-    def shard_rows(self, shard: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
-        """Full-batch inputs and targets of one shard in one pass: (batch, columns) int64 each."""
+    def shard_rows(self, shard: int, epoch: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Full-batch inputs and targets of one shard in one pass, (batch, columns) int64
+        each, per direction read (:func:`direction_rows`)."""
         lines = shuffled_lines(read_shard_lines(self.shards[shard]), self.seed, epoch, shard)
-        return stream_to_rows(self.to_stream(lines), self.batch_size, self.direction)
+        return direction_rows(self.to_stream(lines), self.batch_size, self.direction)
 
     def __iter__(self) -> Iterator[LMBatch]:
         pos = self.position
         while self.epochs is None or pos.epoch < self.epochs:
             order = shard_order(len(self.shards), self.seed, pos.epoch)
             for shard_pos in range(pos.shard, len(order)):
-                inputs, targets = self.shard_rows(order[shard_pos], pos.epoch)
-                total = num_windows(inputs.shape[1], self.bptt)
+                rows_of = self.shard_rows(order[shard_pos], pos.epoch)
+                total = num_windows(rows_of[0][0].shape[1], self.bptt)
                 if total == 0:
                     log.warning("%s has fewer than batch_size+1=%d tokens: no window, skipped",
                                 self.shards[order[shard_pos]], self.batch_size + 1)
                 start = pos.window if shard_pos == pos.shard else 0
-                for k, batch in enumerate(_windows(inputs, targets, self.bptt, start, self.rows), start):
+                for k, batch in enumerate(_windows(rows_of, self.bptt, start, self.rows), start):
                     if k + 1 < total:
                         self.position = BatchPosition(pos.epoch, shard_pos, k + 1)
                     elif shard_pos + 1 < len(order):
@@ -241,18 +268,19 @@ def iter_heldout(
     rank: int = 0,
     world_size: int = 1,
     stream_fn: Callable[[list[str]], np.ndarray] | None = None,
-) -> Iterator[LMBatch]:
-    """Windows of a heldout file, built like a training shard but without shuffling.
+) -> Iterator[LMBatch | BiLMBatch]:
+    """Windows of a heldout file, built like a training shard but without shuffling
+    (BiLMBatch of both directions' windows for ``direction="joint"``).
 
     Raises ConfigError when the file has too few tokens for even one window.
     """
     _check_common(batch_size, bptt, direction, rank, world_size)
     lines = read_shard_lines(path)
     stream = stream_fn(lines) if stream_fn is not None else sentences_to_stream(lines, dict(vocab.index))
-    inputs, targets = stream_to_rows(stream, batch_size, direction)
-    if inputs.shape[1] == 0:
+    rows_of = direction_rows(stream, batch_size, direction)
+    if rows_of[0][0].shape[1] == 0:
         raise ConfigError(
             f"{path} has {len(stream)} tokens (with <s>/</s>), fewer than batch_size+1={batch_size + 1}; "
             "lower the evaluation batch size"
         )
-    yield from _windows(inputs, targets, bptt, 0, _row_slice(batch_size, rank, world_size))
+    yield from _windows(rows_of, bptt, 0, _row_slice(batch_size, rank, world_size))

@@ -30,6 +30,16 @@ A carried encoder state (``reset_state: false``) is checkpointed for the whole g
 batch (:func:`gather_state_rows`) and split again on resume (:func:`shard_state_rows`),
 so every rank resumes its own rows.
 
+A joint bi-LM (:class:`elmoc.lm.BidirectionalLM`) goes through the same functions
+unchanged: they find the sparse parameters, buffers and output layers by walking the
+modules (the shared input and output layer are one module each, so their parameters
+and tables are listed, broadcast and checked once); the shared output layer collects
+the gradients of both directions in the one backward before DDP's hooks and the sparse
+exchange run (a SAMPLED table's rows touched by either direction travel together;
+ADAPTIVE touches every tail cluster in each direction's call); its carried state is
+the pair ``(forward state, backward state)``, a tuple that the state functions
+gather and split element by element; :func:`shard_rows` splits both windows.
+
 Heldout evaluation is sharded by rows (:func:`shard_rows`): every process
 evaluates rows ``rank::world`` of each heldout window, carrying its rows' state,
 and the sums are all-reduced (:func:`all_reduce_sum`), so no rank idles in a
@@ -47,7 +57,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from elmoc.errors import ConfigError
-from elmoc.lm import LMBatch
+from elmoc.lm import BiLMBatch, LMBatch
 from elmoc.outputs.base import OutputLayer
 from elmoc.train.optim import split_parameters
 
@@ -184,10 +194,13 @@ def average_sparse_gradients(params: list[nn.Parameter], world_size: int) -> Non
         p.grad = torch.sparse_coo_tensor(index[None], values, p.shape, check_invariants=True).coalesce()
 
 
-def shard_rows(batch: LMBatch, rank: int, world_size: int) -> LMBatch:
-    """Rows ``rank::world_size`` of a window (this process's share of a heldout batch)."""
+def shard_rows(batch: LMBatch | BiLMBatch, rank: int, world_size: int) -> LMBatch | BiLMBatch:
+    """Rows ``rank::world_size`` of a window (this process's share of a heldout batch);
+    of both windows of a joint bi-LM's BiLMBatch."""
     if world_size == 1:
         return batch
+    if isinstance(batch, BiLMBatch):
+        return BiLMBatch(shard_rows(batch.forward, rank, world_size), shard_rows(batch.backward, rank, world_size))
     return LMBatch(batch.inputs[rank::world_size], batch.targets[rank::world_size], batch.mask[rank::world_size])
 
 
@@ -204,7 +217,7 @@ def gather_state_rows(state: Any, world_size: int) -> Any:
     """The carried encoder state of the whole global batch (call on every process).
 
     Every tensor of ``state`` holds this process's rows in dim 0 (the encoders' states
-    are lists of ``(h (rows, dim), c (rows, cell))``); rank ``r`` has rows
+    are lists of ``(h (rows, dim), c (rows, cell))``; a joint bi-LM's is a pair of those); rank ``r`` has rows
     ``[r*B/W, (r+1)*B/W)`` (:mod:`elmoc.data.batches`), so concatenating in rank order
     gives the state one process would carry: a checkpoint stores that, and
     :func:`shard_state_rows` hands each rank its part on resume.

@@ -11,6 +11,14 @@ paper's "mean of per-replica means".  Data parallelism is switched on by the usu
 ``torchrun`` environment (``WORLD_SIZE`` > 1); every rank evaluates a share of the
 heldout rows, rank 0 logs and saves (:mod:`elmoc.train.distributed`: DDP for dense
 gradients, an explicit exchange of sparse ones, frozen tables never broadcast).
+
+A joint bi-LM (``train.directions: joint``, ``--direction joint``) runs the same loop
+with :class:`elmoc.lm.BidirectionalLM` and :class:`elmoc.lm.BiLMBatch` windows (the
+forward and backward window of the same position): its loss is already the mean of
+the two directions' token means, its carried state the pair of the directions' states,
+and its token counts (``tokens`` in the log, checkpoints and heldout.json) count the
+tokens of *both* directions.  Its heldout result is the combined metric plus each
+direction's under ``"forward"`` / ``"backward"`` (:func:`evaluate_heldout`).
 """
 from __future__ import annotations
 
@@ -31,7 +39,7 @@ import torch.distributed as dist
 from elmoc.data.atomic import atomic_file
 from elmoc.data.vocab import Vocabulary
 from elmoc.errors import ConfigError
-from elmoc.lm import LanguageModel, LMBatch
+from elmoc.lm import JOINT, SEPARATE, BidirectionalLM, BiLMBatch, LanguageModel, LMBatch, is_joint
 from elmoc.outputs.base import OutputLoss
 from elmoc.train.checkpoint import (
     CHECKPOINT, HELDOUT, MODEL, TRAIN_LOG, check_resumable, config_hash, load_checkpoint, load_weights,
@@ -60,7 +68,11 @@ class TrainSettings:
         epochs: passes over the training shards.
         max_steps: stop after this many optimizer steps (None: run all epochs).
         clip_norm: global gradient-norm clip (1.0 for ELMo-C, 10.0 in bilm-tf).
-        loss_scale: multiply the loss before backward (bilm-tf uses unroll_steps=20).
+        loss_scale: multiply the loss before backward.  bilm-tf's total loss is
+            ``0.5 * (loss_fwd + loss_bwd) * unroll_steps`` (20): a joint bi-LM with
+            ``loss_scale: 20`` has exactly that gradient; a separate-direction run with
+            ``loss_scale: 20`` has twice bilm-tf's gradient for its direction (its loss
+            is one direction's mean, not half of it).
         reset_state: start every window from zero state (the released ELMo-C config,
             spec P1) instead of carrying the detached state (bilm-tf).
         seed: seeds torch, numpy, python and the batch shuffling.
@@ -68,6 +80,9 @@ class TrainSettings:
         eval_batch_size: rows per heldout batch (None: batch_size).
         eval_max_windows: cap on heldout windows per evaluation (None: all).
         precision: "fp32" or "bf16" (autocast on CUDA; on CPU bf16 autocast too).
+        directions: "separate" (two runs, ``--direction forward`` and ``backward``) or
+            "joint" (one :class:`elmoc.lm.BidirectionalLM`, ``--direction joint``: shared
+            input and output layer, loss the mean of the two directions' means).
     """
 
     batch_size: int = 64
@@ -84,6 +99,7 @@ class TrainSettings:
     eval_batch_size: int | None = None
     eval_max_windows: int | None = None
     precision: str = "fp32"
+    directions: str = SEPARATE
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "TrainSettings":
@@ -101,16 +117,17 @@ class TrainSettings:
             raise ConfigError("train: batch_size and bptt must be positive")
         if settings.precision not in ("fp32", "bf16"):
             raise ConfigError(f"train.precision must be 'fp32' or 'bf16', got {settings.precision!r}")
+        is_joint({"train": {"directions": settings.directions}})  # "separate" or "joint", else one line
         return settings
 
 
 # A function that makes the training batch iterator from a saved position (or None)
 # and this process's (rank, world_size); its iterator yields (LMBatch, next_position)
 # where next_position resumes right after that batch, and it stops after the last
-# epoch (the factory knows train.epochs).
-BatchFactory = Callable[[dict | None, int, int], Iterator[tuple[LMBatch, dict]]]
-# A function that yields heldout windows (LMBatch), in a fixed order.
-HeldoutFactory = Callable[[], Iterator[LMBatch]]
+# epoch (the factory knows train.epochs).  A joint run's yields BiLMBatch instead.
+BatchFactory = Callable[[dict | None, int, int], Iterator[tuple[LMBatch | BiLMBatch, dict]]]
+# A function that yields heldout windows (LMBatch; BiLMBatch for a joint run), in a fixed order.
+HeldoutFactory = Callable[[], Iterator[LMBatch | BiLMBatch]]
 
 
 @dataclass
@@ -128,13 +145,15 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def train_step(model: torch.nn.Module, batch: LMBatch, state: Any, bundle: OptimizerBundle,
+def train_step(model: torch.nn.Module, batch: LMBatch | BiLMBatch, state: Any, bundle: OptimizerBundle,
                params: list[torch.nn.Parameter], settings: TrainSettings, device: torch.device,
                sparse_params: list[torch.nn.Parameter] = (), world_size: int = 1,
                ) -> tuple[torch.Tensor, OutputLoss, Any, float]:
     """One optimizer step (the learning rate is set by the caller): forward under the
     precision context, token-mean loss, backward, the sparse-gradient exchange under
     data parallelism, global-norm clipping, optimizer step.  The bench times this too.
+    ``model(batch, state)`` is a LanguageModel's (LMBatch) or a BidirectionalLM's
+    (BiLMBatch, state pair, loss the mean of the directions' means).
 
     Returns the detached loss, the output layer's result, the new encoder state and the
     gradient norm before clipping.
@@ -151,68 +170,115 @@ def train_step(model: torch.nn.Module, batch: LMBatch, state: Any, bundle: Optim
     return loss.detach(), out, new_state, grad_norm
 
 
-def evaluate_heldout(model: LanguageModel, batches: Iterator[LMBatch], device: torch.device,
-                     reset_state: bool, max_windows: int | None = None,
-                     ddp: Distributed | None = None) -> dict[str, float]:
+def evaluate_heldout(model: LanguageModel | BidirectionalLM, batches: Iterator[LMBatch | BiLMBatch],
+                     device: torch.device, reset_state: bool, max_windows: int | None = None,
+                     ddp: Distributed | None = None) -> dict[str, Any]:
     """Heldout metric of ``model`` over ``batches`` (full softmax for the softmax family).
 
     Returns ``{"metric", "value", "loss", "eval_tokens"}``: "cosine" is the token-weighted
     mean cosine (higher is better), reported with ``constant_baseline``, the mean cosine
     of the best constant prediction; "perplexity" is exp of the mean NLL.
 
+    A joint bi-LM (BiLMBatch windows) is evaluated per direction, each carrying its own
+    state; the result is :func:`combine_directions` of the two, with each direction's
+    result under ``"forward"`` and ``"backward"``.
+
     Under data parallelism every process calls it with the same ``batches``, evaluates
     rows ``rank::world`` of each window, and the sums (loss, tokens, cosine, unit
     targets) are all-reduced: every process returns the one-process result.
     """
     ddp = ddp or Distributed()
+    joint = isinstance(model, BidirectionalLM)
+    lms = {name: model.direction(name) for name in ("forward", "backward")} if joint else {None: model}
+    sums = {name: _HeldoutSums(lm.output_layer) for name, lm in lms.items()}
+    states: dict[str | None, Any] = dict.fromkeys(lms)
     was_training = model.training
     model.eval()
-    loss_total, tokens_total, cosine_total = 0.0, 0.0, 0.0
-    metric = model.output_layer.heldout_metric
-    table = getattr(model.output_layer, "target_table", None) if metric == "cosine" else None
-    unit_sum = None  # sum of unit-normalized targets: gives the best constant predictor
-    if isinstance(table, torch.Tensor):
-        unit_sum = torch.zeros(table.shape[1], dtype=torch.float64, device=table.device)
-    state = None
     for i, batch in enumerate(batches):
         if max_windows is not None and i >= max_windows:
             break
         batch = shard_rows(batch, ddp.rank, ddp.world_size)
-        if batch.inputs.shape[0] == 0:  # fewer heldout rows than processes
-            continue
-        batch = batch.to(device)
-        out, state = model.evaluate(batch, None if reset_state else state)
-        n = float(out.num_tokens)
-        loss_total += float(out.loss_sum)
-        tokens_total += n
-        if "cosine" in out.logs:
-            cosine_total += float(out.logs["cosine"]) * n
-        if isinstance(table, torch.Tensor):
-            targets = table[batch.targets[batch.mask].to(table.device)].double()
-            unit_sum += torch.nn.functional.normalize(targets, dim=-1).sum(0)
+        parts = {"forward": batch.forward, "backward": batch.backward} if joint else {None: batch}
+        for name, part in parts.items():
+            if part.inputs.shape[0] == 0:  # fewer heldout rows than processes
+                continue
+            part = part.to(device)
+            out, states[name] = lms[name].evaluate(part, None if reset_state else states[name])
+            sums[name].add(out, part)
     model.train(was_training)
-    if ddp.enabled:
-        sums = torch.tensor([loss_total, tokens_total, cosine_total], dtype=torch.float64)
+    results = {name: acc.result(ddp, device) for name, acc in sums.items()}
+    return combine_directions(results["forward"], results["backward"]) if joint else results[None]
+
+
+class _HeldoutSums:
+    """Running sums of one direction's heldout evaluation (see :func:`evaluate_heldout`)."""
+
+    def __init__(self, output_layer: torch.nn.Module):
+        self.metric = output_layer.heldout_metric
+        table = getattr(output_layer, "target_table", None) if self.metric == "cosine" else None
+        self.table = table if isinstance(table, torch.Tensor) else None
+        self.loss, self.tokens, self.cosine = 0.0, 0.0, 0.0
+        # sum of unit-normalized targets: gives the best constant predictor
+        self.unit_sum = None if self.table is None else torch.zeros(
+            self.table.shape[1], dtype=torch.float64, device=self.table.device)
+
+    def add(self, out: OutputLoss, batch: LMBatch) -> None:
+        n = float(out.num_tokens)
+        self.loss += float(out.loss_sum)
+        self.tokens += n
+        if "cosine" in out.logs:
+            self.cosine += float(out.logs["cosine"]) * n
+        if self.table is not None:
+            targets = self.table[batch.targets[batch.mask].to(self.table.device)].double()
+            self.unit_sum += torch.nn.functional.normalize(targets, dim=-1).sum(0)
+
+    def result(self, ddp: Distributed, device: torch.device) -> dict[str, Any]:
+        loss_total, tokens_total, cosine_total, unit_sum = self.loss, self.tokens, self.cosine, self.unit_sum
+        if ddp.enabled:
+            sums = torch.tensor([loss_total, tokens_total, cosine_total], dtype=torch.float64)
+            if unit_sum is not None:
+                sums = torch.cat([sums, unit_sum.cpu()])
+            sums = all_reduce_sum(sums, device)
+            loss_total, tokens_total, cosine_total = sums[:3].tolist()
+            unit_sum = None if unit_sum is None else sums[3:]
+        if tokens_total == 0:
+            raise ConfigError("heldout set produced no tokens; check corpus.heldout settings")
+        mean_loss = loss_total / tokens_total
+        if self.metric == "perplexity":
+            value = math.exp(min(mean_loss, 700.0))
+        elif self.metric == "cosine":
+            value = cosine_total / tokens_total
+        else:
+            value = mean_loss
+        result = {"metric": self.metric, "value": value, "loss": mean_loss, "eval_tokens": int(tokens_total)}
         if unit_sum is not None:
-            sums = torch.cat([sums, unit_sum.cpu()])
-        sums = all_reduce_sum(sums, device)
-        loss_total, tokens_total, cosine_total = sums[:3].tolist()
-        unit_sum = None if unit_sum is None else sums[3:]
-    if tokens_total == 0:
-        raise ConfigError("heldout set produced no tokens; check corpus.heldout settings")
-    mean_loss = loss_total / tokens_total
+            # mean cosine of the best *constant* prediction (|sum of unit targets| / N): an
+            # LM must beat it; FastText tables from tiny corpora make it close to 1.
+            result["constant_baseline"] = float(unit_sum.norm()) / tokens_total
+        return result
+
+
+def combine_directions(forward: dict[str, Any], backward: dict[str, Any]) -> dict[str, Any]:
+    """A joint bi-LM's heldout result from its directions' (:func:`evaluate_heldout`).
+
+    ``loss`` is the mean of the two directions' mean losses (the joint training loss);
+    ``value`` is exp of it for "perplexity", the mean of the two mean cosines for
+    "cosine" (``constant_baseline`` likewise), the loss otherwise; ``eval_tokens``
+    counts both directions; ``"forward"`` and ``"backward"`` hold the directions' results.
+    """
+    metric = forward["metric"]
+    loss = 0.5 * (forward["loss"] + backward["loss"])
     if metric == "perplexity":
-        value = math.exp(min(mean_loss, 700.0))
+        value = math.exp(min(loss, 700.0))
     elif metric == "cosine":
-        value = cosine_total / tokens_total
+        value = 0.5 * (forward["value"] + backward["value"])
     else:
-        value = mean_loss
-    result = {"metric": metric, "value": value, "loss": mean_loss, "eval_tokens": int(tokens_total)}
-    if unit_sum is not None:
-        # mean cosine of the best *constant* prediction (|sum of unit targets| / N): an
-        # LM must beat it; FastText tables from tiny corpora make it close to 1.
-        result["constant_baseline"] = float(unit_sum.norm()) / tokens_total
-    return result
+        value = loss
+    result = {"metric": metric, "value": value, "loss": loss,
+              "eval_tokens": forward["eval_tokens"] + backward["eval_tokens"]}
+    if "constant_baseline" in forward:
+        result["constant_baseline"] = 0.5 * (forward["constant_baseline"] + backward["constant_baseline"])
+    return {**result, "forward": forward, "backward": backward}
 
 
 @stoppable
@@ -232,7 +298,9 @@ def train(
     stop: StopSignals | None = None,
     stale_checkpoint: str = "refuse",
 ) -> RunResult:
-    """Train one direction of an LM: ``checkpoint.pt`` every ``checkpoint_every`` steps,
+    """Train one direction of an LM (``direction`` "forward" or "backward"), or a joint
+    bi-LM (``direction="joint"``, for a spec with ``train.directions: joint``; the batch
+    factories then yield BiLMBatch): ``checkpoint.pt`` every ``checkpoint_every`` steps,
     ``train_log.jsonl`` as it goes, and at the very end ``model.pt`` and ``heldout.json``
     in ``out_dir`` (formats and resume rules: :mod:`elmoc.train.checkpoint`).
 
@@ -248,6 +316,7 @@ def train(
     the result has ``interrupted`` set.
     """
     settings = TrainSettings.from_config(spec.get("train", {}))
+    check_direction(spec, direction, spec_path)
     if stale_checkpoint not in ("refuse", "set-aside"):
         raise ConfigError(f"stale_checkpoint must be 'refuse' or 'set-aside', got {stale_checkpoint!r}")
     retain_freed_host_memory()  # freed activations stay mapped: no page faults every step
@@ -273,7 +342,7 @@ def train(
     spec_hash, vocab_id = config_hash(spec), vocab_fingerprint(vocab)
     seed_everything(settings.seed + ddp.rank)
 
-    model = LanguageModel.from_spec(spec, vocab).to(device)
+    model = (BidirectionalLM if direction == JOINT else LanguageModel).from_spec(spec, vocab).to(device)
     bundle = build_optimizer(spec.get("optimizer", {"type": "scheduled_adam"}), model, settings.batch_size)
     step, tokens, position, state, history, seconds_before = 0, 0, None, None, [], 0.0
     if resume and ckpt_path.exists():
@@ -349,10 +418,10 @@ def train(
             model, batch, None if settings.reset_state else state, bundle, params, settings, device,
             sparse_params, ddp.world_size,
         )
-        state = None if settings.reset_state else core.encoder.detach_state(new_state)
+        state = None if settings.reset_state else detach_state(core, new_state)
         position = next_position
         step += 1
-        step_tokens = int(batch.mask.sum()) * ddp.world_size
+        step_tokens = batch.num_tokens * ddp.world_size  # a joint step: both directions' tokens
         tokens += step_tokens
         if ddp.is_main and (step % max(1, settings.log_every) == 0 or step == 1):
             elapsed = time.time() - t0
@@ -401,10 +470,45 @@ def train(
             "constant_baseline": history[-1].get("constant_baseline") if history else None,
             "history": history, "trainable_parameters": core.num_trainable_parameters(),
         }
+        if direction == JOINT:  # each direction's before/after beside the combined metric
+            for name in ("forward", "backward"):
+                part = [h[name] for h in history]
+                summary[name] = {"metric": part[-1]["metric"] if part else None,
+                                 "before": part[0]["value"] if part else None,
+                                 "after": part[-1]["value"] if part else None,
+                                 "loss_after": part[-1]["loss"] if part else None,
+                                 "constant_baseline": part[-1].get("constant_baseline") if part else None}
         _write_json(out_dir / HELDOUT, summary)
     if ddp.enabled:
         dist.barrier()
     return RunResult(steps=step, tokens=tokens, seconds=seconds, heldout=history)
+
+
+def check_direction(spec: dict[str, Any], direction: str, spec_path: str | Path | None = None) -> None:
+    """Refuse a ``direction`` the spec does not train: "joint" needs ``train.directions:
+    joint``, and such a spec trains only "joint" (one ConfigError line naming the spec
+    and the fix)."""
+    where = str(spec_path) if spec_path else "the spec"
+    joint = is_joint(spec)
+    if direction not in ("forward", "backward", JOINT):
+        raise ConfigError(f"direction must be 'forward', 'backward' or 'joint', got {direction!r}")
+    if direction == JOINT and not joint:
+        raise ConfigError(
+            f"{where}: --direction joint trains a joint bi-LM, but this spec trains separate directions "
+            "(train.directions is 'separate' or unset); set train.directions: joint in it, or train "
+            "--direction forward and --direction backward")
+    if direction != JOINT and joint:
+        raise ConfigError(
+            f"{where}: this spec trains one joint bi-LM (train.directions: joint), not a {direction} LM on its "
+            "own; train it with --direction joint, or set train.directions: separate")
+
+
+def detach_state(model: LanguageModel | BidirectionalLM, state: Any) -> Any:
+    """The carried state cut from the graph: a LanguageModel's encoder state, or a
+    BidirectionalLM's pair (forward state, backward state)."""
+    if isinstance(model, BidirectionalLM):
+        return (model.forward_encoder.detach_state(state[0]), model.backward_encoder.detach_state(state[1]))
+    return model.encoder.detach_state(state)
 
 
 def _truncate_log(path: Path, size: int | None) -> None:

@@ -66,7 +66,8 @@ def _pin(t: torch.Tensor) -> torch.Tensor:
 
 
 def to_device(tensor_or_batch, device: torch.device | str):
-    """Copy a tensor (or anything with ``.to(device, non_blocking=...)``, e.g. ``LMBatch``).
+    """Copy a tensor (or anything with ``.to(device, non_blocking=...)``, e.g. ``LMBatch``,
+    ``BiLMBatch``).
 
     On CUDA, CPU tensors are pinned and copied asynchronously; on CPU nothing is copied.
     """
@@ -79,9 +80,9 @@ def to_device(tensor_or_batch, device: torch.device | str):
     fields = getattr(tensor_or_batch, "__dataclass_fields__", None)
     if fields is not None:
         values = {name: getattr(tensor_or_batch, name) for name in fields}
-        pinned = {k: _pin(v) if isinstance(v, torch.Tensor) and v.device.type == "cpu" else v
-                  for k, v in values.items()}
-        return type(tensor_or_batch)(**pinned).to(device, non_blocking=True)
+        moved = {k: to_device(v, device) if isinstance(v, torch.Tensor) or hasattr(v, "__dataclass_fields__")
+                 else v for k, v in values.items()}  # nested batches too (a joint bi-LM's BiLMBatch)
+        return type(tensor_or_batch)(**moved)
     return tensor_or_batch.to(device, non_blocking=True)
 
 

@@ -1,0 +1,206 @@
+"""A joint bi-LM under data parallelism (gloo): 2 processes == 1 process on the same
+global batch, for the two joint output layers (SAMPLED: sparse table gradients from
+both directions exchanged by hand; ADAPTIVE: rank 1 never has a target in the last
+tail cluster, in either direction).  One spawn trains both; the carried state is the
+pair of the directions' states, checkpointed for the whole global batch.
+"""
+import json
+import os
+import socket
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from elmoc.data.vocab import Vocabulary
+from elmoc.lm import BiLMBatch, BidirectionalLM, LMBatch
+from elmoc.train.checkpoint import load_checkpoint
+from elmoc.train.loop import detach_state, evaluate_heldout, seed_everything, train
+from elmoc.train.optim import build_optimizer, clip_global_norm
+
+B, T, V, DIM, WORLD, STEPS = 4, 5, 30, 8, 2, 4
+LAYERS = ("sampled", "adaptive")
+TOL = 1e-5
+
+
+def _vocab():
+    return Vocabulary.from_counts(Counter({f"w{i}": 100 - i for i in range(V - 4)}))
+
+
+def _rows(window, stride):
+    """(B, T + 1) ids of one direction's window: rows 0-1 (rank 0) use every id, rows 2-3
+    (rank 1) only ids < 20 (never ADAPTIVE's last tail cluster [20, 30))."""
+    rows = []
+    for r in range(B):
+        start = window * T + 37 * r
+        if r < B // 2:
+            rows.append([4 + (i * stride) % (V - 4) for i in range(start, start + T + 1)])
+        else:
+            rows.append([4 + (i * (stride - 2)) % 16 for i in range(start, start + T + 1)])
+    return torch.tensor(rows)
+
+
+def _window(data):
+    return LMBatch(data[:, :-1], data[:, 1:], data[:, :-1] > 0)
+
+
+def make_batches(position, rank, world):
+    window = 0 if position is None else position["window"]
+    per = B // world
+    for w in range(window, STEPS):
+        fwd, bwd = _rows(w, 7)[rank * per:(rank + 1) * per], _rows(w, 11)[rank * per:(rank + 1) * per]
+        yield BiLMBatch(_window(fwd), _window(bwd)), {"epoch": 0, "window": w + 1}
+
+
+def make_heldout():
+    """Two windows of 3 rows: uneven shards (2 + 1 rows) with carried state."""
+    streams = [torch.tensor([4 + (i * s) % (V - 4) for i in range(3 * (2 * T + 1))]).view(3, 2 * T + 1)
+               for s in (11, 5)]
+    for w in range(2):
+        parts = [_window(stream[:, w * T:w * T + T + 1]) for stream in streams]
+        yield BiLMBatch(*parts)
+
+
+def _spec(tmp, layer):
+    vec = os.path.join(tmp, "vec.npy")
+    outputs = {
+        "sampled": {"type": "sampled", "num_samples": 6},
+        "adaptive": {"type": "adaptive", "cutoffs": [10, 20], "div_value": 2.0},
+    }
+    return {
+        "input": {"type": "fasttext", "vectors": vec},
+        "encoder": {"type": "elmo_lstm", "num_layers": 1, "cell_size": 12, "projection_size": 6,
+                    "recurrent_dropout": 0.0},
+        "output": outputs[layer],
+        "optimizer": {"type": "adam", "lr": 0.01},
+        "train": {"batch_size": B, "bptt": T, "log_every": 100, "checkpoint_every": 0, "seed": 5,
+                  "reset_state": False, "directions": "joint"},
+    }
+
+
+def _worker(rank, port, tmp):
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    import elmoc.train.loop as loop
+
+    wrapped, report = {}, {}
+    wrap_model = loop.wrap_model
+
+    def recording_wrap(model, device):
+        wrapped["ddp"] = wrap_model(model, device)
+        return wrapped["ddp"]
+
+    loop.wrap_model = recording_wrap
+    for layer in LAYERS:
+        train(_spec(tmp, layer), _vocab(), os.path.join(tmp, "ddp", layer), make_batches, make_heldout,
+              direction="joint")
+        ddp = wrapped.pop("ddp")
+        sparse = {id(p) for p in ddp.module.output_layer.sparse_parameters()}
+        report[layer] = {
+            "ignored": sorted(ddp.parameters_to_ignore),
+            "buffers": [n for n, _ in ddp.module.named_buffers()],
+            "ddp_sees_sparse": any(id(p) in sparse for p in ddp._module_parameters),
+        }
+    with open(os.path.join(tmp, f"report{rank}.json"), "w") as f:
+        json.dump(report, f)
+    dist.destroy_process_group()
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _reference_sampled(spec, vocab):
+    """One process, the global batch, each rank's rows scored with that rank's negatives
+    (rank r's draws 2*step (forward) and 2*step + 1 (backward)) and the per-rank joint
+    losses averaged: what 2 processes do."""
+    seed_everything(spec["train"]["seed"])
+    model = BidirectionalLM.from_spec(spec, vocab)
+    bundle = build_optimizer(spec["optimizer"], model, B)
+    params = [p for p in model.parameters() if p.requires_grad]
+    layer, per = model.output_layer, B // WORLD
+    states = [None] * WORLD
+    for step, (batch, _) in enumerate(make_batches(None, 0, 1)):
+        bundle.set_lr(step + 1)
+        bundle.zero_grad()
+        for r in range(WORLD):
+            layer.set_process_rank(r)
+            layer.sampler.draws = 2 * step
+            rows = slice(r * per, (r + 1) * per)
+            part = BiLMBatch(*(LMBatch(b.inputs[rows], b.targets[rows], b.mask[rows])
+                               for b in (batch.forward, batch.backward)))
+            out, new_state = model(part, states[r])
+            (out.loss_sum / out.num_tokens.clamp(min=1.0) / WORLD).backward()
+            states[r] = detach_state(model, new_state)
+        clip_global_norm(params, 1.0)  # the trainer's default clip_norm
+        bundle.step()
+    layer.set_process_rank(0)
+    heldout = evaluate_heldout(model, make_heldout(), torch.device("cpu"), reset_state=False)
+    return model.state_dict(), bundle.state_dict(), heldout
+
+
+def max_abs_diff(a, b, where="") -> float:
+    """Largest |a - b| over nested dicts/lists of tensors; other values must be equal."""
+    if isinstance(a, dict):
+        assert sorted(a, key=str) == sorted(b, key=str), where
+        return max([max_abs_diff(a[k], b[k], f"{where}.{k}") for k in a] or [0.0])
+    if isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        return max([max_abs_diff(x, y, f"{where}[{i}]") for i, (x, y) in enumerate(zip(a, b))] or [0.0])
+    if isinstance(a, torch.Tensor):
+        assert a.shape == b.shape, where
+        return float((a.double() - b.double()).abs().max()) if a.numel() else 0.0
+    assert a == b, f"{where}: {a!r} != {b!r}"
+    return 0.0
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = str(tmp_path_factory.mktemp("joint_ddp"))
+    np.save(os.path.join(tmp, "vec.npy"),
+            np.random.default_rng(0).standard_normal((V, DIM)).astype("float32"))
+    mp.spawn(_worker, args=(_free_port(), tmp), nprocs=WORLD, join=True)
+    return tmp, [json.load(open(os.path.join(tmp, f"report{r}.json"))) for r in range(WORLD)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layer", LAYERS)
+def test_joint_two_gloo_processes_match_one(runs, layer):
+    tmp, reports = runs
+    vocab, spec = _vocab(), _spec(tmp, layer)
+    ddp = load_checkpoint(os.path.join(tmp, "ddp", layer, "checkpoint.pt"))
+    ddp_heldout = json.load(open(os.path.join(tmp, "ddp", layer, "heldout.json")))
+    if layer == "sampled":
+        model, optimizers, heldout = _reference_sampled(spec, vocab)
+    else:
+        train(spec, vocab, os.path.join(tmp, "single", layer), make_batches, make_heldout, direction="joint")
+        single = load_checkpoint(os.path.join(tmp, "single", layer, "checkpoint.pt"))
+        assert ddp["tokens"] == single["tokens"] == STEPS * 2 * B * T  # both directions' tokens
+        model, optimizers = single["model"], single["optimizers"]
+        heldout = json.load(open(os.path.join(tmp, "single", layer, "heldout.json")))["history"][-1]
+        # the carried pair, for the whole global batch
+        assert max_abs_diff(ddp["state"], single["state"], "state") <= TOL
+    assert ddp["step"] == STEPS and ddp["direction"] == "joint"
+    fwd_state, bwd_state = ddp["state"]
+    assert all(h.shape[0] == B and c.shape[0] == B for h, c in list(fwd_state) + list(bwd_state))
+    param_diff = max_abs_diff(ddp["model"], model, "model")
+    optim_diff = max_abs_diff(ddp["optimizers"], optimizers, "optimizers")
+    print(f"\njoint DDP {layer}: max |param diff| {param_diff:.2e}, max |optimizer state diff| {optim_diff:.2e}")
+    assert param_diff <= TOL and optim_diff <= TOL
+    # the sharded heldout evaluation (2 + 1 rows per direction) gives the 1-process sums
+    after = ddp_heldout["history"][-1]
+    for part in ("forward", "backward"):
+        assert after[part]["eval_tokens"] == heldout[part]["eval_tokens"] == 2 * 3 * T
+        assert after[part]["value"] == pytest.approx(heldout[part]["value"], rel=1e-5)
+    assert after["value"] == pytest.approx(heldout["value"], rel=1e-5)
+    for report in reports:  # sparse tables and frozen buffers of the shared layers stay out of DDP
+        r = report[layer]
+        assert not r["ddp_sees_sparse"] and set(r["buffers"]) <= set(r["ignored"])
+        expected = ["output_layer.bias.weight", "output_layer.weight.weight"] if layer == "sampled" else []
+        assert sorted(set(r["ignored"]) - set(r["buffers"])) == expected
