@@ -343,6 +343,9 @@ def train(
     seed_everything(settings.seed + ddp.rank)
 
     model = (BidirectionalLM if direction == JOINT else LanguageModel).from_spec(spec, vocab).to(device)
+    if direction == JOINT and ddp.is_main:
+        log.info("joint bi-LM: the loss is the mean of the two directions' mean losses; tokens and tok/s "
+                 "count the tokens of both directions")
     bundle = build_optimizer(spec.get("optimizer", {"type": "scheduled_adam"}), model, settings.batch_size)
     step, tokens, position, state, history, seconds_before = 0, 0, None, None, [], 0.0
     if resume and ckpt_path.exists():
@@ -397,8 +400,9 @@ def train(
         history.append(result)
         if not ddp.is_main:
             return
-        log.info("heldout %s at step %d: %s = %.4f (loss %.4f over %d tokens)",
-                 tag, step, result["metric"], result["value"], result["loss"], result["eval_tokens"])
+        parts = "".join(f", {name} {result[name]['value']:.4f}" for name in ("forward", "backward") if name in result)
+        log.info("heldout %s at step %d: %s = %.4f (loss %.4f over %d tokens%s)",
+                 tag, step, result["metric"], result["value"], result["loss"], result["eval_tokens"], parts)
         _append_jsonl(log_path, {"event": "heldout", **result})
 
     if step == 0:
