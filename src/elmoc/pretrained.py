@@ -49,7 +49,7 @@ from elmoc.devices import resolve_device
 from elmoc.features.export import BiLM, FeatureLM, check_same_model, oov_vectors_for, select_layers
 from elmoc.features.scalar_mix import ScalarMix
 from elmoc.train.checkpoint import FORMAT as CHECKPOINT_FORMAT
-from elmoc.train.checkpoint import load_checkpoint, save_checkpoint
+from elmoc.train.checkpoint import load_direction, save_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -62,20 +62,30 @@ DIRECTIONS = ("forward", "backward")
 
 
 def lm_files(results: str | Path, variant: str) -> dict[str, Path]:
-    """``results/lm/{variant}/{direction}/model.pt`` of both directions (``checkpoint.pt``
+    """``results/lm/{variant}/{direction}/model.pt`` of both directions, or the one
+    ``results/lm/{variant}/joint/model.pt`` of a joint bi-LM as both (``checkpoint.pt``
     where no final ``model.pt`` exists yet)."""
-    out = {}
-    for direction in DIRECTIONS:
+    def pick(direction: str) -> Path | None:
         folder = Path(results) / "lm" / variant / direction
         final, partial = folder / "model.pt", folder / "checkpoint.pt"
         if final.is_file():
-            out[direction] = final
-        elif partial.is_file():
+            return final
+        if partial.is_file():
             log.warning("%s: no model.pt, exporting the last checkpoint.pt", folder)
-            out[direction] = partial
-        else:
-            raise InputFileError(final, f"not found; train variant {variant!r} first (snakemake "
-                                 f"results/lm/{variant}/{direction}/model.pt)")
+            return partial
+        return None
+
+    joint = pick("joint")
+    if joint is not None:
+        return {direction: joint for direction in DIRECTIONS}
+    out = {}
+    for direction in DIRECTIONS:
+        found = pick(direction)
+        if found is None:
+            raise InputFileError(Path(results) / "lm" / variant / direction / "model.pt",
+                                 f"not found (nor a joint model.pt); train variant {variant!r} first "
+                                 f"(snakemake results/lm/{variant}/{direction}/model.pt, or .../joint/model.pt)")
+        out[direction] = found
     return out
 
 
@@ -85,7 +95,7 @@ def export_model(forward: str | Path, backward: str | Path, output: str | Path,
     """Write the model directory of a trained forward + backward LM.
 
     Args:
-        forward, backward: the two ``model.pt`` (or ``checkpoint.pt``) files.
+        forward, backward: the two ``model.pt`` (or ``checkpoint.pt``) files; a joint bi-LM's one file as both.
         output: the directory to write (replaced atomically).
         fasttext_model, char_cnn_model: frozen-table inputs: the ``.bin`` (or ELMo
             ``model.pt``) the input table was made from (default: found beside the
@@ -93,10 +103,7 @@ def export_model(forward: str | Path, backward: str | Path, output: str | Path,
         boundaries: wrap sentences in ``<s> ... </s>`` when embedding (as extraction).
         command: recorded in the model card (default: this process's command line).
     """
-    payloads = {d: load_checkpoint(p) for d, p in zip(DIRECTIONS, (forward, backward))}
-    for (direction, payload), path in zip(payloads.items(), (forward, backward)):
-        if payload.get("direction") != direction:
-            raise InputFileError(path, f"expected a {direction} checkpoint, found {payload.get('direction')!r}")
+    payloads = {d: load_direction(p, d) for d, p in zip(DIRECTIONS, (forward, backward))}  # joint: same file
     check_same_model(payloads["forward"]["spec"], payloads["backward"]["spec"], forward, backward)
     spec = payloads["forward"]["spec"]
     vocab_path = payloads["forward"].get("vocab_path") or spec.get("vocab")

@@ -47,7 +47,7 @@ from elmoc.inputs.char_cnn import CharCnnInput
 from elmoc.inputs.characters import batch_char_ids
 from elmoc.nn.masking import reverse_padded
 from elmoc.registry import build
-from elmoc.train.checkpoint import load_checkpoint
+from elmoc.train.checkpoint import load_direction
 
 if TYPE_CHECKING:
     from elmoc.data.subword import SubwordEncoder
@@ -169,7 +169,8 @@ class BiLM(torch.nn.Module):
     def from_checkpoints(cls, forward_path: str | Path, backward_path: str | Path,
                          vocab_path: str | Path | None = None, fasttext_model: str | Path | None = None,
                          closed_vocabulary: bool = False, char_cnn_model: str | Path | None = None) -> "BiLM":
-        """Both directions from their ``model.pt`` (or ``checkpoint.pt``) files.
+        """Both directions from their ``model.pt`` (or ``checkpoint.pt``) files; a joint
+        bi-LM's one file is passed as both.
 
         ``fasttext_model``: the ``.bin`` whose n-grams compose out-of-vocabulary words for
         a FastText input (default: the one the table was made from, when it exists;
@@ -178,10 +179,7 @@ class BiLM(torch.nn.Module):
         """
         payloads = {}
         for path, direction in ((forward_path, "forward"), (backward_path, "backward")):
-            payload = load_checkpoint(path)
-            if payload.get("direction") != direction:
-                raise InputFileError(path, f"expected a {direction} checkpoint, found {payload.get('direction')!r}")
-            payloads[direction] = payload
+            payloads[direction] = load_direction(path, direction)  # a joint model.pt serves both
         check_same_model(payloads["forward"]["spec"], payloads["backward"]["spec"], forward_path, backward_path)
         spec = payloads["forward"]["spec"]
         vpath = vocab_path or payloads["forward"].get("vocab_path")
