@@ -81,5 +81,5 @@ def test_blank_line_is_an_error(tmp_path):
 
 def test_direction_mismatch_is_an_error(bilm):
     forward = bilm.checkpoint_dir / "forward/checkpoint.pt"
-    with pytest.raises(InputFileError, match="expected a backward (or joint) model"):
+    with pytest.raises(InputFileError, match="expected a backward \\(or joint\\) model"):
         BiLM.from_checkpoints(forward, forward)
