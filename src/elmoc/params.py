@@ -10,7 +10,11 @@ count.  Two totals are reported:
   subword table) and every ``direction_shared_parameters()`` of the output layer
   (one softmax for both directions) -- everything else (encoder, CONT projection)
   twice.  This is what Tables 2 and 4 report.
-* ``separate``: what this pipeline trains, two independent directions (2 x one LM).
+* ``trained``: what this pipeline trains for the spec: a joint bi-LM
+  (``train.directions: joint``, the softmax family) is one model with one input and
+  one output layer and two encoders; separate directions are 2 x one LM.  For the
+  softmax family it equals ``paper`` (bilm-tf's joint model is what the paper counts),
+  built as :class:`elmoc.lm.BidirectionalLM` on the meta device, so it checks that.
 
 Sizes come from the preset; the vocabulary size from ``--vocab-size``, else the
 spec's vocabulary file if it exists, else the paper's 793,475 words (30,004
@@ -67,17 +71,20 @@ def count_parameters(spec: dict[str, Any], vocab_size: int, table_dims: dict[str
                      default_table_dim: int = 300, ignore_files: bool = False) -> dict[str, int]:
     """Trainable parameter counts of one LM spec (see the module docstring).
 
-    Returns ``{"input", "encoder", "output", "per_direction", "paper", "separate", "vocab"}``.
+    Returns ``{"input", "encoder", "output", "per_direction", "paper", "trained", "joint", "vocab"}``.
     """
     import torch
 
-    from elmoc.lm import LanguageModel
+    from elmoc.lm import BidirectionalLM, LanguageModel, is_joint
 
     dims = {**DEFAULT_TABLE_DIMS, **(table_dims or {})}
+    joint = is_joint(spec)
     spec = {k: v for k, v in spec.items() if k in ("input", "encoder", "output")}
     spec = _with_table_dims(spec, dims, default_table_dim, ignore_files)
     with torch.device("meta"):
         model = LanguageModel.from_spec(spec, SizedVocab(vocab_size))
+        trained = (sum(p.numel() for p in BidirectionalLM.from_spec(spec, SizedVocab(vocab_size)).parameters()
+                       if p.requires_grad) if joint else None)
 
     def unique(params) -> dict[int, torch.nn.Parameter]:
         return {id(p): p for p in params if p.requires_grad}
@@ -97,7 +104,8 @@ def count_parameters(spec: dict[str, Any], vocab_size: int, table_dims: dict[str
         "output": n(out),
         "per_direction": per_direction,
         "paper": n(inp) + 2 * n(enc) + 2 * out_private + out_shared,
-        "separate": 2 * per_direction,
+        "trained": trained if joint else 2 * per_direction,
+        "joint": joint,
     }
 
 
@@ -148,8 +156,8 @@ def parameter_rows(config: str | None = None, presets: list[str] | None = None, 
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    lines = [f"{'variant':<16} {'vocab':>9} {'input':>12} {'encoder':>12} {'output':>13} {'paper':>14} {'separate':>14}"]
+    lines = [f"{'variant':<16} {'vocab':>9} {'input':>12} {'encoder':>12} {'output':>13} {'paper':>14} {'trained':>14}  directions"]
     for r in rows:
         lines.append(f"{r['variant']:<16} {r['vocab']:>9,} {r['input']:>12,} {r['encoder']:>12,} {r['output']:>13,} "
-                     f"{r['paper'] / 1e6:>13.1f}M {r['separate'] / 1e6:>13.1f}M")
+                     f"{r['paper'] / 1e6:>13.1f}M {r['trained'] / 1e6:>13.1f}M  {'joint' if r['joint'] else 'separate'}")
     return "\n".join(lines)

@@ -28,7 +28,20 @@ def test_paper_counts_within_two_percent(repo_root, monkeypatch, tmp_path, varia
     counts = count_parameters(spec, size)
     expected = PAPER[(variant, vocab)] * 1e6
     assert abs(counts["paper"] - expected) / expected < 0.02, counts
-    assert counts["separate"] == 2 * counts["per_direction"]
+    assert counts["trained"] == (counts["paper"] if counts["joint"] else 2 * counts["per_direction"])
+
+
+@pytest.mark.parametrize("variant,millions", [("elmo", 499), ("elmo-a", 196), ("elmo-sub", 92)])
+def test_joint_models_count_the_paper_numbers(repo_root, monkeypatch, tmp_path, variant, millions):
+    """The softmax family trained as joint bi-LMs (built on the meta device) is the paper's size."""
+    monkeypatch.chdir(tmp_path)
+    spec = load_yaml(repo_root / "config" / "lm" / f"{variant}.yaml")
+    spec["train"] = {**spec.get("train", {}), "directions": "joint"}
+    counts = count_parameters(spec, 30_004 if variant == "elmo-sub" else 793_475)
+    assert counts["joint"]
+    assert abs(counts["trained"] - millions * 1e6) / (millions * 1e6) < 0.02, counts
+    separate = count_parameters({**spec, "train": {}}, counts["vocab"])
+    assert not separate["joint"] and separate["trained"] == 2 * separate["per_direction"] > counts["trained"]
 
 
 def test_elmo_c_exact_and_frozen_tables_do_not_count(repo_root, monkeypatch, tmp_path):

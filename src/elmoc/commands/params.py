@@ -6,8 +6,9 @@ HELP = "count trainable parameters per variant at the config's sizes (meta devic
 DESCRIPTION = (
     "Builds each LM on the meta device and counts trainable parameters. 'paper' counts the "
     "parameters the original models share between directions (input table/char-CNN, softmax) once "
-    "and the rest twice, as the paper's Tables 2 and 4; 'separate' is 2 x one direction, as trained "
-    "here. Give a workflow config (--config, every pretrain variant) or presets (--preset)."
+    "and the rest twice, as the paper's Tables 2 and 4; 'trained' is what this pipeline trains: the "
+    "joint bi-LM of a spec with train.directions: joint (one input and output layer, two encoders), else "
+    "2 x one direction. Give a workflow config (--config, every pretrain variant) or presets (--preset)."
 )
 
 
