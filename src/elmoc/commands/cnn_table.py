@@ -5,14 +5,16 @@ NAME = "cnn-table"
 HELP = "write the trained char-CNN's vector of every vocabulary word as a frozen .npy table"
 DESCRIPTION = (
     "Loads the char-CNN input layer (CNN + highway + projection) of a trained LM (model.pt) whose "
-    "input type is 'char_cnn' (the ELMo variant), runs it once over every vocabulary word in chunks "
+    "input type is 'char_cnn' (the ELMo variant: the forward direction's file, or the joint bi-LM's, "
+    "whose one char-CNN both directions share), runs it once over every vocabulary word in chunks "
     "(2000 words, as the paper's code) and writes a float32 [vocab, dim] table aligned with --vocab "
     "(spec 1.3: ELMo-C-CNN, -CNN-CC, -CC-CNN). Written atomically."
 )
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="trained ELMo LM (results/lm/elmo/forward/model.pt)")
+    parser.add_argument("--checkpoint", required=True, help="trained ELMo LM: the forward direction's model.pt, or a joint bi-LM's "
+                        "(results/lm/elmo/joint/model.pt), whose char-CNN both directions share")
     parser.add_argument("--vocab", required=True, help="vocabulary the table is aligned with (results/vocab/vocab.txt)")
     parser.add_argument("--out", required=True, help="output .npy (results/vectors/cnn.npy)")
     parser.add_argument("--chunk", type=int, default=2000, help="words per forward pass (default 2000)")
@@ -25,9 +27,11 @@ def char_cnn_table(checkpoint_path, vocab, chunk: int = 2000):
 
     from elmoc.errors import ConfigError, InputFileError
     from elmoc.registry import build
-    from elmoc.train.checkpoint import load_checkpoint
+    from elmoc.train.checkpoint import direction_payload, load_checkpoint
 
     payload = load_checkpoint(checkpoint_path)
+    if payload.get("direction") == "joint":  # a joint ELMo's model.pt: the char-CNN both directions share
+        payload = direction_payload(payload, "forward", checkpoint_path)
     spec = payload.get("spec") or {}
     input_cfg = spec.get("input") or {}
     if input_cfg.get("type") != "char_cnn":

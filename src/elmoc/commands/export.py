@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fasttext-model", help="fastText .bin the input table was made from "
                         "(default: results/fasttext/NAME.bin beside the table)")
     parser.add_argument("--char-cnn-model", help="ELMo model.pt whose char-CNN made a char-CNN input table "
-                        "(default: results/lm/elmo/forward/model.pt beside results/vectors/cnn.npy)")
+                        "(default: results/lm/elmo/joint/model.pt, else .../forward/model.pt, beside results/vectors/cnn.npy)")
     parser.add_argument("--no-boundaries", action="store_true", help="embed without <s> ... </s> around sentences")
     parser.add_argument("--bilm-tf-options", help="released ELMo options.json (convert instead of export)")
     parser.add_argument("--bilm-tf-weights", help="released ELMo weights .hdf5")

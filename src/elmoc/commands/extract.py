@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fasttext-model", help="fastText .bin composing out-of-vocabulary words of a FastText "
                         "input (default: results/fasttext/NAME.bin beside the input table)")
     parser.add_argument("--char-cnn-model", help="ELMo model.pt whose char-CNN made a char-CNN input table "
-                        "(ELMo-C-CNN; default: results/lm/elmo/forward/model.pt beside results/vectors/cnn.npy)")
+                        "(ELMo-C-CNN; default: results/lm/elmo/joint/model.pt, else .../forward/model.pt, beside results/vectors/cnn.npy)")
     parser.add_argument("--closed-vocabulary", action="store_true",
                         help="map words outside the LM vocabulary to <unk> (the behaviour before issue 12)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")

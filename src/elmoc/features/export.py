@@ -275,7 +275,8 @@ def oov_vectors_for(spec: dict[str, Any], vocab: Vocabulary, fasttext_model: str
     The source is ``fasttext_model`` (a ``.bin``), ``char_cnn_model`` (an ELMo
     ``model.pt``, for the char-CNN tables of the ELMo-C-CNN ablations), or found beside
     the table: ``results/fasttext/{name}.bin`` for ``results/vectors/{name}.npy``,
-    ``results/lm/elmo/forward/model.pt`` for ``results/vectors/cnn.npy``.  A table with
+    a joint ELMo's ``results/lm/elmo/joint/model.pt`` (else ``results/lm/elmo/forward/model.pt``)
+    for ``results/vectors/cnn.npy``.  A table with
     no such source (the random table) keeps the closed vocabulary, with a warning.
     A source that did not make the table is an error (a few rows are compared).
     """
@@ -293,8 +294,11 @@ def oov_vectors_for(spec: dict[str, Any], vocab: Vocabulary, fasttext_model: str
         raise ConfigError("give --fasttext-model or --char-cnn-model, not both")
     if char_cnn_model is None and fasttext_model is None:
         fasttext_model = fasttext_model_for_table(table_path)
-        default_cnn = table_path.parent.parent / "lm" / "elmo" / "forward" / "model.pt"
-        if fasttext_model is None and table_path.stem == "cnn" and default_cnn.is_file():
+        elmo = table_path.parent.parent / "lm" / "elmo"
+        # ELMo's joint bi-LM (one char-CNN shared by both directions), else its forward direction
+        default_cnn = next((elmo / d / "model.pt" for d in ("joint", "forward") if (elmo / d / "model.pt").is_file()),
+                           None)
+        if fasttext_model is None and table_path.stem == "cnn" and default_cnn is not None:
             char_cnn_model = default_cnn
     if fasttext_model is not None:
         composer = SubwordVectors.from_bin(fasttext_model)
