@@ -34,6 +34,7 @@ from torch import nn
 
 from elmoc.data.vocab import PAD_ID, Vocabulary
 from elmoc.encoders.base import Encoder, EncoderOutput
+from elmoc.config import JOINT, SEPARATE, is_joint  # noqa: F401  (re-exported)
 from elmoc.errors import ConfigError
 from elmoc.inputs.base import InputLayer
 from elmoc.outputs.base import OutputLayer, OutputLoss
@@ -86,18 +87,6 @@ class BiLMBatch:
     def num_tokens(self) -> int:
         """Tokens of both directions (what a joint step processes)."""
         return self.forward.num_tokens + self.backward.num_tokens
-
-
-JOINT, SEPARATE = "joint", "separate"
-
-
-def is_joint(spec: dict[str, Any]) -> bool:
-    """Whether ``spec`` trains one joint bi-LM (``train.directions: joint``) rather than
-    two separate directions (``separate``, the default)."""
-    value = (spec.get("train") or {}).get("directions", SEPARATE)
-    if value not in (JOINT, SEPARATE):
-        raise ConfigError(f"train.directions must be {JOINT!r} or {SEPARATE!r}, got {value!r}")
-    return value == JOINT
 
 
 class LanguageModel(nn.Module):

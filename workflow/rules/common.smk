@@ -8,7 +8,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from elmoc.config import artifact_paths, resolve_variant
+from elmoc.config import artifact_paths, is_joint, resolve_variant
 
 # The `elmoc` CLI of the Python running Snakemake (works without an activated venv).
 PYTHON = shlex.quote(sys.executable)
@@ -18,7 +18,7 @@ DIRECTIONS = ["forward", "backward"]
 
 wildcard_constraints:
     variant=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
-    direction="forward|backward",
+    direction="forward|backward|joint",
     seed=r"\d+",
 
 
@@ -35,6 +35,35 @@ def lm_spec(variant):
 
 def lm_spec_json(wildcards):
     return json.dumps(lm_spec(wildcards.variant), sort_keys=True)
+
+
+def lm_directions(variant):
+    """The pretrain runs of a variant: ["joint"] for a joint bi-LM (train.directions: joint,
+    the softmax family), else ["forward", "backward"]; a released ELMo comes as two files."""
+    if released_lm(variant) or not is_joint(lm_spec(variant)):
+        return DIRECTIONS
+    return ["joint"]
+
+
+def lm_models(variant):
+    """{"forward": model.pt, "backward": model.pt} of a variant: a joint bi-LM's one file
+    serves as both (elmoc reads each direction's view of it)."""
+    runs = lm_directions(variant)
+    if runs == ["joint"]:
+        return dict.fromkeys(DIRECTIONS, f"results/lm/{variant}/joint/model.pt")
+    return {d: f"results/lm/{variant}/{d}/model.pt" for d in runs}
+
+
+def lm_model_inputs(wildcards):
+    return lm_models(wildcards.variant)
+
+
+def cnn_source_model():
+    """The model.pt whose char-CNN makes results/vectors/cnn.npy (shared in a joint ELMo)."""
+    source = config["variants"]["cnn_source"]
+    if source not in variants():
+        return f"results/lm/{source}/forward/model.pt"  # not pretrained here: a file given by hand
+    return lm_models(source)["forward"]
 
 
 def lm_artifacts(wildcards):
@@ -321,7 +350,7 @@ def majority_results():
 
 
 def all_heldout():
-    return expand("results/lm/{variant}/{direction}/heldout.json", variant=variants(), direction=DIRECTIONS)
+    return [f"results/lm/{v}/{d}/heldout.json" for v in variants() for d in lm_directions(v)]
 
 
 # --- functions of bench.smk ---

@@ -40,8 +40,7 @@ ruleorder: released_lm > pretrain
 rule export_model:
     input:
         export_fasttext_model,
-        forward="results/lm/{variant}/forward/model.pt",
-        backward="results/lm/{variant}/backward/model.pt",
+        unpack(lm_model_inputs),
     output:
         directory("results/models/{variant}"),
     log:

@@ -1,4 +1,4 @@
-# Feature extraction: the forward and backward LMs (model.pt) of a variant over a task's
+# Feature extraction: the forward and backward LMs (model.pt, or a joint bi-LM's one file) of a variant over a task's
 # sentences -> HDF5 in the `allennlp elmo --all` layout (spec 5.3). With
 # features.temporary the file is deleted once every task run that reads it is done
 # (SNLI's features are ~80 GB per variant at paper size).
@@ -7,8 +7,7 @@ EXTRACT = RESOURCES["extract"]
 
 rule extract:
     input:
-        forward="results/lm/{variant}/forward/model.pt",
-        backward="results/lm/{variant}/backward/model.pt",
+        unpack(lm_model_inputs),  # forward, backward (a joint bi-LM's one model.pt as both)
         sentences="results/tasks/{task}/sentences.txt",
     output:
         temp("results/features/{variant}/{task}.hdf5")

@@ -1,5 +1,7 @@
-# Pretraining: one job per (variant, direction); the forward and backward LMs are
-# separate runs with separate parameters (spec 1.1 "Directions").
+# Pretraining: one job per (variant, direction) for ELMo-C and its ablations, whose forward
+# and backward LMs are separate runs with separate parameters (spec 1.1 "Directions"); one
+# job, direction "joint", for the softmax family (train.directions: joint in the spec: one
+# bi-LM sharing its input and output layer, as bilm-tf trains ELMo; common.smk lm_directions).
 
 
 rule lm_spec:
@@ -57,11 +59,7 @@ rule pretrain:
 
 rule pretrain_table:
     input:
-        heldout=lambda w: expand(
-            "results/lm/{variant}/{direction}/heldout.json",
-            variant=variants(),
-            direction=DIRECTIONS,
-        ),
+        heldout=all_heldout(),
     output:
         md="results/tables/pretrain.md",
         csv="results/tables/pretrain.csv",

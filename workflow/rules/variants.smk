@@ -29,7 +29,7 @@ rule bpe:
 
 rule cnn_table:
     input:
-        model=f"results/lm/{config['variants']['cnn_source']}/forward/model.pt",
+        model=cnn_source_model(),
         vocab=config["pretrain"]["vocab"],
     output:
         "results/vectors/cnn.npy",

@@ -65,7 +65,9 @@ def read_jsonl(path: str | Path) -> list[dict]:
 
 @dataclass
 class LMRun:
-    """One trained direction: ``heldout.json`` plus its train log and the variant's spec."""
+    """One trained direction (or a joint bi-LM's one run, direction ``"joint"``, whose
+    heldout values, tokens, time and parameters cover both directions): ``heldout.json``
+    plus its train log and the variant's spec."""
 
     variant: str
     direction: str
@@ -161,7 +163,8 @@ def by_variant(runs: Iterable[LMRun]) -> dict[str, list[LMRun]]:
 
 
 def variant_params(runs: list[LMRun]) -> int | None:
-    """Trainable parameters of a bi-LM: the directions' counts added (as the paper's 76M)."""
+    """Trainable parameters of a bi-LM: the directions' counts added (as the paper's 76M);
+    a joint bi-LM's one count (its shared input and output layer once)."""
     counts = [r.params for r in runs]
     return None if not counts or None in counts else int(sum(counts))
 
@@ -364,8 +367,9 @@ def table2(lm_runs: list[LMRun], task_runs: pd.DataFrame, majority: pd.DataFrame
         f"{DAGGER} our setting differs from the paper's: scores at demo/cpu scale (data or model size), "
         "times on our hardware (caption), our (global) batch differs from the paper's per-GPU batch, "
         "parameters of our scaled-down models.",
-        "Time: training wall time of both directions added, from each run's heldout.json; "
-        "Params: trainable parameters of both directions added, counted from the model.",
+        "Time: training wall time of both directions added (a joint bi-LM: its one run), from each run's "
+        "heldout.json; Params: trainable parameters of both directions added (a joint bi-LM: its shared "
+        "input and output layer once), counted from the model.",
     ]
     return Table("table2", "Table 2: the main models, ours beside the paper's",
                  scale_caption(lm_runs, task_runs), columns, rows, notes)

@@ -63,8 +63,9 @@ def heldout_curves(runs: list[LMRun], stem: str | Path) -> list[Path]:
             if not pts:
                 continue
             tokens, secs, vals = zip(*pts)
-            style = "-" if r.direction == "forward" else "--"
-            label = r.variant if r.direction == "forward" else None
+            first = r.direction in ("forward", "joint")  # a joint bi-LM is one line, its combined metric
+            style = "-" if first else "--"
+            label = r.variant if first else None
             row[0].plot(tokens, vals, style, marker="o", ms=3, color=colours[r.variant], label=label)
             row[1].plot(secs, vals, style, marker="o", ms=3, color=colours[r.variant], label=label)
         ylabel = "heldout mean cosine (higher is better)" if metric == "cosine" else f"heldout {metric}"

@@ -56,7 +56,8 @@ def summary_text(lm_runs: list[LMRun], task_runs: pd.DataFrame, majority: pd.Dat
             lines.append(f"{r.variant:<15} {_num(r.params, '{:,.0f}'):>16} {_num(r.params_ratio, '{:.2f}x'):>9} "
                          f"{_num(r.tokens_per_s, '{:,.0f}'):>12} {_num(r.speed_ratio, '{:.2f}x'):>9} "
                          f"{_num(r.seconds, '{:.0f} s'):>10}  {metric} {held}")
-        lines += ["", "Params: trainable, both directions added (ELMo-C's frozen FastText tables do not count). "
+        lines += ["", "Params: trainable, both directions added; a joint bi-LM (directions = 1 run) counts its "
+                  "shared input and output layer once (ELMo-C's frozen FastText tables do not count). "
                   "tok/s: both directions' tokens over their training time, from train_log.jsonl.",
                   f"Paper (Table 2): params ELMo {paper.TABLE2_TRAINING['elmo']['params'] / 1e6:.0f}M, "
                   f"ELMo-A {paper.TABLE2_TRAINING['elmo-a']['params'] / 1e6:.0f}M, ELMo-Sub "
