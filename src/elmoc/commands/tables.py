@@ -102,7 +102,10 @@ def run(args: argparse.Namespace) -> int:
         notes = ["cosine: mean cosine between predicted and target vectors (higher is better); "
                  "perplexity: full-softmax heldout perplexity (lower is better).",
                  "constant_baseline: mean cosine of the best constant prediction on the same heldout "
-                 "tokens; a CONT model must beat it (tiny-corpus FastText tables make it close to 1)."]
+                 "tokens; a CONT model must beat it (tiny-corpus FastText tables make it close to 1).",
+                 "direction joint: a joint bi-LM's one run (train.directions: joint): its perplexity is exp of "
+                 "the mean of the two directions' mean NLLs, tokens both directions', parameters its shared "
+                 "input and output layer once; after_forward / after_backward: each direction's value."]
         write_table(pretrain_table(args.inputs), args.output, args.csv, title="Pretraining: heldout metric per LM",
                     notes=notes)
         if args.plot:

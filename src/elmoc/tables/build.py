@@ -152,6 +152,11 @@ def read_lm_runs(heldout_paths: Iterable[str | Path]) -> list[LMRun]:
                 raise InputFileError(spec_path, f"invalid YAML: {e}") from None
         runs.append(LMRun(variant=path.parent.parent.name, direction=data.get("direction", path.parent.name),
                           heldout=data, log=read_jsonl(path.with_name("train_log.jsonl")), spec=spec))
+        kinds = {r.direction == "joint" for r in runs if r.variant == runs[-1].variant}
+        if len(kinds) > 1:  # adding a joint run's time/params to a direction's would count one bi-LM twice
+            raise InputFileError(path, f"variant {runs[-1].variant!r} has both a joint run and separate-direction "
+                                 "runs among the heldout.json files given; pass the kind its spec trains "
+                                 "(train.directions) and remove the other's results")
     return runs
 
 
@@ -182,12 +187,13 @@ def variant_tokens_per_second(runs: list[LMRun]) -> float | None:
 
 
 def variant_seconds(runs: list[LMRun]) -> float | None:
+    """Training time of a bi-LM: both directions' runs added; a joint bi-LM's one run."""
     secs = [r.seconds for r in runs]
     return None if not secs or None in secs else float(sum(secs))
 
 
 def variant_heldout(runs: list[LMRun]) -> tuple[str | None, float | None]:
-    """(metric, mean of the directions' final heldout values)."""
+    """(metric, mean of the directions' final heldout values; a joint bi-LM's combined value)."""
     vals = [r.heldout.get("after") for r in runs if r.heldout.get("after") is not None]
     metric = next((r.heldout.get("metric") for r in runs if r.heldout.get("metric")), None)
     return metric, (sum(vals) / len(vals) if vals else None)
@@ -471,7 +477,11 @@ def table5(bench: dict | None) -> Table:
 
 
 def pretrain_table(paths: Iterable[str | Path]) -> pd.DataFrame:
-    """Rows: variant, direction, heldout metric before/after, steps, tokens, seconds, params."""
+    """Rows: variant, direction, heldout metric before/after, steps, tokens, seconds, params.
+
+    A joint bi-LM is one row (direction ``joint``: the combined metric, both directions'
+    tokens, its one run's time and parameters) with each direction's final value in
+    ``after_forward`` / ``after_backward`` (empty for a separate direction's row)."""
     def r4(x):
         return None if x is None else round(float(x), 4)
 
@@ -485,6 +495,8 @@ def pretrain_table(paths: Iterable[str | Path]) -> pd.DataFrame:
             "tokens": data.get("tokens"), "seconds": None if run.seconds is None else round(run.seconds, 1),
             "tokens_per_s": None if run.tokens_per_second() is None else round(run.tokens_per_second()),
             "trainable_params": run.params,
+            **{f"after_{d}": r4((data.get(d) or {}).get("after")) if run.direction == "joint" else None
+               for d in ("forward", "backward")},
         })
     if not rows:
         raise InputFileError("(none)", "no heldout.json files given")

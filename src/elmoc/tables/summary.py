@@ -26,7 +26,8 @@ def lm_summary(lm_runs: list[LMRun]) -> pd.DataFrame:
         metric, value = variant_heldout(runs)
         rows.append({"variant": variant, "params": variant_params(runs),
                      "tokens_per_s": variant_tokens_per_second(runs), "seconds": variant_seconds(runs),
-                     "directions": len(runs), "metric": metric, "heldout": value})
+                     "directions": "joint" if any(r.direction == "joint" for r in runs) else len(runs),
+                     "metric": metric, "heldout": value})
     df = pd.DataFrame(rows, columns=["variant", "params", "tokens_per_s", "seconds", "directions", "metric", "heldout"])
     order = {v: i for i, v in enumerate(paper.PAPER_LABELS)}
     df = df.sort_values("variant", key=lambda s: s.map(lambda v: (order.get(v, len(order)), v))).reset_index(drop=True)
@@ -55,10 +56,12 @@ def summary_text(lm_runs: list[LMRun], task_runs: pd.DataFrame, majority: pd.Dat
             held = _num(r.heldout, "{:.4f}" if r.metric == "cosine" else "{:.1f}")
             lines.append(f"{r.variant:<15} {_num(r.params, '{:,.0f}'):>16} {_num(r.params_ratio, '{:.2f}x'):>9} "
                          f"{_num(r.tokens_per_s, '{:,.0f}'):>12} {_num(r.speed_ratio, '{:.2f}x'):>9} "
-                         f"{_num(r.seconds, '{:.0f} s'):>10}  {metric} {held}")
-        lines += ["", "Params: trainable, both directions added; a joint bi-LM (directions = 1 run) counts its "
+                         f"{_num(r.seconds, '{:.0f} s'):>10}  {metric} {held}"
+                         + ("  (joint bi-LM)" if r.directions == "joint" else ""))
+        lines += ["", "Params: trainable, both directions added; a joint bi-LM (one run) counts its "
                   "shared input and output layer once (ELMo-C's frozen FastText tables do not count). "
-                  "tok/s: both directions' tokens over their training time, from train_log.jsonl.",
+                  "tok/s: both directions' tokens over their training time, from train_log.jsonl. "
+                  "Train time: both directions' runs added; a joint bi-LM's one run.",
                   f"Paper (Table 2): params ELMo {paper.TABLE2_TRAINING['elmo']['params'] / 1e6:.0f}M, "
                   f"ELMo-A {paper.TABLE2_TRAINING['elmo-a']['params'] / 1e6:.0f}M, ELMo-Sub "
                   f"{paper.TABLE2_TRAINING['elmo-sub']['params'] / 1e6:.0f}M, ELMo-C "
