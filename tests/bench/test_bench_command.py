@@ -56,3 +56,16 @@ def test_adaptive_rows_use_the_elmo_a_preset(repo_root):
     assert abs(counts["40K"] / 1e6 - 97) < 2
     assert abs(counts["800K"] / 1e6 - 196) / 196 < 0.02
     assert counts["40K"] < counts["800K"] < counts["2000K"]
+
+
+def test_softmax_rows_count_the_joint_bi_lm():
+    """ADAPTIVE / SAMPLED / SUBWORD rows count the joint bi-LM the pipeline trains (one
+    softmax); CONT / FIXED two separate directions; both equal the paper's convention."""
+    from elmoc.params import count_parameters
+
+    for layer, v in TABLE4_ROWS:
+        model = build_spec(layer, v, "ELMO", Scale(0.25, 0.01), None)
+        counts = count_parameters(model.spec, model.vocab_size, ignore_files=True)
+        assert bilm_parameters(model) == counts["paper"], layer
+        if layer in ("ADAPTIVE", "SAMPLED", "SUBWORD"):
+            assert bilm_parameters(model) < counts["trained"] == 2 * counts["per_direction"], layer
