@@ -16,6 +16,17 @@ Data formats (``format`` option):
   the ``train`` file is split deterministically: line i goes to dev when
   ``i % 5 == 3``, to test when ``i % 5 == 4`` (keeps both classes balanced
   whatever the line order).
+* ``json-tar``: labelled sentences in JSON files inside a (gzipped) tarball, each
+  file a list of ``{"text": "...", "class": 0|1}``: the UCI "Sentiment Labelled
+  Sentences" (Kotzias et al., KDD 2015; 1000 Amazon, IMDb and Yelp review
+  sentences each) as shipped in the npm package ``sentiment`` 5.0.2, used by the
+  offline demo.  ``train`` is the tarball, ``members`` the JSON files in it.  A
+  record with empty text and ``"class": null`` is skipped (each of those files
+  ends with one).  Texts are tokenized like the demo corpus's raw text
+  (:func:`elmoc.data.tokenize.tokenize`); binary.  The sentences of all members
+  are pooled, put in the order of a permutation seeded by ``split_seed``, and
+  split by the rule above (3/5 train, 1/5 dev, 1/5 test): an in-domain random
+  split, so that every split mixes the three review sources.
 
 Model (BCN, McCann et al. 2017, as in AllenNLP's ``biattentive_classification_network``):
 embedding dropout -> ReLU feedforward -> biLSTM encoder -> self bi-attention ->
@@ -27,14 +38,18 @@ setting, where the FastText vectors come from a 0.5M-token corpus).
 """
 from __future__ import annotations
 
+import json
 import re
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
+from elmoc.data.tokenize import tokenize
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.metrics.accuracy import Accuracy
 from elmoc.registry import register
@@ -149,6 +164,63 @@ def read_polarity(path: str | Path, encoding: str = "utf-8") -> list[SentimentIn
     return out
 
 
+def read_labelled_json_tar(path: str | Path, members: Sequence[str]) -> list[SentimentInstance]:
+    """``{"text": str, "class": 0|1}`` records of JSON list files inside a tarball -> binary instances.
+
+    Members are read in the given order, records in file order; texts are
+    tokenized with :func:`elmoc.data.tokenize.tokenize`.  A record with empty text
+    and a null class is skipped; anything else that is not a non-empty text with
+    class 0 or 1 is an InputFileError naming the tarball, the member and the record.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(path, "file not found; check the task's 'train' path or run `elmoc fetch`")
+    try:
+        archive = tarfile.open(path)
+    except (tarfile.TarError, OSError) as e:
+        raise InputFileError(path, f"not a readable tar archive ({e}); fetch it again") from None
+    out = []
+    with archive:
+        files = {m.name: m for m in archive.getmembers() if m.isfile()}
+        for member in members:
+            where = f"{path} (member {member})"
+            if member not in files:
+                present = sorted(n for n in files if n.endswith(".json"))
+                raise InputFileError(path, f"no member {member!r} in the archive; JSON members: {present}")
+            raw = archive.extractfile(files[member]).read()
+            try:
+                records = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                raise InputFileError(where, f"byte {raw[e.start]:#04x} at offset {e.start} is not valid UTF-8") from None
+            except ValueError as e:
+                raise InputFileError(where, f"not valid JSON: {e}") from None
+            if not isinstance(records, list):
+                raise InputFileError(where, f"expected a JSON list of {{'text', 'class'}} records, found {type(records).__name__}")
+            for i, record in enumerate(records):
+                if not isinstance(record, dict) or "text" not in record or "class" not in record:
+                    raise InputFileError(where, f"record {i} must be an object with 'text' and 'class', found {str(record)[:60]!r}")
+                text, label = record["text"], record["class"]
+                if not isinstance(text, str):
+                    raise InputFileError(where, f"record {i}: 'text' must be a string, found {text!r}")
+                if not text.strip() and label is None:
+                    continue  # the empty closing record these files carry
+                if isinstance(label, bool) or label not in (0, 1):
+                    raise InputFileError(where, f"record {i}: 'class' must be 0 or 1, found {label!r}")
+                tokens = tokenize(text)
+                if not tokens:
+                    raise InputFileError(where, f"record {i}: empty text with class {label}")
+                out.append(SentimentInstance(tuple(tokens), label))
+    if not out:
+        raise InputFileError(path, f"no labelled sentences in members {list(members)}")
+    return out
+
+
+def _five_way_split(instances: Sequence[SentimentInstance], split: str) -> list[SentimentInstance]:
+    """Position i goes to train when i % 5 < 3, to dev when i % 5 == 3, to test when i % 5 == 4."""
+    keep = {"train": lambda i: i % 5 < 3, "dev": lambda i: i % 5 == 3, "test": lambda i: i % 5 == 4}[split]
+    return [x for i, x in enumerate(instances) if keep(i)]
+
+
 def _map_label(label: int, granularity: str) -> int | None:
     if granularity == "5-class":
         return label
@@ -202,11 +274,14 @@ class SstTask(Task):
     """Sentiment classification (SST-5 / SST-2 / polarity demo) with BCN.
 
     Args:
-        format: "ptb" (SST trees) or "polarity" (``__label__`` lines).
-        granularity: "5-class" or "2-class" (ptb only; polarity is always binary).
+        format: "ptb" (SST trees), "polarity" (``__label__`` lines) or "json-tar"
+            (labelled JSON records in a tarball; see the module doc).
+        granularity: "5-class" or "2-class" (ptb only; polarity and json-tar are binary).
         use_subtrees: train on every subtree (ptb only).
         unique_subtrees: keep each distinct (phrase, label) once.
-        encoding: of the data files (gensim's polarity file is cp1252).
+        encoding: of the data files (gensim's polarity file is cp1252; json-tar is UTF-8).
+        members: json-tar only: the JSON files inside the ``train`` tarball.
+        split_seed: json-tar only: seed of the permutation before the 3/1/1 split.
     """
 
     metric_name = "accuracy"
@@ -220,7 +295,8 @@ class SstTask(Task):
 
     def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
                  model: dict[str, Any] | None = None, format: str = "ptb", granularity: str = "5-class",
-                 use_subtrees: bool = True, unique_subtrees: bool = False, encoding: str = "utf-8"):
+                 use_subtrees: bool = True, unique_subtrees: bool = False, encoding: str = "utf-8",
+                 members: Sequence[str] | None = None, split_seed: int = 1):
         super().__init__(train, dev, test, model)
         import codecs
 
@@ -229,27 +305,40 @@ class SstTask(Task):
         except LookupError:
             raise ConfigError(f"task sst: unknown encoding {encoding!r} (e.g. utf-8, cp1252)") from None
         self.encoding = encoding
-        if format not in ("ptb", "polarity"):
-            raise ConfigError(f"task sst: format must be 'ptb' or 'polarity', got {format!r}")
+        if format not in ("ptb", "polarity", "json-tar"):
+            raise ConfigError(f"task sst: format must be 'ptb', 'polarity' or 'json-tar', got {format!r}")
+        if format == "json-tar":
+            if not members or isinstance(members, str) or not all(isinstance(m, str) and m for m in members):
+                raise ConfigError("task sst: format json-tar needs 'members', a list of the JSON files in the "
+                                  "train tarball (e.g. [package/test/fixtures/imdb.json])")
+            if dev or test:
+                raise ConfigError("task sst: format json-tar splits the train tarball itself; leave dev and test unset")
+            if isinstance(split_seed, bool) or not isinstance(split_seed, int):
+                raise ConfigError(f"task sst: split_seed must be an integer, got {split_seed!r}")
+        elif members is not None:
+            raise ConfigError("task sst: 'members' applies only to format json-tar")
+        self.members, self.split_seed = list(members or []), split_seed
         if granularity not in ("5-class", "2-class"):
             raise ConfigError(f"task sst: granularity must be '5-class' or '2-class', got {granularity!r}")
         self.format, self.granularity = format, granularity
         self.use_subtrees, self.unique_subtrees = bool(use_subtrees), bool(unique_subtrees)
         if len(self.model_options["output_dropouts"]) != len(self.model_options["output_dims"]) + 1:
             raise ConfigError("task sst model: output_dropouts needs one value per output_dims entry plus one for the class layer")
-        self.required_data = ("train",) if format == "polarity" else ("train", "dev", "test")
+        self.required_data = ("train", "dev", "test") if format == "ptb" else ("train",)
 
     @property
     def num_classes(self) -> int:
         return 5 if self.format == "ptb" and self.granularity == "5-class" else 2
 
     def read(self, split: str) -> list[SentimentInstance]:
+        if self.format == "json-tar":
+            everything = read_labelled_json_tar(self.path("train"), self.members)
+            order = np.random.default_rng(self.split_seed).permutation(len(everything))
+            return _five_way_split([everything[i] for i in order], split)
         if self.format == "polarity":
             if self.paths.get("dev") and self.paths.get("test"):
                 return read_polarity(self.path(split), self.encoding)
-            everything = read_polarity(self.path("train"), self.encoding)
-            keep = {"train": lambda i: i % 5 < 3, "dev": lambda i: i % 5 == 3, "test": lambda i: i % 5 == 4}[split]
-            return [x for i, x in enumerate(everything) if keep(i)]
+            return _five_way_split(read_polarity(self.path("train"), self.encoding), split)
         out: list[SentimentInstance] = []
         seen: set[SentimentInstance] = set()
         for tree in read_trees(self.path(split), self.encoding):
