@@ -77,3 +77,23 @@ def test_a_variant_with_joint_and_direction_runs_is_refused(mixed, write_lm):
     stale = write_lm(root, "elmo", "forward", params=3_000_000, tokens=2000, seconds=30.0)
     with pytest.raises(InputFileError, match="both a joint run and separate-direction runs"):
         read_lm_runs([*heldout, stale])
+
+
+def test_table2_batch_is_the_papers_global_batch_of_a_run(tmp_path, write_lm):
+    """Our batch_size is a run's global batch: a joint ELMo-A on all 4 GPUs is 4 x 256, each
+    direction of ELMo-C 2 x 768 (footnote 7's 2 + 2 split) -- no dagger; another batch gets one."""
+    import yaml
+
+    root = tmp_path / "results"
+    heldout = [_write_joint(root, "elmo-a", params=10, tokens=10, seconds=1.0, after=9.0),
+               _write_joint(root, "elmo-sub", params=10, tokens=10, seconds=1.0, after=9.0)]
+    for variant, batch in (("elmo-a", 1024), ("elmo-sub", 320)):
+        (root / "lm" / variant / "spec.yaml").write_text(yaml.safe_dump(
+            {"encoder": {"cell_size": 4096, "projection_size": 512}, "train": {"batch_size": batch}}))
+    for direction in ("forward", "backward"):
+        heldout.append(write_lm(root, "elmo-c", direction, params=1, tokens=10, seconds=1.0, batch=1536,
+                                cell=4096, projection=512))
+    table = table2(read_lm_runs(heldout), read_task_runs([]))
+    rows = {row[0]: dict(zip(table.columns, row)) for row in table.rows}
+    assert rows["ELMo-A"]["Batch"] == "1024" and rows["ELMo-C"]["Batch"] == "1536"
+    assert rows["ELMo-Sub"]["Batch"] == "320 †"  # one card's batch, not the run's
