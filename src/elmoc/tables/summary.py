@@ -17,6 +17,7 @@ from elmoc.tables.build import (LMRun, by_variant, variant_heldout, variant_para
                                 variant_tokens_per_second)
 
 REFERENCE = "elmo-c"
+BASELINE = "fasttext"  # the static-vector baseline's variant name (the workflow's task runs)
 
 
 def lm_summary(lm_runs: list[LMRun]) -> pd.DataFrame:
@@ -78,15 +79,29 @@ def summary_text(lm_runs: list[LMRun], task_runs: pd.DataFrame, majority: pd.Dat
             lines.append(f"Downstream {task}: {task_runs[task_runs.task == task].status.iloc[0]}")
             continue
         metric = sel.metric.iloc[0]
-        lines.append(f"Downstream {task} (test {metric}, %):")
+        lines.append(f"Downstream {task} (test {metric}, %; mean ± std over n seeds; LM rows: points vs FastText):")
         maj = majority[majority.task == task] if not majority.empty else majority
         if not maj.empty and maj.test.notna().any():
             lines.append(f"  {'majority class':<15} {100 * float(maj.test.dropna().iloc[0]):6.2f}")
-        for variant, grp in sel.groupby("variant", sort=False):
-            scores = grp.test.astype(float) * 100
-            std = f" ± {scores.std(ddof=1):.2f}" if len(scores) > 1 else ""
-            lines.append(f"  {variant:<15} {scores.mean():6.2f}{std} (n={len(scores)})")
+        for row in downstream_rows(sel).itertuples():
+            std = f" ± {row.std:.2f}" if row.n > 1 else ""
+            delta = "" if pd.isna(row.vs_fasttext) else f"  {row.vs_fasttext:+.2f} vs FastText"
+            lines.append(f"  {row.variant:<15} {row.mean:6.2f}{std} (n={row.n}){delta}")
     return "\n".join(lines) + "\n"
+
+
+def downstream_rows(runs: pd.DataFrame) -> pd.DataFrame:
+    """One task's ok runs -> per variant: mean and std (ddof 1) of the test score in %,
+    n seeds, and ``vs_fasttext`` = mean - the FastText baseline's mean (NaN for the
+    baseline itself or without it).  The baseline comes first, then the paper's order."""
+    scores = runs.assign(score=runs.test.astype(float) * 100).groupby("variant").score
+    df = pd.DataFrame({"mean": scores.mean(), "std": scores.std(ddof=1), "n": scores.count()}).reset_index()
+    base = df.loc[df.variant == BASELINE, "mean"]
+    df["vs_fasttext"] = [float("nan") if (v == BASELINE or base.empty) else m - float(base.iloc[0])
+                         for v, m in zip(df.variant, df["mean"])]
+    order = {v: i for i, v in enumerate(paper.PAPER_LABELS)}
+    key = df.variant.map(lambda v: (v != BASELINE, order.get(v, len(order)), v))
+    return df.assign(_key=key).sort_values("_key").drop(columns="_key").reset_index(drop=True)
 
 
 def majority_baseline(task, task_name: str, scale: str = "demo") -> dict:
