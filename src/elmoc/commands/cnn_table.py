@@ -13,7 +13,8 @@ DESCRIPTION = (
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="trained ELMo LM: the forward direction's model.pt, or a joint bi-LM's "
+    parser.add_argument("--checkpoint", required=True,
+                        help="trained ELMo LM: the forward direction's model.pt, or a joint bi-LM's "
                         "(results/lm/elmo/joint/model.pt), whose char-CNN both directions share")
     parser.add_argument("--vocab", required=True, help="vocabulary the table is aligned with (results/vocab/vocab.txt)")
     parser.add_argument("--out", required=True, help="output .npy (results/vectors/cnn.npy)")
