@@ -12,7 +12,7 @@ Data formats (``format`` option):
   evaluated on whole sentences (the roots).
 * ``polarity``: fastText-style lines ``__label__neg text ...`` /
   ``__label__pos text ...`` (the 200 movie-review sentences in gensim's test
-  data, used by the offline demo); binary.  When ``dev``/``test`` are not given,
+  data: the demo config's ``sst5`` section, kept out of its ``tasks.run``); binary.  When ``dev``/``test`` are not given,
   the ``train`` file is split deterministically: line i goes to dev when
   ``i % 5 == 3``, to test when ``i % 5 == 4`` (keeps both classes balanced
   whatever the line order).
