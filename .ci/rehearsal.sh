@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Paper-shaped rehearsal: config/rehearsal.yaml (= config/paper.yaml with the sizes shrunk)
-# end to end on CPU, in a fresh temporary folder: every variant pretrained forward and
-# backward by torch.distributed.run with 2 gloo processes, features, all five tasks, the
-# bench and the tables. Needs ../shared/data beside the repository and the venv
+# end to end on CPU, in a fresh temporary folder: every variant pretrained by
+# torch.distributed.run with 2 gloo processes (ELMo-C and its ablations forward and backward,
+# ELMo-A and ELMo-Sub as one joint bi-LM each; ELMo is the released test model), features,
+# all five tasks, the bench and the tables. Needs ../shared/data beside the repository and the venv
 # (make .venv/bin/.elmoc-installed). Usage: .ci/rehearsal.sh [extra snakemake args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,16 +25,20 @@ import json, sys
 from pathlib import Path
 work = Path(sys.argv[1])
 variants = ["elmo", "elmo-c", "elmo-a", "elmo-sub", "elmo-c-oneb", "elmo-c-rnd", "elmo-c-cnn", "elmo-c-cnn-cc", "elmo-c-cc-cnn"]
-for v in variants:
-    for d in ("forward", "backward"):
-        json.loads((work / f"results/lm/{v}/{d}/heldout.json").read_text())
-        assert (work / f"results/lm/{v}/{d}/model.pt").is_file(), (v, d)
-runs = [json.loads(p.read_text()) for p in sorted(work.glob("results/tasks/*/*/seed*.json"))]
-assert len(runs) == 5 * (len(variants) + 1), len(runs)
-bad = [(r["task"], r["variant"], r["status"]) for r in runs if r["status"] != "ok"]
+joint = {"elmo-a", "elmo-sub"}   # train.directions: joint (one run, results/lm/{v}/joint)
+runs = [(v, d) for v in variants for d in (("joint",) if v in joint else ("forward", "backward"))]
+for v, d in runs:
+    heldout = json.loads((work / f"results/lm/{v}/{d}/heldout.json").read_text())
+    assert (work / f"results/lm/{v}/{d}/model.pt").is_file(), (v, d)
+    if d == "joint":
+        assert heldout["direction"] == "joint" and {"forward", "backward"} <= heldout.keys(), (v, sorted(heldout))
+    assert not (work / f"results/lm/{v}/{'forward' if d == 'joint' else 'joint'}").exists(), (v, d)
+tasks = [json.loads(p.read_text()) for p in sorted(work.glob("results/tasks/*/*/seed*.json"))]
+assert len(tasks) == 5 * (len(variants) + 1), len(tasks)
+bad = [(r["task"], r["variant"], r["status"]) for r in tasks if r["status"] != "ok"]
 assert not bad, bad
 left = sorted(str(p) for p in work.glob("results/features/*/*.hdf5"))
 assert not left, f"temporary features were not deleted: {left}"
-print(f"rehearsal: 18 LMs (16 trained, ELMo released), {len(runs)} task runs ok, features deleted after use")
+print(f"rehearsal: {len(runs)} LM runs (ELMo released; ELMo-A, ELMo-Sub joint), {len(tasks)} task runs ok, features deleted after use")
 PY
 rm -rf "$TMP"

@@ -1,4 +1,5 @@
 """`snakemake -n` for every shipped config and profile, and config validation errors."""
+import re
 import subprocess
 import sys
 
@@ -81,14 +82,46 @@ def test_default_profile_is_picked_up(tmp_path):
 
 def test_paper_jobs_ask_the_config_for_threads_gpus_and_memory(tmp_path):
     """config/paper.yaml: per-variant memory, GPUs per job, `elmoc with-gpus` around GPU jobs,
-    thread counts from the config even when --cores is smaller."""
+    thread counts from the config even when --cores is smaller. ELMo-A is one joint bi-LM on
+    4 GPUs, ELMo-C's forward LM one of two direction jobs on 2 GPUs each (footnote 7)."""
     tmp_path = workdir(tmp_path)
     r = snakemake("-n", "-p", "--cores", "1", "--snakefile", str(REPO_ROOT / "Snakefile"),
                   "--configfile", str(REPO_ROOT / "config/paper.yaml"), "--directory", str(tmp_path),
-                  "results/lm/elmo-a/forward/model.pt", "results/lm/elmo-c/forward/model.pt", cwd=tmp_path)
+                  "results/lm/elmo-a/joint/model.pt", "results/lm/elmo-c/forward/model.pt", cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    out = r.stdout
-    assert "gpu=2, runtime=1440" in out and "mem_mb=96000" in out and "mem_mb=64000" in out
-    assert "with-gpus --lock-dir .snakemake/gpu-slots 2 -- " in out
-    assert "--nproc-per-node=2 -m elmoc.cli train" in out and "--device cuda --threads 4" in out
-    assert "checkpoint.pt" not in out.split("rule pretrain:", 1)[1]
+    jobs = {}
+    for job in r.stdout.split("rule pretrain:")[1:]:
+        variant = re.search(r"wildcards: variant=([\w-]+), direction=(\w+)", job)
+        jobs[variant[1], variant[2]] = job
+    assert sorted(jobs) == [("elmo-a", "joint"), ("elmo-c", "forward")]
+    joint, forward = jobs["elmo-a", "joint"], jobs["elmo-c", "forward"]
+    assert "mem_mb=192000" in joint and "gpu=4, runtime=1440" in joint
+    assert "with-gpus --lock-dir .snakemake/gpu-slots 4 -- " in joint
+    assert "--nproc-per-node=4 -m elmoc.cli train --spec results/lm/elmo-a/spec.yaml --direction joint" in joint
+    assert "--output-dir results/lm/elmo-a/joint --device cuda --threads 4" in joint
+    assert "mem_mb=64000" in forward and "gpu=2, runtime=1440" in forward
+    assert "with-gpus --lock-dir .snakemake/gpu-slots 2 -- " in forward
+    assert "--nproc-per-node=2 -m elmoc.cli train" in forward and "--device cuda --threads 4" in forward
+    assert "checkpoint.pt" not in r.stdout.split("rule pretrain:", 1)[1]
+
+
+def test_joint_variants_train_once_and_feed_both_directions(tmp_path):
+    """config/config.yaml: the softmax family (ELMo, ELMo-A, ELMo-Sub) is one joint pretraining
+    job each, on CPU in one process; ELMo-C keeps two; extraction reads a joint model.pt as both
+    directions, and the CNN table takes ELMo's shared char-CNN from its joint model.pt."""
+    tmp_path = workdir(tmp_path)
+    r = snakemake("-n", "-p", "--cores", "2", "--snakefile", str(REPO_ROOT / "Snakefile"),
+                  "--configfile", str(REPO_ROOT / "config/config.yaml"), "--directory", str(tmp_path),
+                  "results/features/elmo-a/sentiment.hdf5", "results/features/elmo-c/sentiment.hdf5",
+                  "results/vectors/cnn.npy", "results/lm/elmo-sub/joint/heldout.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    train = sorted(re.search(r"--output-dir (\S+)", c)[1] for c in r.stdout.splitlines() if " train --spec " in c)
+    assert train == ["results/lm/elmo-a/joint", "results/lm/elmo-c/backward", "results/lm/elmo-c/forward",
+                     "results/lm/elmo-sub/joint", "results/lm/elmo/joint"]
+    assert all("torch.distributed.run" not in c and "--device cpu" in c
+               for c in r.stdout.splitlines() if " train --spec " in c)
+    joint = "results/lm/elmo-a/joint/model.pt"
+    assert f"extract --forward {joint} --backward {joint} --sentences results/tasks/sentiment/sentences.txt" in r.stdout
+    assert ("extract --forward results/lm/elmo-c/forward/model.pt --backward results/lm/elmo-c/backward/model.pt"
+            in r.stdout)
+    assert "results/lm/elmo/joint/model.pt" in r.stdout.split("rule cnn_table:", 1)[1].split("rule ", 1)[0]

@@ -46,7 +46,10 @@ def test_rehearsal_has_the_paper_shape(tmp_path):
     # the paper downloads its data (fetch, fetch_task_data); the rehearsal reads ../shared/data
     assert rehearsal_rules == paper_rules - {"fetch", "fetch_task_data"}
     pretrain = [c for c in out.splitlines() if " train --spec " in c]
-    assert len(pretrain) == 16  # 8 trained variants x 2 directions (ELMo: released weights)
+    # ELMo: released weights; ELMo-A and ELMo-Sub: one joint bi-LM each; ELMo-C and its 5 ablations x 2 directions
+    assert len(pretrain) == 14
+    assert sorted(re.search(r"--output-dir (\S+)", c)[1] for c in pretrain if "--direction joint" in c) == [
+        "results/lm/elmo-a/joint", "results/lm/elmo-sub/joint"]
     assert all("with-gpus --lock-dir .snakemake/gpu-slots 0 -- " in c and "--nproc-per-node=2 -m elmoc.cli train" in c
                and "--device cpu --threads 1" in c for c in pretrain)
     for marker in (" extract --forward ", " task --task "):
