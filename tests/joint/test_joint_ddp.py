@@ -6,7 +6,6 @@ pair of the directions' states, checkpointed for the whole global batch.
 """
 import json
 import os
-import socket
 from collections import Counter
 
 import numpy as np
@@ -14,6 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from ddp_compare import free_port, max_abs_diff
 
 from elmoc.data.vocab import Vocabulary
 from elmoc.lm import BiLMBatch, BidirectionalLM, LMBatch
@@ -110,12 +110,6 @@ def _worker(rank, port, tmp):
     dist.destroy_process_group()
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _reference_sampled(spec, vocab):
     """One process, the global batch, each rank's rows scored with that rank's negatives
     (rank r's draws 2*step (forward) and 2*step + 1 (backward)) and the per-rank joint
@@ -145,27 +139,12 @@ def _reference_sampled(spec, vocab):
     return model.state_dict(), bundle.state_dict(), heldout
 
 
-def max_abs_diff(a, b, where="") -> float:
-    """Largest |a - b| over nested dicts/lists of tensors; other values must be equal."""
-    if isinstance(a, dict):
-        assert sorted(a, key=str) == sorted(b, key=str), where
-        return max([max_abs_diff(a[k], b[k], f"{where}.{k}") for k in a] or [0.0])
-    if isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        return max([max_abs_diff(x, y, f"{where}[{i}]") for i, (x, y) in enumerate(zip(a, b))] or [0.0])
-    if isinstance(a, torch.Tensor):
-        assert a.shape == b.shape, where
-        return float((a.double() - b.double()).abs().max()) if a.numel() else 0.0
-    assert a == b, f"{where}: {a!r} != {b!r}"
-    return 0.0
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = str(tmp_path_factory.mktemp("joint_ddp"))
     np.save(os.path.join(tmp, "vec.npy"),
             np.random.default_rng(0).standard_normal((V, DIM)).astype("float32"))
-    mp.spawn(_worker, args=(_free_port(), tmp), nprocs=WORLD, join=True)
+    mp.spawn(_worker, args=(free_port(), tmp), nprocs=WORLD, join=True)
     return tmp, [json.load(open(os.path.join(tmp, f"report{r}.json"))) for r in range(WORLD)]
 
 
