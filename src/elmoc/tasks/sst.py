@@ -12,10 +12,10 @@ Data formats (``format`` option):
   evaluated on whole sentences (the roots).
 * ``polarity``: fastText-style lines ``__label__neg text ...`` /
   ``__label__pos text ...`` (the 200 movie-review sentences in gensim's test
-  data: the demo config's ``sst5`` section, kept out of its ``tasks.run``); binary.  When ``dev``/``test`` are not given,
-  the ``train`` file is split deterministically: line i goes to dev when
-  ``i % 5 == 3``, to test when ``i % 5 == 4`` (keeps both classes balanced
-  whatever the line order).
+  data: the demo config's ``sst5`` section, kept out of its ``tasks.run``); binary.
+  When ``dev``/``test`` are not given, the ``train`` file is split
+  deterministically: line i goes to dev when ``i % 5 == 3``, to test when
+  ``i % 5 == 4`` (keeps both classes balanced whatever the line order).
 * ``json-tar``: labelled sentences in JSON files inside a (gzipped) tarball, each
   file a list of ``{"text": "...", "class": 0|1}``: the UCI "Sentiment Labelled
   Sentences" (Kotzias et al., KDD 2015; 1000 Amazon, IMDb and Yelp review
@@ -191,14 +191,17 @@ def read_labelled_json_tar(path: str | Path, members: Sequence[str]) -> list[Sen
             try:
                 records = json.loads(raw.decode("utf-8"))
             except UnicodeDecodeError as e:
-                raise InputFileError(where, f"byte {raw[e.start]:#04x} at offset {e.start} is not valid UTF-8") from None
+                raise InputFileError(where, f"byte {raw[e.start]:#04x} at offset {e.start} is not valid UTF-8"
+                                     ) from None
             except ValueError as e:
                 raise InputFileError(where, f"not valid JSON: {e}") from None
             if not isinstance(records, list):
-                raise InputFileError(where, f"expected a JSON list of {{'text', 'class'}} records, found {type(records).__name__}")
+                raise InputFileError(where, "expected a JSON list of {'text', 'class'} records, "
+                                     f"found {type(records).__name__}")
             for i, record in enumerate(records):
                 if not isinstance(record, dict) or "text" not in record or "class" not in record:
-                    raise InputFileError(where, f"record {i} must be an object with 'text' and 'class', found {str(record)[:60]!r}")
+                    raise InputFileError(where, f"record {i} must be an object with 'text' and 'class', "
+                                         f"found {str(record)[:60]!r}")
                 text, label = record["text"], record["class"]
                 if not isinstance(text, str):
                     raise InputFileError(where, f"record {i}: 'text' must be a string, found {text!r}")
