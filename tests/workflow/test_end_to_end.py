@@ -2,7 +2,8 @@
 Snakemake HTML report of that run.
 
 Real data from ../shared/data (skipped when absent): the 1B Word sample as corpus and
-slices of SST-5; one variant, two seeds, the quick bench. Checks that the final tables
+slices of SST-5; ELMo-C (two direction runs) and ELMo-A (one joint bi-LM run), two seeds,
+the quick bench. Checks that the final tables
 exist in every format, their numbers are finite, and the figures, summary and report
 hold what a reader expects.
 """
@@ -35,7 +36,7 @@ def tiny_config(shared: Path, data: Path) -> dict:
                                                  "neg": 5, "lr": 0.025, "bucket": 20000, "thread": 1, "seed": 1}}},
                      "eval": {"wordsim353": str(shared / "wordsim/wordsim353.tsv")},
                      "random": {"dim": 16, "seed": 1}},
-        "pretrain": {"variants": {"elmo-c": {}},
+        "pretrain": {"variants": {"elmo-c": {}, "elmo-a": {"overrides": {"output": {"cutoffs": [500, 2000]}}}},
                      "overrides": {"encoder": {"cell_size": 32, "projection_size": 16},
                                    "optimizer": {"type": "scheduled_adam", "base_scale": 2.0e-3, "base_ratio": 16.0,
                                                  "warmup": 5},
@@ -64,11 +65,13 @@ def test_tiny_workflow_end_to_end_with_report(tmp_path, shared_data):
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
 
     pretrain = pd.read_csv(work / "results/tables/pretrain.csv")
-    assert set(pretrain.direction) == {"forward", "backward"}
+    assert sorted(zip(pretrain.variant, pretrain.direction)) == [
+        ("elmo-a", "joint"), ("elmo-c", "backward"), ("elmo-c", "forward")]
     for column in ("before", "after"):
         assert all(math.isfinite(v) for v in pretrain[column])
+    assert not (work / "results/lm/elmo-a/forward").exists()  # one joint run, read as both directions
     runs = pd.read_csv(work / "results/tables/downstream_runs.csv")
-    assert set(runs.variant) == {"elmo-c", "fasttext"} and set(runs.seed) == {1, 2}
+    assert set(runs.variant) == {"elmo-c", "elmo-a", "fasttext"} and set(runs.seed) == {1, 2}
     assert (runs.status == "ok").all()
     assert all(0.0 <= v <= 1.0 for v in runs.test)
     table = (work / "results/tables/downstream.md").read_text()
@@ -86,6 +89,7 @@ def test_tiny_workflow_end_to_end_with_report(tmp_path, shared_data):
         assert (work / f"results/figures/{fig}.pdf").read_bytes().startswith(b"%PDF")
     summary = (work / "results/summary.txt").read_text()
     assert "elmo-c" in summary and "1.00x" in summary and "majority class" in summary
+    assert "(joint bi-LM)" in summary
 
     r = subprocess.run(base + ["--cores", "1", "--report", str(work / "results/report.html")], cwd=work,
                        capture_output=True, text=True, timeout=300)
