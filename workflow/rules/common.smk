@@ -93,9 +93,14 @@ def device_for(gpus):
 
 
 def pretrain_job(variant):
-    """resources.pretrain with the variant's overrides; `processes` resolved."""
+    """resources.pretrain with the variant's overrides; `processes` resolved. A joint bi-LM's
+    one job gets, unless its override says otherwise, the GPUs of the two direction jobs it
+    replaces (2 x gpus: all 4 of a 4-GPU box with the paper's 2 per direction)."""
     job = {k: v for k, v in RESOURCES["pretrain"].items() if k not in ("variants", "retries")}
-    job.update(RESOURCES["pretrain"]["variants"].get(variant) or {})
+    override = RESOURCES["pretrain"]["variants"].get(variant) or {}
+    if job["gpus"] and "gpus" not in override and lm_directions(variant) == ["joint"]:
+        job["gpus"], job["processes"] = 2 * job["gpus"], None
+    job.update(override)
     if job["processes"] is None:
         job["processes"] = max(1, job["gpus"])
     if job["gpus"] and job["processes"] != job["gpus"]:
