@@ -97,3 +97,22 @@ def test_table2_batch_is_the_papers_global_batch_of_a_run(tmp_path, write_lm):
     rows = {row[0]: dict(zip(table.columns, row)) for row in table.rows}
     assert rows["ELMo-A"]["Batch"] == "1024" and rows["ELMo-C"]["Batch"] == "1536"
     assert rows["ELMo-Sub"]["Batch"] == "320 †"  # one card's batch, not the run's
+
+
+def test_table2_time_is_device_time_like_the_papers_days_x_gpus(tmp_path, write_lm):
+    """A joint run on 4 processes for 100 s and a direction pair on 2 + 2 for 100 s each
+    both used 400 device-seconds; a run written before the key counts 1 process."""
+    root = tmp_path / "results"
+    joint = _write_joint(root, "elmo-a", params=3_000_000, tokens=4000, seconds=100.0, after=70.0)
+    data = json.loads(joint.read_text())
+    joint.write_text(json.dumps({**data, "processes": 4}))
+    heldout = [joint]
+    for direction in ("forward", "backward"):
+        path = write_lm(root, "elmo-c", direction, params=1_000_000, tokens=2000, seconds=100.0)
+        heldout.append(path)
+        path.write_text(json.dumps({**json.loads(path.read_text()), "processes": 2}))
+    heldout.append(write_lm(root, "elmo-sub", "joint", params=1_000_000, tokens=2000, seconds=30.0))
+    table = table2(read_lm_runs(heldout), read_task_runs([]))
+    rows = {row[0]: dict(zip(table.columns, row)) for row in table.rows}
+    assert rows["ELMo-A"]["Time"].startswith("6.7 min") and rows["ELMo-C"]["Time"].startswith("6.7 min")
+    assert rows["ELMo-Sub"]["Time"].startswith("30 s")

@@ -82,6 +82,11 @@ class LMRun:
         return None if s is None else float(s)
 
     @property
+    def processes(self) -> int:
+        """Data-parallel processes (one per GPU) of the run; 1 where heldout.json predates the key."""
+        return int(self.heldout.get("processes") or 1)
+
+    @property
     def tokens(self) -> int | None:
         return self.heldout.get("tokens")
 
@@ -187,9 +192,11 @@ def variant_tokens_per_second(runs: list[LMRun]) -> float | None:
 
 
 def variant_seconds(runs: list[LMRun]) -> float | None:
-    """Training time of a bi-LM: both directions' runs added; a joint bi-LM's one run."""
+    """Device time of a bi-LM's training, as the paper's "days x GPUs": each run's wall time x
+    its processes (one per GPU), both directions' runs added; a joint bi-LM's one run (on
+    all the GPUs). On one CPU process per run it is the wall time."""
     secs = [r.seconds for r in runs]
-    return None if not secs or None in secs else float(sum(secs))
+    return None if not secs or None in secs else float(sum(r.seconds * r.processes for r in runs))
 
 
 def variant_heldout(runs: list[LMRun]) -> tuple[str | None, float | None]:
@@ -382,8 +389,8 @@ def table2(lm_runs: list[LMRun], task_runs: pd.DataFrame, majority: pd.DataFrame
         "per-GPU batch x the GPUs of a run (all of them for a joint bi-LM, half for each direction of a "
         "separate pair), "
         "parameters of our scaled-down models.",
-        "Time: training wall time of both directions added (a joint bi-LM: its one run), from each run's "
-        "heldout.json; Params: trainable parameters of both directions added (a joint bi-LM: its shared "
+        "Time: training wall time x processes (GPUs), both directions' runs added (a joint bi-LM: its one "
+        "run), from each run's heldout.json, to compare with the paper's days x GPUs; Params: trainable parameters of both directions added (a joint bi-LM: its shared "
         "input and output layer once), counted from the model.",
     ]
     return Table("table2", "Table 2: the main models, ours beside the paper's",

@@ -467,7 +467,7 @@ def train(
         save_checkpoint(out_dir / MODEL, final)
         summary = {
             "direction": direction, "steps": step, "tokens": tokens, "seconds": seconds,
-            "threads": torch.get_num_threads(), "config_hash": spec_hash,
+            "threads": torch.get_num_threads(), "processes": ddp.world_size, "config_hash": spec_hash,
             "metric": history[-1]["metric"] if history else None,
             "before": history[0]["value"] if history else None,
             "after": history[-1]["value"] if history else None,
