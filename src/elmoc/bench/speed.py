@@ -75,19 +75,12 @@ def build_model(model: BenchModel, device: torch.device, seed: int = 1) -> Langu
     return LanguageModel.from_spec(model.spec, range(model.vocab_size)).to(device)
 
 
-# output layers of the softmax family: trained as one joint bi-LM (one input and one output
-# layer, two encoders; ``train.directions: joint``), the others as two separate directions
-JOINT_OUTPUTS = ("sampled", "adaptive", "subword")
-
-
 def bilm_parameters(model: BenchModel) -> int:
-    """Trainable parameters of the bi-LM of this row, at this model's size: the joint
-    bi-LM for the softmax family, 2 x one direction otherwise -- what the pipeline trains,
-    counted by :func:`elmoc.params.count_parameters` on the meta device (the paper's
-    Table 4 counts, which share the softmax and the input layer between directions)."""
-    joint = (model.spec.get("output") or {}).get("type") in JOINT_OUTPUTS
-    spec = {**model.spec, "train": {"directions": "joint" if joint else "separate"}}
-    return count_parameters(spec, model.vocab_size, ignore_files=True)["trained"]
+    """Trainable parameters of the bi-LM as the paper counts them, at this model's size
+    (the one convention of :func:`elmoc.params.count_parameters`, on the meta device).
+    For the softmax rows that is the joint bi-LM the pipeline trains (one shared softmax);
+    for CONT and FIXED two separate directions."""
+    return count_parameters(model.spec, model.vocab_size, ignore_files=True)["paper"]
 
 
 def per_million_words(seconds: float, batch: int, model: BenchModel, processes: int = 1) -> float:

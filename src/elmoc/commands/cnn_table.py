@@ -28,11 +28,9 @@ def char_cnn_table(checkpoint_path, vocab, chunk: int = 2000):
 
     from elmoc.errors import ConfigError, InputFileError
     from elmoc.registry import build
-    from elmoc.train.checkpoint import direction_payload, load_checkpoint
+    from elmoc.train.checkpoint import load_checkpoint
 
-    payload = load_checkpoint(checkpoint_path)
-    if payload.get("direction") == "joint":  # a joint ELMo's model.pt: the char-CNN both directions share
-        payload = direction_payload(payload, "forward", checkpoint_path)
+    payload = load_checkpoint(checkpoint_path)  # input_layer.* is the same in a joint bi-LM's file
     spec = payload.get("spec") or {}
     input_cfg = spec.get("input") or {}
     if input_cfg.get("type") != "char_cnn":

@@ -39,11 +39,9 @@ class CharCnnVectors:
         """The char-CNN input layer of an LM ``model.pt`` whose input is ``char_cnn``
         (a forward direction's file, or a joint bi-LM's: its one shared char-CNN)."""
         from elmoc.registry import build
-        from elmoc.train.checkpoint import direction_payload, load_checkpoint
+        from elmoc.train.checkpoint import load_checkpoint
 
-        payload = load_checkpoint(path)
-        if payload.get("direction") == "joint":  # both directions share its one char-CNN
-            payload = direction_payload(payload, "forward", path)
+        payload = load_checkpoint(path)  # input_layer.* is the same in a joint bi-LM's file
         cfg = dict((payload.get("spec") or {}).get("input") or {})
         if cfg.get("type") != "char_cnn":
             raise InputFileError(path, f"input layer is {cfg.get('type')!r}, not 'char_cnn'; pass the ELMo "

@@ -120,7 +120,8 @@ class SampledSoftmaxBase(OutputLayer):
         self.sampler.rank = int(rank)
 
     # the draw counter travels with the checkpoint, so a resumed run draws what it would
-    # have, on every rank (all ranks draw the same number of times per step -- once, twice for a joint bi-LM -- so rank 0's counter is theirs)
+    # have, on every rank (all ranks draw the same number of times per step, once, or twice
+    # for a joint bi-LM, so rank 0's counter is theirs)
     def get_extra_state(self) -> Any:
         return {"sampler_draws": self.sampler.draws}
 
