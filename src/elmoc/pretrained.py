@@ -49,7 +49,7 @@ from elmoc.devices import resolve_device
 from elmoc.features.export import BiLM, FeatureLM, check_same_model, oov_vectors_for, select_layers
 from elmoc.features.scalar_mix import ScalarMix
 from elmoc.train.checkpoint import FORMAT as CHECKPOINT_FORMAT
-from elmoc.train.checkpoint import load_direction, save_checkpoint
+from elmoc.train.checkpoint import load_directions, save_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def export_model(forward: str | Path, backward: str | Path, output: str | Path,
         boundaries: wrap sentences in ``<s> ... </s>`` when embedding (as extraction).
         command: recorded in the model card (default: this process's command line).
     """
-    payloads = {d: load_direction(p, d) for d, p in zip(DIRECTIONS, (forward, backward))}  # joint: same file
+    payloads = load_directions(forward, backward)  # a joint model.pt serves both
     check_same_model(payloads["forward"]["spec"], payloads["backward"]["spec"], forward, backward)
     spec = payloads["forward"]["spec"]
     vocab_path = payloads["forward"].get("vocab_path") or spec.get("vocab")

@@ -84,7 +84,7 @@ def test_is_joint_reads_train_directions():
 
 
 def test_a_joint_file_gives_each_direction(tmp_path):
-    from elmoc.train.checkpoint import load_direction, save_checkpoint
+    from elmoc.train.checkpoint import load_directions, save_checkpoint
 
     vocab = _vocab()
     spec = {"input": {"type": "char_cnn", "options": OPTIONS}, "encoder": ENCODER,
@@ -93,7 +93,7 @@ def test_a_joint_file_gives_each_direction(tmp_path):
     save_checkpoint(tmp_path / "model.pt", {"spec": spec, "direction": "joint", "model": model.state_dict()})
     batch = _window(vocab, 3)
     for name in ("forward", "backward"):
-        payload = load_direction(tmp_path / "model.pt", name)
+        payload = load_directions(tmp_path / "model.pt", tmp_path / "model.pt")[name]
         assert payload["direction"] == name
         lm = LanguageModel.from_spec(spec, vocab)
         lm.load_state_dict(payload["model"])  # strict: exactly one direction's keys
@@ -102,4 +102,4 @@ def test_a_joint_file_gives_each_direction(tmp_path):
     from elmoc.errors import InputFileError
 
     with pytest.raises(InputFileError, match="expected a backward"):
-        load_direction(tmp_path / "fwd.pt", "backward")
+        load_directions(tmp_path / "fwd.pt", tmp_path / "fwd.pt")

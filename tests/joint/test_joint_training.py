@@ -20,7 +20,7 @@ import yaml
 from elmoc.data.batches import ShardBatches, iter_heldout, num_windows
 from elmoc.data.vocab import Vocabulary
 from elmoc.lm import BiLMBatch, LanguageModel
-from elmoc.train.checkpoint import load_checkpoint, load_direction
+from elmoc.train.checkpoint import load_checkpoint, load_directions
 from elmoc.train.loop import combine_directions, evaluate_heldout
 
 WORDS = "the cat sat on a mat while dog ran after red ball and bird sang over old green tree".split()
@@ -127,7 +127,7 @@ def test_joint_run_writes_a_joint_model_and_both_directions_heldout(straight, mo
     spec = straight["spec"]
     for part in ("forward", "backward"):
         lm = LanguageModel.from_spec(spec, straight["vocab"])
-        lm.load_state_dict(load_direction(out / "model.pt", part)["model"])
+        lm.load_state_dict(load_directions(out / "model.pt", out / "model.pt")[part]["model"])
         windows = iter_heldout("corpus/heldout.txt", straight["vocab"], EVAL_BATCH, BPTT, part)
         alone = evaluate_heldout(lm, windows, torch.device("cpu"), reset_state=False)
         assert alone["loss"] == pytest.approx(after[part]["loss"], rel=1e-6), part

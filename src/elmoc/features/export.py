@@ -47,7 +47,7 @@ from elmoc.inputs.char_cnn import CharCnnInput
 from elmoc.inputs.characters import batch_char_ids
 from elmoc.nn.masking import reverse_padded
 from elmoc.registry import build
-from elmoc.train.checkpoint import load_direction
+from elmoc.train.checkpoint import load_directions
 
 if TYPE_CHECKING:
     from elmoc.data.subword import SubwordEncoder
@@ -177,9 +177,7 @@ class BiLM(torch.nn.Module):
         :func:`oov_vectors_for`; ``char_cnn_model`` likewise for char-CNN tables).
         ``closed_vocabulary``: map every unknown word to ``<unk>`` (the old behaviour).
         """
-        payloads = {}
-        for path, direction in ((forward_path, "forward"), (backward_path, "backward")):
-            payloads[direction] = load_direction(path, direction)  # a joint model.pt serves both
+        payloads = load_directions(forward_path, backward_path)  # a joint model.pt serves both
         check_same_model(payloads["forward"]["spec"], payloads["backward"]["spec"], forward_path, backward_path)
         spec = payloads["forward"]["spec"]
         vpath = vocab_path or payloads["forward"].get("vocab_path")

@@ -265,9 +265,18 @@ def direction_payload(payload: dict[str, Any], direction: str, path: str | Path)
             state["encoder." + key[len(prefix):]] = value
         elif not key.startswith(other):
             state[key] = value
-    return {**payload, "direction": direction, "model": state, "joint": True}
+    return {**payload, "direction": direction, "model": state}
 
 
-def load_direction(path: str | Path, direction: str, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """:func:`load_checkpoint` + :func:`direction_payload`."""
-    return direction_payload(load_checkpoint(path, map_location), direction, path)
+def load_directions(forward: str | Path, backward: str | Path,
+                    map_location: str | torch.device = "cpu") -> dict[str, dict[str, Any]]:
+    """``{"forward": payload, "backward": payload}`` (:func:`direction_payload`) of two
+    direction files, or of a joint bi-LM's one file given twice (read once)."""
+    loaded: dict[Path, dict[str, Any]] = {}
+    out = {}
+    for direction, path in (("forward", forward), ("backward", backward)):
+        key = Path(path).resolve()
+        if key not in loaded:
+            loaded[key] = load_checkpoint(path, map_location)
+        out[direction] = direction_payload(loaded[key], direction, path)
+    return out
