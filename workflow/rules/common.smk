@@ -48,10 +48,9 @@ def lm_directions(variant):
 def lm_models(variant):
     """{"forward": model.pt, "backward": model.pt} of a variant: a joint bi-LM's one file
     serves as both (elmoc reads each direction's view of it)."""
-    runs = lm_directions(variant)
-    if runs == ["joint"]:
+    if lm_directions(variant) == ["joint"]:
         return dict.fromkeys(DIRECTIONS, f"results/lm/{variant}/joint/model.pt")
-    return {d: f"results/lm/{variant}/{d}/model.pt" for d in runs}
+    return {d: f"results/lm/{variant}/{d}/model.pt" for d in DIRECTIONS}
 
 
 def lm_model_inputs(wildcards):
