@@ -236,3 +236,39 @@ def test_tar_members_are_extracted(tmp_path):
                   tmp_path / "dl" / "oneb", cache=tmp_path / "cache")
     assert [f.name for f in files] == ["news.en-00001", "news.en-00002"]
     assert files[1].read_bytes() == b"c\n"
+
+
+def _zip(path, members: dict[str, bytes]):
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+@pytest.mark.parametrize("member", ["data/..", "..", "."])
+def test_member_named_dot_or_dotdot_is_refused_with_one_line(tmp_path, capsys, member):
+    """A member whose base name is '..' or '.' (a directory, not a file name) is refused,
+    naming the archive and the member, and nothing is written (was IsADirectoryError)."""
+    archive = _zip(tmp_path / "bad.zip", {"data/a.txt": b"A\n", member: b"evil"})
+    out = tmp_path / "dl" / "bad"
+    rc = main(["fetch", str(archive), "--sha256", fetch_mod.sha256_of(archive), "--out", str(out),
+               "--member", "*"])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert rc == 1 and len(errors) == 1, errors
+    assert str(archive) in errors[0] and repr(member) in errors[0] and "Traceback" not in errors[0]
+    assert not out.exists()
+
+
+def test_member_named_like_the_manifest_is_refused(tmp_path):
+    """A member whose base name is the fetch manifest's would be overwritten by it (or overwrite
+    it), so every later run fetched again: it is refused, naming the member and the fix."""
+    archive = _zip(tmp_path / "m.zip", {"data/a.txt": b"A\n", f"data/{fetch_mod.MANIFEST}": b"{}"})
+    spec = FetchSpec(str(archive), fetch_mod.sha256_of(archive), members=["data/*"])
+    with pytest.raises(InputFileError, match=rf"'data/{fetch_mod.MANIFEST}'.*manifest"):
+        fetch(spec, tmp_path / "dl" / "m")
+    assert not (tmp_path / "dl" / "m").exists()
+    # the fix the message gives: a glob that leaves the member out; then a second fetch is a no-op
+    spec = FetchSpec(str(archive), fetch_mod.sha256_of(archive), members=["data/[!.]*"])
+    assert [f.name for f in fetch(spec, tmp_path / "dl" / "m")] == ["a.txt"]
+    archive.unlink()
+    assert [f.name for f in fetch(spec, tmp_path / "dl" / "m")] == ["a.txt"]

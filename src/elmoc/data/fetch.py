@@ -315,12 +315,32 @@ def _archive_members(archive: Path):
     raise InputFileError(archive, "not a zip/wheel or tar archive, so 'members' cannot be extracted")
 
 
+def _member_base_name(archive: Path, member: str) -> str:
+    """The flat output name of ``member``, refusing names that are not a file's."""
+    base = member.rsplit("/", 1)[-1]
+    if base in ("", ".", ".."):
+        raise InputFileError(
+            archive, f"member {member!r} has no file name (its last part is {base!r}): the archive is broken "
+            "or hostile; refused. Use a member glob that leaves it out, or another copy of the archive"
+        )
+    if base == MANIFEST:
+        raise InputFileError(
+            archive, f"member {member!r} has the name of the fetch manifest ({MANIFEST}) that elmoc keeps beside "
+            "the extracted files; refused. Use a member glob that leaves it out (e.g. 'dir/[!.]*')"
+        )
+    return base
+
+
 def extract_members(archive: Path, globs: list[str], out_dir: Path) -> list[Path]:
     """Extract the members matching ``globs`` into ``out_dir`` under their base names.
 
     Works for zip/wheel and tar(.gz/.bz2/.xz) archives.  Each glob must match at
     least one file member; two members with the same base name are an error (the
-    output is flat, which also rules out path traversal).
+    output is flat, which also rules out path traversal).  A matched member is
+    refused (an InputFileError naming it, nothing written) when its base name is
+    not a file name (``.``, ``..`` or empty: a broken or hostile archive) or is the
+    fetch manifest's name (it would collide with the manifest, and every later run
+    would fetch again); narrow the glob to leave such a member out.
     """
     handle, names, open_member = _archive_members(archive)
     written: dict[str, str] = {}
@@ -333,7 +353,7 @@ def extract_members(archive: Path, globs: list[str], out_dir: Path) -> list[Path
                 hint = f" Similar members: {near}" if near else ""
                 raise InputFileError(archive, f"no member matches {pattern!r}.{hint}")
             for member in matched:
-                base = Path(member).name
+                base = _member_base_name(archive, member)
                 if base in written and written[base] != member:
                     raise InputFileError(archive, f"members {written[base]!r} and {member!r} share the name {base!r}")
                 written[base] = member
