@@ -7,7 +7,8 @@ import pytest
 
 from elmoc.cli import main
 from elmoc.data.corpus import CorpusConfig, prepare_corpus, shard_paths
-from elmoc.data.readers import read_sentences
+from elmoc.data.readers import CONTROL_CHARACTERS, read_sentences
+from elmoc.data.vocab import build_vocabulary
 from elmoc.data.tokenize import split_sentences, tokenize
 from elmoc.errors import ConfigError, InputFileError
 
@@ -116,6 +117,25 @@ def test_bad_input_errors_leave_nothing(tmp_path, content, match, line):
         prepare_corpus(CorpusConfig(sources=[("lines", str(bad))], num_shards=1, heldout=0.5), out)
     assert e.value.path == str(bad) and e.value.line == line
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["bad.txt"]
+
+
+@pytest.mark.parametrize("fmt", ["lines", "wikitext", "raw"])
+def test_control_characters_never_become_tokens(tmp_path, caplog, fmt):
+    # issue 20 item 8: a NUL byte became a token (and then a vocabulary entry)
+    src = tmp_path / f"s.{fmt}"
+    src.write_bytes(b"The cat sat on the mat .\nThe cat\x00sat on a \x07 mat .\n\x00\x00\x00\nA dog ran\x7f .\n")
+    with caplog.at_level("WARNING", logger="elmoc.data.readers"):
+        prepare_corpus(CorpusConfig(sources=[(fmt, str(src))], num_shards=1, heldout=1), tmp_path / "o")
+    written = (tmp_path / "o" / "train" / "shard_000.txt").read_text(encoding="utf-8") + (
+        tmp_path / "o" / "heldout.txt").read_text(encoding="utf-8")
+    assert CONTROL_CHARACTERS.search(written) is None
+    tokens = written.split()
+    assert tokens.count("cat") == 2 and tokens.count("sat") == 2 and "ran" in tokens  # a separator, not a glue
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and warnings[0].startswith(f"{src}:2: replaced 6 control character(s)")
+    assert "U+0000 (NUL)" in warnings[0]
+    vocab = build_vocabulary(tmp_path / "v.txt", corpus=tmp_path / "o" / "train")
+    assert not any(CONTROL_CHARACTERS.search(t) for t in vocab.tokens)
 
 
 def test_missing_source_and_bad_config(tmp_path):

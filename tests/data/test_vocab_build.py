@@ -62,3 +62,37 @@ def test_external_file_errors(tmp_path):
     with pytest.raises(InputFileError) as e:
         Vocabulary.from_external_file(bad)
     assert e.value.line == 2
+
+
+def test_duplicate_token_names_the_file_and_both_lines(tmp_path, capsys):
+    # issue 20 item 8: "duplicate vocabulary token 'the'" named no line
+    path = tmp_path / "v.txt"
+    path.write_text("<pad>\t0\n<s>\t0\n</s>\t0\n<unk>\t0\nthe\t5\ncat\t3\nthe\t1\n", encoding="utf-8")
+    with pytest.raises(InputFileError, match=r"token 'the' is listed twice, on lines 5 and 7; ") as e:
+        Vocabulary.load(path)
+    assert e.value.path == str(path) and e.value.line == 7
+    assert str(e.value).startswith(f"{path}:7: ")
+    with pytest.raises(ValueError, match=r"duplicate vocabulary token 'the' \(ids 4 and 6\)"):
+        Vocabulary(list(SPECIALS) + ["the", "cat", "the"])
+
+
+def test_control_character_is_never_a_vocabulary_entry(tmp_path, caplog):
+    # issue 20 item 8: a NUL in a shard or a list became a vocabulary entry
+    shards = _shards(tmp_path, "a b\nc d\ne\x00f g\n")
+    with pytest.raises(InputFileError, match=r"control character U\+0000 \(NUL\) in the text; `elmoc corpus`") as e:
+        count_tokens(sorted(shards.iterdir()))
+    assert e.value.line == 3 and e.value.path.endswith("shard_000.txt")
+    ext = tmp_path / "list.txt"
+    ext.write_text("the 10\nca\x01t 3\n\x00\ncat 2\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="elmoc.data.vocab"):
+        assert Vocabulary.from_external_file(ext).tokens == list(SPECIALS) + ["the", "cat"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{ext}:2: skipped 2 token(s) holding a control character, the first a control character U+0001 on this line"]
+    saved = tmp_path / "v.txt"
+    saved.write_text("<pad>\t0\n<s>\t0\n</s>\t0\n<unk>\t0\nthe\t5\n\x00\t3\n", encoding="utf-8")
+    with pytest.raises(InputFileError, match="U\\+0000 \\(NUL\\) in a vocabulary token") as e:
+        Vocabulary.load(saved)
+    assert e.value.line == 6
+    for bad in ("a\x00", "", "a b"):
+        with pytest.raises(ValueError, match=r"\(id 5\) is empty or holds whitespace or a control character"):
+            Vocabulary(list(SPECIALS) + ["ok", bad])

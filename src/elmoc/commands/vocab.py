@@ -8,8 +8,8 @@ DESCRIPTION = (
     "either the words of the train shards under --corpus with count >= --min-count by "
     "descending count (ties by token), or, with --from-file, the first field of every line of an "
     "external list such as bilm-tf's vocab-2016-09-10.txt in file order (its <S> </S> <UNK> kept "
-    "as ordinary entries, duplicates and blank lines skipped). --max-size caps the total size "
-    "including the 4 specials."
+    "as ordinary entries, duplicates, blank lines and tokens with control characters skipped). "
+    "--max-size caps the total size including the 4 specials."
 )
 
 

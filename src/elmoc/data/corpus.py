@@ -18,7 +18,9 @@ Two modes:
   sentences per shard anyway), and the heldout file is built from
   ``heldout_sources`` (e.g. ``news.en-00099-of-00100``).  Memory: one line.
 
-Cleaning: whitespace is normalised (``" ".join(s.split())``), empty sentences are
+Cleaning: control characters (NUL, ...) become spaces as the files are read,
+with a warning per file (:mod:`elmoc.data.readers`), so they never reach a token;
+whitespace is normalised (``" ".join(s.split())``), empty sentences are
 dropped, optional lowercasing, and sentences longer than ``max_length`` tokens are
 dropped (not truncated: a cut sentence would teach the LM a wrong ``</s>``).
 Everything is written into a temp directory that replaces ``<out>`` only when

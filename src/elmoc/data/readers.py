@@ -12,17 +12,30 @@ Formats (the ``format`` of a corpus source):
 
 Files are read as bytes and decoded line by line, so undecodable input is
 reported with its 1-based line number; a missing or empty file is an error.
+
+Control characters (NUL and the other Unicode ``Cc`` characters that
+``str.split()`` does not count as whitespace, :data:`CONTROL_CHARACTERS`) are
+replaced by a space before any format is parsed, so they separate tokens and can
+never become (part of) a token or a vocabulary entry; the reader logs one warning
+per file with their count and the first line holding one.
 """
 from __future__ import annotations
 
 import glob
+import logging
+import re
 from pathlib import Path
 from typing import Callable, Iterator
 
 from elmoc.data.tokenize import split_sentences, tokenize
 from elmoc.errors import ConfigError, InputFileError
 
+log = logging.getLogger(__name__)
+
 FORMATS = ("lines", "wikitext", "raw")
+# Unicode category Cc minus the characters str.split() treats as whitespace
+# (tab, LF, VT, FF, CR, FS, GS, RS, US, NEL): NUL, the other C0 controls, DEL, C1.
+CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
 _WIKITEXT_ENDS = frozenset((".", "?", "!"))
 
 
@@ -50,9 +63,29 @@ def read_lines(
             yield lineno, text.rstrip("\r\n")
 
 
-def _lines_format(path: Path) -> Iterator[str]:
-    for _, text in read_lines(path):
+def control_character_message(char: str) -> str:
+    """How an error names a control character: ``control character U+0000 (NUL)``."""
+    return f"control character U+{ord(char):04X}" + (" (NUL)" if char == "\x00" else "")
+
+
+def _text_lines(path: Path) -> Iterator[str]:
+    """Lines of a corpus source with control characters replaced by a space (module docstring)."""
+    count, first = 0, None
+    for lineno, text in read_lines(path):
+        found = CONTROL_CHARACTERS.search(text)
+        if found is not None:
+            first = first or (lineno, found.group())
+            text, n = CONTROL_CHARACTERS.subn(" ", text)
+            count += n
         yield text
+    if first is not None:
+        log.warning("%s:%d: replaced %d control character(s) by spaces in this file, the first a %s on this line; "
+                    "they never become tokens, but check the file for damage", path, first[0], count,
+                    control_character_message(first[1]))
+
+
+def _lines_format(path: Path) -> Iterator[str]:
+    yield from _text_lines(path)
 
 
 def _is_wikitext_heading(tokens: list[str]) -> bool:
@@ -60,7 +93,7 @@ def _is_wikitext_heading(tokens: list[str]) -> bool:
 
 
 def _wikitext_format(path: Path) -> Iterator[str]:
-    for _, text in read_lines(path):
+    for text in _text_lines(path):
         tokens = text.split()
         if not tokens or _is_wikitext_heading(tokens):
             continue
@@ -74,7 +107,7 @@ def _wikitext_format(path: Path) -> Iterator[str]:
 
 
 def _raw_format(path: Path) -> Iterator[str]:
-    for _, text in read_lines(path):
+    for text in _text_lines(path):
         if not text.strip():
             continue
         for sentence in split_sentences(text):

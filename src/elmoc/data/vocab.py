@@ -13,6 +13,7 @@ given list such as bilm-tf's ``vocab-2016-09-10.txt`` (the paper's vocabulary).
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -24,6 +25,22 @@ log = logging.getLogger(__name__)
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+
+
+_SPACE_BUT_NEWLINE = re.compile(r"[^\S\n]")
+
+
+def _invalid_token_id(tokens: list[str], index: dict[str, int]) -> int | None:
+    """Id of a token that is empty or holds whitespace or a control character
+    (:data:`elmoc.data.readers.CONTROL_CHARACTERS`), None if all are valid; two
+    character-class scans of the joined tokens (0.1 s for 800k tokens)."""
+    from elmoc.data.readers import CONTROL_CHARACTERS
+
+    if "" in index:
+        return index[""]
+    joined = "\n".join(tokens)
+    starts = [m.start() for m in (CONTROL_CHARACTERS.search(joined), _SPACE_BUT_NEWLINE.search(joined)) if m]
+    return joined.count("\n", 0, min(starts)) if starts else None
 
 
 class Vocabulary:
@@ -42,7 +59,12 @@ class Vocabulary:
         self.index = {t: i for i, t in enumerate(tokens)}
         if len(self.index) != len(tokens):
             dup = next(t for t, c in Counter(tokens).items() if c > 1)
-            raise ValueError(f"duplicate vocabulary token {dup!r}")
+            ids = [i for i, t in enumerate(tokens) if t == dup]
+            raise ValueError(f"duplicate vocabulary token {dup!r} (ids {ids[0]} and {ids[1]})")
+        bad = _invalid_token_id(tokens, self.index)
+        if bad is not None:
+            raise ValueError(f"vocabulary token {tokens[bad]!r} (id {bad}) is empty or holds whitespace or a "
+                             "control character")
         self.counts = list(counts) if counts is not None else [0] * len(tokens)
 
     def __len__(self) -> int:
@@ -89,21 +111,33 @@ class Vocabulary:
           and never occurs in whitespace-tokenized text, so it is not added.
 
         The optional second field is kept as the count (0 when absent or not an
-        integer).  ``max_size`` caps the total size including the specials.
+        integer).  ``max_size`` caps the total size including the specials.  A line
+        whose token holds a control character (NUL, ...) is skipped with one warning
+        counting them: ``elmoc corpus`` turns those characters into spaces, so such a
+        token could never occur in the text.
         """
-        from elmoc.data.readers import read_lines
+        from elmoc.data.readers import CONTROL_CHARACTERS, control_character_message, read_lines
 
         tokens, counts = list(SPECIALS), [0] * len(SPECIALS)
         seen = set(tokens)
+        skipped, first = 0, None
         for lineno, line in read_lines(path):
             fields = line.split()
             if not fields or fields[0] in seen:
+                continue
+            found = CONTROL_CHARACTERS.search(fields[0])
+            if found is not None:
+                skipped += 1
+                first = first or (lineno, control_character_message(found.group()))
                 continue
             if max_size is not None and len(tokens) >= max_size:
                 break
             seen.add(fields[0])
             tokens.append(fields[0])
             counts.append(int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0)
+        if first is not None:
+            log.warning("%s:%d: skipped %d token(s) holding a control character, the first a %s on this line",
+                        path, first[0], skipped, first[1])
         if len(tokens) == len(SPECIALS):
             raise InputFileError(path, "vocabulary file has no tokens besides the specials")
         return cls(tokens, counts)
@@ -121,15 +155,25 @@ class Vocabulary:
         path = Path(path)
         if not path.is_file():
             raise InputFileError(path, "vocabulary file not found; run `elmoc vocab` first")
-        from elmoc.data.readers import read_lines
+        from elmoc.data.readers import CONTROL_CHARACTERS, control_character_message, read_lines
 
         tokens, counts = [], []
+        first_line: dict[str, int] = {}
         for lineno, line in read_lines(path, fix="a vocabulary file is UTF-8: rebuild it with `elmoc vocab`"):
             if not line:
                 raise InputFileError(path, "empty line in vocabulary file", lineno)
             token, _, count = line.partition("\t")
             if not token or any(ch.isspace() for ch in token):
                 raise InputFileError(path, f"invalid token {token!r} (empty or with whitespace)", lineno)
+            found = CONTROL_CHARACTERS.search(token)
+            if found is not None:
+                raise InputFileError(path, f"{control_character_message(found.group())} in a vocabulary token; "
+                                     "rebuild the vocabulary with `elmoc vocab`", lineno)
+            if token in first_line:
+                raise InputFileError(
+                    path, f"token {token!r} is listed twice, on lines {first_line[token]} and {lineno}; "
+                    "each token needs one line (one id): delete one or rebuild with `elmoc vocab`", lineno)
+            first_line[token] = lineno
             try:
                 counts.append(int(count) if count else 0)
             except ValueError:
@@ -146,22 +190,33 @@ class Vocabulary:
 def count_tokens(paths: Iterable[str | Path], lowercase: bool = False) -> Counter:
     """Whitespace-token counts over UTF-8 text files (e.g. the train shards).
 
-    Reads each file in blocks of lines (memory: one block); undecodable text is an
-    error naming the file and line.
+    Reads each file in blocks of lines (memory: one block); undecodable text, and a
+    control character (which ``elmoc corpus`` never writes into a shard, so it would
+    only become a token of a hand-made one), is an error naming the file and line.
     """
-    from elmoc.data.readers import read_lines
+    from elmoc.data.readers import CONTROL_CHARACTERS, control_character_message, read_lines
+
+    def add(block: list[str], first_line: int) -> None:
+        text = "\n".join(block)
+        found = CONTROL_CHARACTERS.search(text)
+        if found is not None:
+            raise InputFileError(
+                path, f"{control_character_message(found.group())} in the text; `elmoc corpus` replaces them by "
+                "spaces: rebuild the shards with it (or remove the character)",
+                first_line + text.count("\n", 0, found.start()))
+        counts.update((text.lower() if lowercase else text).split())
 
     counts: Counter = Counter()
     for path in paths:
         block: list[str] = []
-        for _, line in read_lines(path):
+        first_line = 1
+        for lineno, line in read_lines(path):
             block.append(line)
             if len(block) >= 65536:
-                text = " ".join(block)
-                counts.update((text.lower() if lowercase else text).split())
+                add(block, first_line)
                 block.clear()
-        text = " ".join(block)
-        counts.update((text.lower() if lowercase else text).split())
+                first_line = lineno + 1
+        add(block, first_line)
     return counts
 
 
