@@ -17,6 +17,8 @@ import sys
 from elmoc import __version__
 from elmoc.errors import ElmocError
 
+EXIT_SIGINT = 130  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
+
 
 def _command_modules():
     import elmoc.commands as package
@@ -57,9 +59,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args._run(args) or 0)
-    except ElmocError as e:
+    except ElmocError as e:  # an error may name its own exit status (e.g. a busy output folder)
         print(f"elmoc {args.command}: error: {e}", file=sys.stderr)
-        return 1
+        return getattr(e, "exit_status", 1)
+    except KeyboardInterrupt:  # Ctrl-C (SIGINT) outside a handler of the command's own
+        print(f"elmoc {args.command}: interrupted", file=sys.stderr)
+        return EXIT_SIGINT
 
 
 if __name__ == "__main__":

@@ -2,26 +2,32 @@
 
 Snakemake counts GPUs (``resources: gpu=N`` against ``--resources gpu=M``) but never
 sets ``CUDA_VISIBLE_DEVICES``, so every job would start on GPU 0. ``elmoc with-gpus N
--- CMD ...`` picks N free devices, exports them in ``CUDA_VISIBLE_DEVICES`` and execs
+-- CMD ...`` picks N free devices, exports them in ``CUDA_VISIBLE_DEVICES`` and runs
 CMD, so ``cuda`` (= ``cuda:0``) inside CMD is the job's first own device and
 ``torchrun --nproc-per-node N`` spreads its ranks over exactly those N.
 
 Slots are lock files, one per device, in a folder every job shares (the workflow uses
 ``.snakemake/gpu-slots`` in its working directory; point several workflows at one
-folder to keep them apart too). A job takes its slots with ``fcntl.flock`` and hands the
-locked file descriptors to CMD through ``exec``, so the slots stay taken for as long as
-CMD's process lives and are freed however it ends (exit, crash, SIGKILL): the kernel
-drops a flock lock when the last descriptor of the file closes. A job that finds too
+folder to keep them apart too). A job takes its slots with ``fcntl.flock``. ``with-gpus``
+stays the parent of CMD (:func:`elmoc.process_tree.run_tree`): it forwards stop signals
+to every process of CMD's tree and holds the slots until the **last** process of that
+tree has exited (torchrun's workers included, even when the agent itself was killed);
+CMD inherits the locked descriptors too, so the slots stay taken if ``with-gpus`` itself
+is killed. The kernel drops a flock lock when the last descriptor of the file closes,
+so slots are freed however the job ends (exit, crash, SIGKILL). A job that finds too
 few free slots waits for them. A short guard lock makes "take N slots" atomic, so two
 jobs never split the devices between them and both wait forever.
 
 The devices on offer are the entries of ``CUDA_VISIBLE_DEVICES`` when it is set (so a
 user can restrict a workflow to some GPUs, and tests can fake a 4-GPU machine with
 ``CUDA_VISIBLE_DEVICES=0,1,2,3``), otherwise ``torch.cuda.device_count()`` indices.
-Inside a SLURM job (``SLURM_JOB_ID`` set) the scheduler has already given the job its
-own GPUs (and its own cgroup): nothing is locked and the environment passes through.
-A job asking for 0 GPUs outside SLURM gets ``CUDA_VISIBLE_DEVICES=""``, so it cannot
-touch a device another job owns.
+Inside a SLURM job (``SLURM_JOB_ID`` set) whose own allocation is exactly the N GPUs
+asked for (the SLURM executor: one SLURM job per Snakemake job) the environment passes
+through. Inside a larger allocation (``salloc --gpus=4`` and then ``snakemake
+--resources gpu=4``: several Snakemake jobs in one SLURM job) the jobs share the
+allocation's devices through slots in a folder keyed by host and SLURM job id. A job
+asking for 0 GPUs gets ``CUDA_VISIBLE_DEVICES=""``, so it cannot touch a device another
+job owns.
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ import fcntl
 import logging
 import os
 import re
+import socket
 import time
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -54,6 +61,25 @@ def visible_devices(environ: Mapping[str, str] | None = None) -> list[str]:
 def in_slurm_job(environ: Mapping[str, str] | None = None) -> bool:
     environ = os.environ if environ is None else environ
     return bool(environ.get("SLURM_JOB_ID"))
+
+
+def slurm_gpus_allocated(environ: Mapping[str, str]) -> int | None:
+    """GPUs SLURM gave this job on this node: ``SLURM_GPUS_ON_NODE``, else the entries of
+    ``SLURM_STEP_GPUS``/``SLURM_JOB_GPUS``, else ``SLURM_GPUS`` (``[type:]count``); None
+    when SLURM says nothing (then the visible devices count)."""
+    if environ.get("SLURM_GPUS_ON_NODE", "").strip().isdigit():
+        return int(environ["SLURM_GPUS_ON_NODE"])
+    for key in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
+        if environ.get(key, "").strip():
+            return len([d for d in environ[key].split(",") if d.strip()])
+    count = environ.get("SLURM_GPUS", "").strip().rsplit(":", 1)[-1]
+    return int(count) if count.isdigit() else None
+
+
+def slurm_lock_dir(lock_dir: str | Path, environ: Mapping[str, str]) -> Path:
+    """Slot folder for the jobs that share one SLURM allocation on this host."""
+    host = re.sub(r"[^A-Za-z0-9_.-]", "_", environ.get("SLURMD_NODENAME") or socket.gethostname())
+    return Path(lock_dir) / f"slurm-{host}-{re.sub(r'[^A-Za-z0-9_.-]', '_', environ['SLURM_JOB_ID'])}"
 
 
 class GpuSlots:
@@ -121,40 +147,46 @@ class GpuSlots:
 def job_environment(n: int, lock_dir: str | Path,
                     environ: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[int]]:
     """The environment for a job that needs ``n`` GPUs, and the locked slot fds it must
-    keep open while it runs (empty inside SLURM or for ``n == 0``)."""
+    keep open while it runs (empty when nothing is locked: ``n == 0``, or a SLURM job
+    whose own allocation is exactly ``n`` GPUs)."""
     environ = dict(os.environ if environ is None else environ)
     if n < 0:
         raise ConfigError(f"the number of GPUs must be >= 0, got {n}")
-    if in_slurm_job(environ):
-        if n > 0:
-            offered = visible_devices(environ)
-            if len(offered) < n:
-                raise ConfigError(
-                    f"this SLURM job asks for {n} GPU(s) but sees {len(offered)}"
-                    f" (CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES', 'unset')});"
-                    " check the rule's `gpu` resource and the partition's GRES"
-                )
-        return environ, []
     if n == 0:
         environ["CUDA_VISIBLE_DEVICES"] = ""
         return environ, []
-    taken = GpuSlots(lock_dir, visible_devices(environ)).acquire(n)
+    offered = visible_devices(environ)
+    if in_slurm_job(environ):
+        if len(offered) < n:
+            raise ConfigError(
+                f"this SLURM job asks for {n} GPU(s) but sees {len(offered)}"
+                f" (CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES', 'unset')});"
+                " check the rule's `gpu` resource and the partition's GRES"
+            )
+        allocated = slurm_gpus_allocated(environ)
+        if (len(offered) if allocated is None else allocated) == n:
+            return environ, []  # the job's own allocation (the SLURM executor)
+        lock_dir = slurm_lock_dir(lock_dir, environ)  # jobs sharing one allocation
+    taken = GpuSlots(lock_dir, offered).acquire(n)
     environ["CUDA_VISIBLE_DEVICES"] = ",".join(device for device, _ in taken)
     log.info("CUDA_VISIBLE_DEVICES=%s", environ["CUDA_VISIBLE_DEVICES"])
     return environ, [fd for _, fd in taken]
 
 
-def exec_with_gpus(n: int, command: Sequence[str], lock_dir: str | Path) -> None:
-    """Run ``command`` in place of this process with ``n`` GPUs of its own; never returns."""
+def run_with_gpus(n: int, command: Sequence[str], lock_dir: str | Path, grace_s: float = 600.0) -> int:
+    """Run ``command`` with ``n`` GPUs of its own and return the job's exit status; the
+    slots are freed only after every process of the command's tree has exited
+    (:func:`elmoc.process_tree.run_tree`)."""
+    from elmoc.process_tree import run_tree
+
     if not command:
         raise ConfigError("no command given: elmoc with-gpus N -- COMMAND [ARGS...]")
     environ, fds = job_environment(n, lock_dir)
-    for fd in fds:
-        os.set_inheritable(fd, True)  # the command keeps the slots locked until it ends
     try:
-        os.execvpe(command[0], list(command), environ)
-    except OSError as e:
-        raise ConfigError(f"cannot run {command[0]!r}: {e.strerror}") from None
+        return run_tree(command, environ, pass_fds=fds, grace_s=grace_s)
+    finally:
+        for fd in fds:
+            os.close(fd)  # the slots are free once the command's copies are closed too
 
 
 def resolve_device(device):

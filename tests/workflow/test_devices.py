@@ -54,16 +54,15 @@ def test_two_concurrent_two_gpu_jobs_get_disjoint_devices_and_a_task_job_gets_on
     assert task.wait(timeout=60) == 0
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
-def test_a_killed_job_frees_its_slots(tmp_path, sig):
+def test_a_terminated_job_frees_its_slots(tmp_path):
     locks = tmp_path / "locks"
     job = start_job(4, locks, tmp_path / "job", tmp_path / "never")
     try:
         assert sorted(wait_for(tmp_path / "job", job)) == ["0", "1", "2", "3"]
         slots = GpuSlots(locks, ["0", "1", "2", "3"])
         assert slots.try_acquire(1) is None
-        job.send_signal(sig)
-        job.wait(timeout=60)
+        job.send_signal(signal.SIGTERM)  # forwarded to the command, which dies of it
+        assert job.wait(timeout=60) == 128 + signal.SIGTERM
         taken = slots.try_acquire(4)
         assert taken is not None and [d for d, _ in taken] == ["0", "1", "2", "3"]
         for _, fd in taken:
@@ -71,6 +70,27 @@ def test_a_killed_job_frees_its_slots(tmp_path, sig):
     finally:
         if job.poll() is None:
             job.kill()
+
+
+def test_a_killed_with_gpus_keeps_the_slots_until_its_command_ends(tmp_path):
+    """SIGKILL to `with-gpus` itself: the command runs on, so its GPUs stay taken until it ends."""
+    locks, release = tmp_path / "locks", tmp_path / "release"
+    job = start_job(2, locks, tmp_path / "job", release)
+    try:
+        wait_for(tmp_path / "job", job)
+        job.kill()
+        job.wait(timeout=60)
+        slots = GpuSlots(locks, ["0", "1", "2", "3"])
+        assert slots.try_acquire(3) is None  # the orphaned command still holds 2 of 4
+        release.touch()
+        deadline = time.monotonic() + 60
+        while (taken := slots.try_acquire(4)) is None:
+            assert time.monotonic() < deadline, "the slots were never freed"
+            time.sleep(0.05)
+        for _, fd in taken:
+            os.close(fd)
+    finally:
+        release.touch()
 
 
 def test_partial_free_slots_are_not_taken(tmp_path):

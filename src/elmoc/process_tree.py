@@ -1,0 +1,227 @@
+"""Run a job's command as one process tree: signals reach every process, the job ends
+when the last process ends, and its exit status tells a stop from a crash.
+
+``elmoc with-gpus`` runs the job's command (``elmoc train``, or the ``torchrun`` agent
+with its workers) through :func:`run_tree`:
+
+* the command runs as a child in a process group of its own; SIGTERM, SIGINT, SIGUSR1
+  and SIGHUP sent to the job are forwarded to that group **and** to every other process
+  of the tree (torchrun starts each worker in a session of its own, out of the agent's
+  group). A trainer only sets a flag on these, so a signal that arrives twice (from the
+  scheduler, and forwarded) changes nothing;
+* this process is a *child subreaper* (Linux): a worker whose parent dies is reparented
+  here, not to init, and :func:`run_tree` returns only when every process of the tree
+  has exited, so the GPU slots the caller holds are freed after the last worker, never
+  while one still writes. Processes left behind by the command get ``grace_s`` seconds
+  to end, then SIGKILL;
+* ``elmoc train`` writes its exit status into the folder named by :data:`EXIT_DIR_ENV`
+  (:func:`record_exit`), and :func:`job_status` maps "every worker stopped on a signal
+  (75)" to 75, whatever the torchrun agent returned (it exits 1 for any worker's non-zero
+  status), so a stop reads as a stop and a crash as a crash.
+
+Workers also ask the kernel for SIGTERM when their parent dies (:func:`die_with_parent`):
+a killed agent's workers stop after their step and save, instead of running on.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+log = logging.getLogger(__name__)
+
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP)
+EXIT_DIR_ENV = "ELMOC_EXIT_DIR"
+EXIT_STOPPED = 75  # os.EX_TEMPFAIL: `elmoc train` saved a checkpoint on a stop signal or deadline
+# signals the torchrun agent catches and passes to its workers (SLURM's --signal=USR1@... included)
+TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> bool:
+    """Linux ``prctl(option, value)``; False (nothing done) on other systems or on failure."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def die_with_parent(sig: signal.Signals = signal.SIGTERM) -> bool:
+    """Have the kernel send ``sig`` to this process when its parent exits (Linux
+    ``PR_SET_PDEATHSIG``; elsewhere nothing happens). Returns whether it is armed."""
+    return _prctl(_PR_SET_PDEATHSIG, int(sig))
+
+
+def torchrun_options(processes: int, shutdown_timeout_s: int) -> list[str]:
+    """``torch.distributed.run`` options for ``processes`` workers on this node.
+
+    Args:
+        processes: workers (one per GPU, or gloo processes on CPU).
+        shutdown_timeout_s: how long the agent waits for its workers to save and exit
+            after a stop signal before it SIGKILLs them (torch's default is 30 s, less
+            than a large checkpoint write).
+    """
+    return ["--standalone", f"--nproc-per-node={int(processes)}",
+            f"--signals-to-handle={TORCHRUN_SIGNALS}", f"--shutdown-timeout={int(shutdown_timeout_s)}"]
+
+
+def record_exit(status: int, reason: str = "", environ: Mapping[str, str] | None = None) -> None:
+    """Write this process's exit status for :func:`job_status` (when :data:`EXIT_DIR_ENV`
+    is set: the process runs under ``elmoc with-gpus``). One file per rank."""
+    environ = os.environ if environ is None else environ
+    folder = environ.get(EXIT_DIR_ENV)
+    if not folder:
+        return
+    rank = environ.get("RANK", "0")
+    record = {"status": int(status), "reason": reason, "rank": int(rank),
+              "world_size": int(environ.get("WORLD_SIZE", "1")), "pid": os.getpid()}
+    try:
+        tmp = Path(folder) / f".rank{rank}.json.tmp"
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, Path(folder) / f"rank{rank}.json")
+    except OSError as e:  # the job's status then falls back to the command's own
+        log.warning("cannot record the exit status in %s: %s", folder, e)
+
+
+def job_status(command_status: int, exit_dir: str | Path) -> int:
+    """The job's exit status: 0 when the command succeeded; 75 when every worker of the
+    job recorded 75 (stopped and saved); else the command's status (non-zero)."""
+    if command_status == 0:
+        return 0
+    records = []
+    for path in sorted(Path(exit_dir).glob("rank*.json")):
+        try:
+            records.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            return command_status
+    if records and all(r.get("status") == EXIT_STOPPED for r in records) \
+            and len(records) >= max(int(r.get("world_size", 1)) for r in records):
+        return EXIT_STOPPED
+    return command_status
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (Linux /proc; [] elsewhere)."""
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()  # after "pid (comm) "
+        if len(fields) > 1 and int(fields[1]) == pid:
+            found.append(int(name))
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every living process below ``pid`` in the process tree (Linux /proc)."""
+    out, todo = [], [pid]
+    while todo:
+        for child in _children(todo.pop()):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _signal_tree(child: subprocess.Popen, sig: int) -> None:
+    """``sig`` to the command's process group and to every other process of the tree."""
+    try:
+        os.killpg(child.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid in descendants(os.getpid()):
+        try:
+            if os.getpgid(pid) != child.pid:
+                os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _reap_all(grace_s: float) -> None:
+    """Wait for every remaining child (orphans reparented to this subreaper); SIGKILL
+    those still running ``grace_s`` seconds after the command ended."""
+    deadline = time.monotonic() + grace_s
+    killed = False
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid:
+            continue
+        if not killed and time.monotonic() > deadline:
+            left = descendants(os.getpid())
+            log.warning("processes %s outlived the command by %.0f s: killing them", left, grace_s)
+            for p in left:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            killed = True
+        time.sleep(0.1)
+
+
+def run_tree(command: Sequence[str], environ: Mapping[str, str], *, pass_fds: Sequence[int] = (),
+             grace_s: float = 600.0) -> int:
+    """Run ``command`` as described in the module docstring; returns the job's status.
+
+    Args:
+        command: program and arguments.
+        environ: its environment (:data:`EXIT_DIR_ENV` is added).
+        pass_fds: descriptors the command inherits (the GPU slot locks: also held by
+            the command, so they stay taken even if this process is killed).
+        grace_s: how long processes left behind by the command may run on before SIGKILL.
+
+    Returns:
+        0, 75 (every worker stopped and saved), 128 + N for a command killed by signal
+        N, else the command's own status.
+    """
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    exit_dir = tempfile.mkdtemp(prefix="elmoc-exit-")
+    env = {**environ, EXIT_DIR_ENV: exit_dir}
+    previous = {}
+    child = None
+    try:
+        try:
+            child = subprocess.Popen(list(command), env=env, pass_fds=tuple(pass_fds), process_group=0)
+        except OSError as e:
+            from elmoc.errors import ConfigError
+
+            raise ConfigError(f"cannot run {command[0]!r}: {e.strerror}") from None
+
+        def forward(signum, frame):
+            log.info("%s received: passing it to the job's processes", signal.Signals(signum).name)
+            _signal_tree(child, signum)
+
+        for sig in FORWARDED:
+            previous[sig] = signal.signal(sig, forward)
+        status = child.wait()
+        _reap_all(grace_s)
+        if status < 0:
+            status = 128 - status
+        return job_status(status, exit_dir)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        shutil.rmtree(exit_dir, ignore_errors=True)

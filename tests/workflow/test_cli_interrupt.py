@@ -1,0 +1,29 @@
+"""Ctrl-C (SIGINT) in any `elmoc` command: one line, exit status 130, no traceback."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from elmoc.devices import GpuSlots
+
+
+def test_sigint_while_a_command_waits_is_one_line_and_130(tmp_path):
+    held = GpuSlots(tmp_path, ["0"]).try_acquire(1)  # `with-gpus 1` waits for this slot
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "elmoc.cli", "with-gpus", "--lock-dir", str(tmp_path), "1",
+                                 "--", "true"], env={**os.environ, "CUDA_VISIBLE_DEVICES": "0"},
+                                stderr=subprocess.PIPE, text=True)
+        seen = ""
+        deadline = time.monotonic() + 120
+        while "waiting for 1 free GPU" not in seen:  # the command is inside its wait loop
+            assert time.monotonic() < deadline and proc.poll() is None, seen
+            seen += proc.stderr.readline()
+        proc.send_signal(signal.SIGINT)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=60) == 130
+        assert "Traceback" not in rest
+        assert rest.strip().splitlines() == ["elmoc with-gpus: interrupted"]
+    finally:
+        for _, fd in held:
+            os.close(fd)
