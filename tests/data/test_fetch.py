@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 import zipfile
 
 import pytest
+import yaml
 
 from elmoc.cli import main
 from elmoc.data import fetch as fetch_mod
 from elmoc.data.fetch import FetchSpec, fetch, pip_download_command
+from elmoc.data.pins import Pin, PinsFile
 from elmoc.errors import ConfigError, InputFileError
 
 
@@ -66,7 +69,7 @@ def test_unpinned_url_is_refused_unless_allowed(tmp_path, remote, caplog, capsys
 
 def test_size_pin(tmp_path, remote):
     assert fetch(FetchSpec(remote.as_uri(), size=12), tmp_path / "ok", cache=tmp_path / "c")[0].read_bytes() == b"hello world\n"
-    with pytest.raises(InputFileError, match="size mismatch: expected 13 bytes, got 12"):
+    with pytest.raises(InputFileError, match="size mismatch: the server announces 12 bytes, the pinned size is 13"):
         fetch(FetchSpec(remote.as_uri(), size=13), tmp_path / "bad", cache=tmp_path / "c2")
     assert not (tmp_path / "bad").exists() and list((tmp_path / "c2").iterdir()) == []
     with pytest.raises(InputFileError, match="size mismatch"):
@@ -272,3 +275,135 @@ def test_member_named_like_the_manifest_is_refused(tmp_path):
     assert [f.name for f in fetch(spec, tmp_path / "dl" / "m")] == ["a.txt"]
     archive.unlink()
     assert [f.name for f in fetch(spec, tmp_path / "dl" / "m")] == ["a.txt"]
+
+
+def test_tofu_records_the_pin_on_first_fetch_and_checks_it_later(tmp_path, remote, caplog, capsys):
+    """sha256: tofu: the first fetch records sha256 and size in the pins file (one log line saying
+    so); a fetch on another machine with the same pins file verifies against it; a changed file
+    is refused with one line naming URL, expected and actual, the pins file and the fix."""
+    pins = tmp_path / "config" / "pins.yaml"
+    url, good = remote.as_uri(), b"hello world\n"
+    files = fetch(FetchSpec(url, "tofu"), tmp_path / "m1" / "dl", cache=tmp_path / "m1" / "cache", pins=pins)
+    assert files[0].read_bytes() == good
+    recorded = yaml.safe_load(pins.read_text())
+    assert recorded == {url: {"sha256": _sha(good), "size": len(good)}}
+    trusted = [r.getMessage() for r in caplog.records if "trusted on first use" in r.getMessage()]
+    assert len(trusted) == 1 and url in trusted[0] and str(pins) in trusted[0] and _sha(good) in trusted[0]
+    # the same request again is a no-op; on a second machine (fresh folders) it is checked and passes
+    assert fetch(FetchSpec(url, "tofu"), tmp_path / "m1" / "dl", cache=tmp_path / "m1" / "cache", pins=pins)
+    assert main(["fetch", url, "--sha256", "tofu", "--pins", str(pins), "--out", str(tmp_path / "m2" / "dl")]) == 0
+    # upstream changes (same length): refused everywhere, nothing kept, the pin unchanged
+    remote.write_bytes(b"hello WORLD\n")
+    before = pins.read_text()
+    rc = main(["fetch", url, "--sha256", "tofu", "--pins", str(pins), "--out", str(tmp_path / "m3" / "dl"),
+               "--cache", str(tmp_path / "m3" / "cache")])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert rc == 1 and len(errors) == 1, errors
+    assert url in errors[0] and f"expected {_sha(good)}" in errors[0] and _sha(b"hello WORLD\n") in errors[0]
+    assert f"delete its entry from {pins}" in errors[0]
+    assert not (tmp_path / "m3" / "dl").exists() and list((tmp_path / "m3" / "cache").iterdir()) == []
+    assert pins.read_text() == before
+    # a changed length is caught by the recorded size before any byte is kept
+    remote.write_bytes(b"hello world, again\n")
+    with pytest.raises(InputFileError, match=rf"size mismatch.*pinned size is 12.*{pins}"):
+        fetch(FetchSpec(url, "tofu"), tmp_path / "m4" / "dl", cache=tmp_path / "m4" / "cache", pins=pins)
+
+
+def test_tofu_pin_appends_and_keeps_what_the_user_wrote(tmp_path, remote):
+    pins = tmp_path / "pins.yaml"
+    other = {"https://example.org/x.zip": {"sha256": "a" * 64, "size": 5}}
+    pins.write_text("# my pins, reviewed 2026-11-01\n" + yaml.safe_dump(other))
+    fetch(FetchSpec(remote.as_uri(), "tofu"), tmp_path / "dl", cache=tmp_path / "cache", pins=pins)
+    text = pins.read_text()
+    assert text.startswith("# my pins, reviewed 2026-11-01\n")
+    assert yaml.safe_load(text) == {**other, remote.as_uri(): {"sha256": _sha(b"hello world\n"), "size": 12}}
+
+
+def _record_many(pins, worker, count, barrier):
+    barrier.wait()
+    store = PinsFile(pins)
+    for i in range(count):
+        store.record(f"https://example.org/{worker}/{i}", Pin(f"{worker:02d}{i:02d}".ljust(64, "0"), i))
+
+
+def test_concurrent_first_fetches_keep_every_pin(tmp_path):
+    """Fetch jobs recording at the same time (snakemake --cores all) do not lose each other's pins."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    pins, workers, count = tmp_path / "pins.yaml", 6, 8
+    barrier = ctx.Barrier(workers)
+    procs = [ctx.Process(target=_record_many, args=(pins, w, count, barrier)) for w in range(workers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * workers
+    assert len(yaml.safe_load(pins.read_text())) == workers * count
+
+
+@pytest.mark.parametrize("content, named", [
+    ("https://x/a.zip: {sha256: abc, size: 3}\n", "entry 'https://x/a.zip' must be"),
+    ("https://x/a.zip: {sha256: " + "a" * 64 + ", size: 3}\nhttps://x/a.zip: {sha256: " + "b" * 64 + ", size: 3}\n",
+     "given twice"),
+    ("- just a list\n", "found a list"),
+    ("https://x/a.zip: {sha256: [\n", "invalid YAML"),
+])
+def test_bad_pins_file_is_one_line(tmp_path, remote, capsys, content, named):
+    pins = tmp_path / "pins.yaml"
+    pins.write_text(content)
+    rc = main(["fetch", remote.as_uri(), "--sha256", "tofu", "--pins", str(pins), "--out", str(tmp_path / "o")])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert rc == 1 and len(errors) == 1 and str(pins) in errors[0] and named in errors[0], errors
+    assert pins.read_text() == content and not (tmp_path / "o").exists()
+
+
+def test_tofu_needs_a_pins_file(tmp_path, remote):
+    with pytest.raises(ConfigError, match="sha256: tofu.*no pins file"):
+        fetch(FetchSpec(remote.as_uri(), "tofu"), tmp_path / "o")
+
+
+def test_download_json_entry(tmp_path, remote, capsys):
+    """The workflow passes the config's download entry as JSON (size and tofu included)."""
+    entry = {"source": remote.as_uri(), "sha256": "tofu", "size": 12, "members": [], "wheel": None}
+    pins = tmp_path / "pins.yaml"
+    assert main(["fetch", "--download-json", json.dumps(entry), "--pins", str(pins), "--out", str(tmp_path / "o")]) == 0
+    assert yaml.safe_load(pins.read_text())[remote.as_uri()]["size"] == 12
+    entry["size"] = 13
+    assert main(["fetch", "--download-json", json.dumps(entry), "--pins", str(tmp_path / "p2.yaml"),
+                 "--out", str(tmp_path / "o2")]) == 1
+    assert "size mismatch" in capsys.readouterr().err and not (tmp_path / "p2.yaml").exists()
+    for bad, named in (({"source": remote.as_uri(), "sha256": None, "sizes": 3}, "unknown key(s) ['sizes']"),
+                       ({"source": remote.as_uri(), "sha256": None}, "not pinned")):
+        assert main(["fetch", "--download-json", json.dumps(bad), "--out", str(tmp_path / "o3")]) == 1
+        assert named in capsys.readouterr().err
+
+
+@pytest.fixture
+def long_server():
+    """An HTTP server sending 5000 bytes without a Content-Length (read until close)."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"x" * 5000)
+            self.close_connection = True
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/big.bin"
+    server.shutdown()
+    server.server_close()
+
+
+def test_size_pin_stops_a_longer_transfer(tmp_path, long_server, monkeypatch):
+    monkeypatch.setattr(fetch_mod, "_CHUNK", 1000)
+    with pytest.raises(InputFileError, match="more than the pinned 2000 bytes arrived \\(stopped after 3000\\)"):
+        fetch(FetchSpec(long_server, size=2000), tmp_path / "o", cache=tmp_path / "cache")
+    assert list((tmp_path / "cache").iterdir()) == []

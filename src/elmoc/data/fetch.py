@@ -17,6 +17,10 @@ server's ``Content-Length`` is an error whatever the pins.
 
 Policy for files that are not pinned (``sha256=None`` and ``size=None``):
 
+* ``sha256: tofu`` (trust on first use, for files whose publisher gives no
+  checksum): the pin is looked up in a pins file (:mod:`elmoc.data.pins`, given
+  as ``pins``); the first fetch records the file's sha256 and size there, every
+  later fetch checks against that record;
 * an http(s)/file URL is **refused** (a :class:`ConfigError` saying how to pin it)
   unless ``allow_unpinned`` is set (``elmoc fetch --allow-unpinned``, meant for a
   one-off fetch on a trusted network whose log line gives the hash to pin).  The
@@ -46,15 +50,18 @@ import tempfile
 import urllib.parse
 import urllib.request
 import zipfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from elmoc.data.atomic import public_mode, atomic_directory
+from elmoc.data.pins import Pin, PinsFile
 from elmoc.errors import ConfigError, InputFileError
 
 log = logging.getLogger(__name__)
 
 MANIFEST = ".fetch.json"
+TOFU = "tofu"
+_NONE = ("none", "null", "")
 _CHUNK = 1 << 20
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _PYPI = re.compile(r"^pypi:([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)$")
@@ -69,7 +76,9 @@ class FetchSpec:
     Args:
         source: ``pypi:pkg==ver``, an http(s)/file URL, or a local path.
         sha256: lowercase hex sha256 of the fetched file (the wheel for ``pypi:``);
-            ``None`` = not pinned (accepted with a warning).
+            ``None`` = not pinned (refused for a URL unless ``allow_unpinned``);
+            ``"tofu"`` = trust on first use (sets ``tofu``; the pin comes from a
+            pins file, see :func:`fetch`).
         members: globs of archive members to extract (zip or wheel); required for
             ``pypi:`` sources; empty = keep the file itself.
         wheel: exact wheel file name for ``pypi:`` sources.  Pins the platform tags
@@ -77,6 +86,7 @@ class FetchSpec:
             cached wheel be found without calling pip.
         size: size in bytes of the fetched file (a pin when the hash is unknown).
         allow_unpinned: accept a URL without sha256 or size (see the module doc).
+        tofu: pinned by a pins file (trust on first use) rather than by the config.
     """
 
     source: str
@@ -85,22 +95,30 @@ class FetchSpec:
     wheel: str | None = None
     size: int | None = None
     allow_unpinned: bool = False
+    tofu: bool = False
 
     def __post_init__(self) -> None:
         if not self.source or not isinstance(self.source, str):
             raise ConfigError("fetch source must be a non-empty string (pypi:pkg==ver, a URL or a path)")
         if self.sha256 is not None:
             self.sha256 = str(self.sha256).lower()
-            if not _SHA256.match(self.sha256):
+            if self.sha256 == TOFU:
+                self.sha256, self.tofu = None, True
+            elif self.sha256 in _NONE:
+                self.sha256 = None
+            elif not _SHA256.match(self.sha256):
                 raise ConfigError(
-                    f"sha256 for {self.source!r} must be 64 hex digits or null, got {self.sha256!r}"
+                    f"sha256 for {self.source!r} must be 64 hex digits, 'tofu' (trust on first use) or null, "
+                    f"got {self.sha256!r}"
                 )
         self.members = list(self.members or [])
         if self.size is not None and (isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0):
             raise ConfigError(f"size for {self.source!r} must be a number of bytes >= 0 or null, got {self.size!r}")
-        if self.kind == "url" and self.sha256 is None and self.size is None and not self.allow_unpinned:
+        if (self.kind == "url" and self.sha256 is None and self.size is None and not self.allow_unpinned
+                and not self.tofu):
             raise ConfigError(
-                f"download {self.source} is not pinned: set its sha256 (or its size in bytes) in the config. "
+                f"download {self.source} is not pinned: set its sha256 (or its size in bytes) in the config, or "
+                "'sha256: tofu' to record both in the pins file on its first fetch (trust on first use). "
                 f"To learn the hash, fetch it once on a trusted network with `elmoc fetch {self.source} --out DIR "
                 "--sha256 none --allow-unpinned`, which logs it"
             )
@@ -111,6 +129,21 @@ class FetchSpec:
                 raise ConfigError(f"pypi source {self.source!r} needs 'members' (globs of files in the wheel)")
         if self.wheel is not None and not _WHEEL.match(self.wheel):
             raise ConfigError(f"wheel {self.wheel!r} is not a wheel file name (name-ver-py-abi-platform.whl)")
+
+    @classmethod
+    def from_entry(cls, entry: dict, label: str = "download", allow_unpinned: bool = False) -> "FetchSpec":
+        """A spec from a config download entry (``source``, ``sha256``, ``size``,
+        ``members``, ``wheel``); an unknown key is a ConfigError naming it."""
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{label} must be a mapping with 'source' and 'sha256', got {entry!r}")
+        known = {"source", "sha256", "size", "members", "wheel"}
+        unknown = sorted(set(entry) - known)
+        if unknown:
+            raise ConfigError(f"{label}: unknown key(s) {unknown}; a download takes {sorted(known)}")
+        if "source" not in entry:
+            raise ConfigError(f"{label} needs a 'source' (pypi:PKG==VER, a URL or a path)")
+        return cls(source=entry["source"], sha256=entry.get("sha256"), members=entry.get("members") or [],
+                   wheel=entry.get("wheel"), size=entry.get("size"), allow_unpinned=allow_unpinned)
 
     @property
     def kind(self) -> str:
@@ -131,21 +164,38 @@ def sha256_of(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def check_size(path: Path, expected: int | None, label: str | None = None) -> None:
-    """Raise if ``path`` is not ``expected`` bytes long (None = no check)."""
+def _if_trusted(what: str, origin: str | None) -> str:
+    """The fix for a mismatch: where the pin lives and how to trust a new file."""
+    if origin is None:
+        return f"update the pinned {what} in the config if the new file is trusted"
+    return (f"the pin was recorded in {origin} on the first fetch (trust on first use); if the new file is trusted, "
+            f"delete its entry from {origin} and fetch again")
+
+
+def check_size(path: Path, expected: int | None, label: str | None = None, origin: str | None = None) -> None:
+    """Raise if ``path`` is not ``expected`` bytes long (None = no check).
+
+    Args:
+        origin: the pins file the expected size comes from (None = the config).
+    """
     actual = Path(path).stat().st_size
     if expected is not None and actual != expected:
         raise InputFileError(
             label or path,
             f"size mismatch: expected {expected} bytes, got {actual}. The file is incomplete or changed upstream; "
-            "fetch it again, or update the pinned size if the new file is trusted",
+            f"fetch it again, or {_if_trusted('size', origin)}",
         )
 
 
-def check_sha256(path: Path, expected: str | None, label: str | None = None, size: int | None = None) -> str:
+def check_sha256(path: Path, expected: str | None, label: str | None = None, size: int | None = None,
+                 origin: str | None = None) -> str:
     """Actual hash of ``path``; raise if it differs from ``expected`` (None = warn only)
-    or if its length differs from ``size`` (None = no check)."""
-    check_size(path, size, label)
+    or if its length differs from ``size`` (None = no check; checked first, it is cheap).
+
+    Args:
+        origin: the pins file the pins come from (None = the config).
+    """
+    check_size(path, size, label, origin)
     actual = sha256_of(path)
     if expected is None and size is not None:
         log.info("%s has the pinned size; its sha256 is %s (pin it too)", label or path, actual)
@@ -155,7 +205,7 @@ def check_sha256(path: Path, expected: str | None, label: str | None = None, siz
         raise InputFileError(
             label or path,
             f"sha256 mismatch: expected {expected}, got {actual}. The file changed upstream or is "
-            "corrupt; fix the source or update the pinned sha256 if the new file is trusted",
+            f"corrupt; fix the source, or {_if_trusted('sha256', origin)}",
         )
     return actual
 
@@ -207,12 +257,12 @@ def _find_cached_wheel(cache: Path, spec: FetchSpec) -> Path | None:
     return None
 
 
-def _download_wheel(spec: FetchSpec, cache: Path) -> Path:
+def _download_wheel(spec: FetchSpec, cache: Path, origin: str | None = None) -> Path:
     requirement = spec.source[len("pypi:"):]
     cached = _find_cached_wheel(cache, spec)
     if cached is not None:
         log.info("using cached wheel %s", cached)
-        check_sha256(cached, spec.sha256, f"{spec.source} ({cached.name})", spec.size)
+        check_sha256(cached, spec.sha256, f"{spec.source} ({cached.name})", spec.size, origin)
         return cached
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix=".pip-") as tmp:
@@ -228,19 +278,26 @@ def _download_wheel(spec: FetchSpec, cache: Path) -> Path:
         got = wheels[0]
         if spec.wheel is not None and got.name != spec.wheel:
             raise InputFileError(spec.source, f"pip downloaded {got.name}, expected {spec.wheel}")
-        check_sha256(got, spec.sha256, f"{spec.source} ({got.name})", spec.size)  # raises: tmp dir is removed
+        check_sha256(got, spec.sha256, f"{spec.source} ({got.name})", spec.size, origin)  # raises: tmp dir removed
         final = cache / got.name
         os.replace(got, final)
     return final
 
 
-def download_url(url: str, dest: Path, sha256: str | None, size: int | None = None) -> Path:
+def download_url(url: str, dest: Path, sha256: str | None, size: int | None = None, origin: str | None = None,
+                 warn_unpinned: bool = True) -> Path:
     """Stream ``url`` to ``dest`` (temp file + rename), checking length and hash.
 
     Skips the download when ``dest`` exists with the pinned hash (or, with only a
     size pinned, the pinned size).  A transfer shorter than the server's
     ``Content-Length``, a size or a hash mismatch is an InputFileError, and
-    nothing is left at ``dest``.
+    nothing is left at ``dest``.  With a pinned size, a server announcing another
+    length is refused before the transfer and one sending more bytes is stopped.
+
+    Args:
+        origin: the pins file the pins come from (None = the config), for messages.
+        warn_unpinned: log the hash of a file without a sha256 pin as a warning
+            (off for trust on first use, which records it instead).
     """
     if dest.is_file() and (sha256 is not None or size is not None):
         if (size is None or dest.stat().st_size == size) and (sha256 is None or sha256_of(dest) == sha256):
@@ -255,10 +312,21 @@ def download_url(url: str, dest: Path, sha256: str | None, size: int | None = No
             try:
                 with urllib.request.urlopen(url, timeout=60) as resp:  # noqa: S310 (pinned by hash)
                     announced = resp.headers.get("Content-Length") if resp.headers is not None else None
+                    if (size is not None and announced is not None and announced.strip().isdigit()
+                            and int(announced) != size):
+                        raise InputFileError(
+                            url, f"size mismatch: the server announces {int(announced)} bytes, the pinned size is "
+                            f"{size}; nothing was downloaded. Fix the URL, or {_if_trusted('size', origin)}"
+                        )
                     for chunk in iter(lambda: resp.read(_CHUNK), b""):
                         h.update(chunk)
                         out.write(chunk)
                         received += len(chunk)
+                        if size is not None and received > size:
+                            raise InputFileError(
+                                url, f"size mismatch: more than the pinned {size} bytes arrived (stopped after "
+                                f"{received}); nothing was kept. Fix the URL, or {_if_trusted('size', origin)}"
+                            )
             except (OSError, http.client.HTTPException) as e:  # URLError is an OSError; IncompleteRead is not
                 raise InputFileError(url, f"download failed after {received} bytes: {e!r}; run it again") from None
         if announced is not None and announced.strip().isdigit() and received != int(announced):
@@ -268,17 +336,18 @@ def download_url(url: str, dest: Path, sha256: str | None, size: int | None = No
             )
         if size is not None and received != size:
             raise InputFileError(
-                url, f"size mismatch: expected {size} bytes, got {received}; nothing was kept. Fix the URL or "
-                "update the pinned size if the new file is trusted"
+                url, f"size mismatch: expected {size} bytes, got {received}; nothing was kept. Fix the URL, or "
+                f"{_if_trusted('size', origin)}"
             )
         actual = h.hexdigest()
         if sha256 is None:
-            log.warning("%s is not pinned by sha256: set sha256: %s to pin it", url, actual)
+            if warn_unpinned:
+                log.warning("%s is not pinned by sha256: set sha256: %s to pin it", url, actual)
         elif actual != sha256:
             raise InputFileError(
                 url,
-                f"sha256 mismatch: expected {sha256}, got {actual}; nothing was kept. Fix the URL or "
-                "update the pinned sha256 if the new file is trusted",
+                f"sha256 mismatch: expected {sha256}, got {actual}; nothing was kept. Fix the URL, or "
+                f"{_if_trusted('sha256', origin)}",
             )
         public_mode(tmp)
         os.replace(tmp, dest)
@@ -288,19 +357,23 @@ def download_url(url: str, dest: Path, sha256: str | None, size: int | None = No
     return dest
 
 
-def obtain(spec: FetchSpec, cache: str | Path) -> Path:
-    """The verbatim fetched file (wheel, URL file or local path), hash-checked."""
+def obtain(spec: FetchSpec, cache: str | Path, origin: str | None = None) -> Path:
+    """The verbatim fetched file (wheel, URL file or local path), hash-checked.
+
+    Args:
+        origin: the pins file ``spec``'s pins come from (None = the config), for messages.
+    """
     cache = Path(cache)
     if spec.kind == "pypi":
-        return _download_wheel(spec, cache)
+        return _download_wheel(spec, cache, origin)
     if spec.kind == "url":
         name = Path(urllib.parse.urlparse(spec.source).path).name or "download"
-        return download_url(spec.source, cache / name, spec.sha256, spec.size)
+        return download_url(spec.source, cache / name, spec.sha256, spec.size, origin, warn_unpinned=not spec.tofu)
     path = Path(spec.source)
     if not path.is_file():
         raise InputFileError(path, "file not found; fix the path in the config")
     if spec.sha256 is not None or spec.size is not None:
-        check_sha256(path, spec.sha256, size=spec.size)
+        check_sha256(path, spec.sha256, size=spec.size, origin=origin)
     return path
 
 
@@ -384,15 +457,18 @@ def _manifest_ok(out_dir: Path, request: dict) -> bool:
 
 
 def _request(spec: FetchSpec) -> dict:
-    """What the manifest records of a request (the opt-out of pinning is not part of it)."""
+    """What the manifest records of a request (the opt-out of pinning is not part of it;
+    a pin from a pins file is, as sha256 and size)."""
     request = asdict(spec)
     del request["allow_unpinned"]
-    if request["size"] is None:
-        del request["size"]  # manifests written before sizes existed stay valid
+    for key in ("size", "tofu"):
+        if not request[key]:
+            del request[key]  # manifests written before sizes and pins files existed stay valid
     return request
 
 
-def fetch(spec: FetchSpec, out_dir: str | Path, cache: str | Path | None = None) -> list[Path]:
+def fetch(spec: FetchSpec, out_dir: str | Path, cache: str | Path | None = None,
+          pins: str | Path | None = None) -> list[Path]:
     """Materialise ``spec`` into ``out_dir`` (atomically) and return the files in it.
 
     Args:
@@ -401,14 +477,31 @@ def fetch(spec: FetchSpec, out_dir: str | Path, cache: str | Path | None = None)
         cache: where wheels and archives are kept between runs (default:
             ``<out_dir>/../.cache``).  A URL without members is downloaded there too
             and then moved into ``out_dir``.
+        pins: the pins file of a ``tofu`` spec (trust on first use): its entry for
+            the source pins sha256 and size; without one, the fetched file's sha256
+            and size are recorded there.  Required when ``spec.tofu``.
     """
     out_dir = Path(out_dir)
     cache = Path(cache) if cache is not None else out_dir.parent / ".cache"
+    origin = None
+    if spec.tofu:
+        if pins is None:
+            raise ConfigError(f"download {spec.source} has 'sha256: tofu' (trust on first use) but no pins file: "
+                              "give one (`elmoc fetch --pins FILE`; in the workflow the config's pins_file)")
+        pins_file = PinsFile(pins)
+        pin = pins_file.lookup(spec.source)
+        if pin is not None:
+            spec, origin = replace(spec, sha256=pin.sha256, size=pin.size), str(pins_file)
     request = _request(spec)
     if _manifest_ok(out_dir, request):
         log.info("%s is up to date", out_dir)
         return sorted(p for p in out_dir.iterdir() if p.name != MANIFEST)
-    fetched = obtain(spec, cache)
+    fetched = obtain(spec, cache, origin)
+    if spec.tofu and spec.sha256 is None:
+        check_size(fetched, spec.size, spec.source)
+        pin = pins_file.record(spec.source, Pin(sha256_of(fetched), fetched.stat().st_size))
+        spec = replace(spec, sha256=pin.sha256, size=pin.size)
+        request = _request(spec)
     with atomic_directory(out_dir) as tmp:
         if spec.members:
             files = extract_members(fetched, spec.members, tmp)
