@@ -158,3 +158,48 @@ def test_trainer_clips_each_gradient_value_at_one(conll, random_inputs, monkeypa
 
     with pytest.raises(ConfigError, match="grad_value"):
         TrainerConfig.from_dict({"grad_value": 0})
+
+
+def test_paper_optimizer_is_adadelta_and_adam_stays_available(conll, random_inputs, monkeypatch):
+    """spec 6 / AllenNLP's semantic_role_labeler_elmo: Adadelta, rho 0.95 (its default lr 1.0)."""
+    from elmoc.tasks import runner
+    from elmoc.tasks.runner import TrainerConfig, run_task
+
+    task = build("task", {"type": "srl", "train": str(conll), "dev": str(conll), "test": str(conll), "model": SMALL})
+    trainer = TrainerConfig.from_dict({"epochs": 1}, task.default_trainer)
+    assert (trainer.optimizer, trainer.rho, trainer.lr) == ("adadelta", 0.95, 1.0)
+    built = []
+    real = runner.build_optimizer
+    monkeypatch.setattr(runner, "build_optimizer", lambda p, t: built.append(real(p, t)) or built[-1])
+    run_task(task, random_inputs(task, task.read("train")), seed=1, trainer=trainer)
+    assert isinstance(built[0], torch.optim.Adadelta)
+    assert built[0].defaults["rho"] == 0.95 and built[0].defaults["lr"] == 1.0
+    # Adam as an option: its own default lr, not Adadelta's 1.0
+    adam = TrainerConfig.from_dict({"optimizer": "adam"}, task.default_trainer)
+    assert (adam.optimizer, adam.lr) == ("adam", 1e-3)
+    assert TrainerConfig.from_dict({"optimizer": "adam", "lr": 3e-3}, task.default_trainer).lr == 3e-3
+    assert isinstance(runner.build_optimizer([torch.nn.Parameter(torch.zeros(1))], adam), torch.optim.Adam)
+
+
+def test_result_carries_both_scores_named(conll, random_inputs):
+    """The span F1 stays the headline; the official CoNLL-2005 score sits beside it, labelled."""
+    from elmoc.metrics.srl_conll05 import Conll05Score
+    from elmoc.tasks.runner import TrainerConfig, run_task
+
+    task = build("task", {"type": "srl", "train": str(conll), "dev": str(conll), "test": str(conll), "model": SMALL})
+    trainer = TrainerConfig.from_dict({"epochs": 2, "batch_size": 2}, task.default_trainer)
+    result = run_task(task, random_inputs(task, task.read("train")), seed=1, trainer=trainer)
+    assert result["metric"] == "f1" and result["metric_label"].startswith("span F1")
+    official = result["extra_scores"]["conll05-f1"]
+    assert "CoNLL-2005" in official["label"] and 0.0 <= official["test"] <= 1.0
+    assert official["test"] == result["test_all"]["conll05-f1"] and official["dev"] == result["dev_all"]["conll05-f1"]
+    # the metric scores predicates only, with C-X merged (one discontinuous argument, predicted exactly)
+    metric = task.new_metric()
+    gold = ["B-ARG1", "B-V", "B-C-ARG1"]
+    metric.update([gold, ["B-ARG0", "I-ARG0"]], {"gold_tags": [gold, ["O", "O"]], "predicate_indices": [1, None]})
+    got = metric.compute()
+    reference = Conll05Score()
+    reference.add(gold, gold)
+    assert reference.counts() == (1, 0, 0)
+    assert got["conll05-f1"] == 1.0 and got["conll05-precision"] == 1.0
+    assert got["f1"] < 1.0  # the span F1 counts the sentence without a predicate's spurious span

@@ -24,6 +24,10 @@ failing.
 What a subclass implements (instances are any Python objects the task likes):
 
 * ``metric_name``: the headline metric written to the metrics JSON ("accuracy", "f1", ...).
+* ``metric_label``: what ``metric_name`` is, in words, written beside it (e.g. SRL's
+  "span F1 (AllenNLP ...)"); ``extra_metrics``: further ``compute()`` keys reported
+  beside the headline one in the metrics JSON (``extra_scores``), each with its label
+  (SRL's official CoNLL-2005 score).
 * ``default_trainer``: dict of paper trainer values (``TrainerConfig`` keys).
 * ``lowercase_words``: look static word vectors up lowercased (NER's GloVe); default False.
 * :meth:`read` ``(split) -> list`` of instances for "train" / "dev" / "test";
@@ -122,6 +126,8 @@ class Task:
     """
 
     metric_name: str = "accuracy"
+    metric_label: str = ""
+    extra_metrics: dict[str, str] = {}
     default_model: dict[str, Any] = {}
     default_trainer: dict[str, Any] = {}
     required_data: tuple[str, ...] = SPLITS
