@@ -10,14 +10,19 @@ A workflow config names pretraining variants; each one is a preset from
         elmo-c: {}                                  # preset config/lm/elmo-c.yaml
         elmo-c-small: {preset: elmo-c, overrides: {train: {batch_size: 16}}}
 
-Mappings merge key by key; any other value (lists included) replaces.  This module
-imports only PyYAML, so the Snakefile can use it without loading torch.
+Mappings merge key by key; any other value (lists included) replaces.  The numbers
+of the resolved spec that only make sense in a range (:data:`SPEC_NUMBERS`: batch
+size, bptt, epochs, sizes, learning rates, dropouts...) are checked there and then,
+so ``snakemake -n`` stops with one line naming the key where the bad value was set
+(``pretrain.overrides.train.batch_size: -4 must be a positive integer ...``); the
+builders keep their own checks.  This module imports only PyYAML, so the Snakefile
+can use it without loading torch.
 """
 from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import yaml
 
@@ -52,8 +57,85 @@ def deep_merge(base: Any, override: Any) -> Any:
     return copy.deepcopy(override)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# name -> (what it must be, test); "or null" variants accept None too.
+_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "positive integer": ("a positive integer", lambda v: _is_int(v) and v > 0),
+    "count": ("an integer >= 0", lambda v: _is_int(v) and v >= 0),
+    "positive": ("a number > 0", lambda v: _is_number(v) and v > 0),
+    "non-negative": ("a number >= 0", lambda v: _is_number(v) and v >= 0),
+    "fraction": ("a number in [0, 1)", lambda v: _is_number(v) and 0 <= v < 1),
+}
+
+# The numbers of an LM spec checked by resolve_variant: section -> key -> rule name
+# (a trailing "?" allows null).  Keys absent from a spec, or of a block type that does
+# not take them, are not checked here; the registry refuses unknown options.
+SPEC_NUMBERS: dict[str, dict[str, str]] = {
+    "train": {
+        "batch_size": "positive integer", "bptt": "positive integer", "epochs": "positive integer",
+        "max_steps": "positive integer?", "clip_norm": "non-negative", "loss_scale": "positive", "seed": "count",
+        "log_every": "count", "eval_every": "count", "checkpoint_every": "count",
+        "eval_batch_size": "positive integer?", "eval_max_windows": "positive integer?",
+    },
+    "encoder": {
+        "num_layers": "positive integer", "cell_size": "positive integer", "projection_size": "positive integer",
+        "hidden_size": "positive integer", "d_model": "positive integer", "heads": "positive integer",
+        "d_ff": "positive integer", "cell_clip": "positive?", "proj_clip": "positive?",
+        "recurrent_dropout": "fraction", "dropout": "fraction",
+    },
+    "input": {"dim": "positive integer?"},
+    "output": {
+        "num_samples": "positive integer", "dim": "positive integer?", "embedding_dim": "positive integer?",
+        "div_value": "positive",
+    },
+    "optimizer": {
+        "lr": "positive", "base_scale": "positive", "base_ratio": "positive", "warmup": "positive integer",
+        "decay_ratio": "non-negative", "end_decay_ratio": "positive", "eps": "positive",
+        "weight_decay": "non-negative", "initial_accumulator_value": "non-negative",
+    },
+}
+
+
+def check_spec_numbers(spec: dict[str, Any], where: Callable[[str, str], str]) -> None:
+    """ConfigError for the first number of ``spec`` outside its range (:data:`SPEC_NUMBERS`).
+
+    Args:
+        spec: a resolved LM spec.
+        where: ``(section, key) -> name of the setting`` for the message, e.g. the
+            config key path the value came from.
+    """
+    for section, rules in SPEC_NUMBERS.items():
+        block = spec.get(section)
+        if block is None:
+            continue
+        if not isinstance(block, dict):
+            raise ConfigError(f"{where(section, '')}: must be a mapping of options, got {block!r}")
+        for key, rule in rules.items():
+            if key not in block:
+                continue
+            value = block[key]
+            expected, ok = _RULES[rule.rstrip("?")]
+            if (value is None and rule.endswith("?")) or ok(value):
+                continue
+            hint = " (YAML reads 1e-4 as a string: write 1.0e-4)" if isinstance(value, str) else ""
+            raise ConfigError(f"{where(section, key)}: {value!r} must be {expected}"
+                              f"{' or null' if rule.endswith('?') else ''}{hint}")
+
+
 def resolve_variant(config: dict[str, Any], variant: str, presets_dir: str | Path | None = None) -> dict[str, Any]:
-    """The complete LM spec of ``variant`` under a (validated) workflow ``config``."""
+    """The complete LM spec of ``variant`` under a (validated) workflow ``config``.
+
+    A number out of range (:func:`check_spec_numbers`) is a ConfigError naming where it
+    was set: ``pretrain.variants.<variant>.overrides...``, ``pretrain.overrides...``
+    or the preset file.
+    """
     pretrain = config.get("pretrain", {})
     variants = pretrain.get("variants", {})
     if variant not in variants:
@@ -68,8 +150,21 @@ def resolve_variant(config: dict[str, Any], variant: str, presets_dir: str | Pat
     spec = load_yaml(preset_path) or {}
     if not isinstance(spec, dict):
         raise InputFileError(preset_path, "an LM preset must be a mapping")
-    spec = deep_merge(spec, pretrain.get("overrides", {}) or {})
-    spec = deep_merge(spec, entry.get("overrides", {}) or {})
+    layers = [
+        (f"pretrain.variants.{variant}.overrides", entry.get("overrides", {}) or {}),
+        ("pretrain.overrides", pretrain.get("overrides", {}) or {}),
+    ]
+    for name, layer in layers[::-1]:
+        spec = deep_merge(spec, layer)
+
+    def where(section: str, key: str) -> str:
+        """The last layer that set ``section.key`` (or the section itself when key is "")."""
+        for name, layer in layers:
+            if section in layer and (not key or (isinstance(layer[section], dict) and key in layer[section])):
+                return ".".join(filter(None, (name, section, key)))
+        return f"{preset_path}: " + ".".join(filter(None, (section, key)))
+
+    check_spec_numbers(spec, where)
     spec["name"] = variant
     spec.setdefault("vocab", pretrain.get("vocab", DEFAULT_VOCAB))
     spec["data"] = deep_merge(DEFAULT_DATA, spec.get("data", {}) or {})

@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elmoc.config import dump_yaml, load_yaml, resolve_variant
+    from elmoc.config import check_spec_numbers, dump_yaml, load_yaml, resolve_variant
     from elmoc.errors import ConfigError
 
     if args.spec_json is not None:
@@ -30,6 +30,9 @@ def run(args: argparse.Namespace) -> int:
             spec = json.loads(args.spec_json)
         except json.JSONDecodeError as e:
             raise ConfigError(f"--spec-json is not valid JSON: {e}") from None
+        if not isinstance(spec, dict):
+            raise ConfigError(f"--spec-json must be a JSON object (a resolved spec), got {type(spec).__name__}")
+        check_spec_numbers(spec, lambda section, key: "--spec-json " + ".".join(filter(None, (section, key))))
     else:
         if not args.variant:
             raise ConfigError("--config needs --variant")
