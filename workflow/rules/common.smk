@@ -9,6 +9,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from elmoc.config import artifact_paths, is_joint, resolve_variant
+from elmoc.process_tree import torchrun_options
 
 # The `elmoc` CLI of the Python running Snakemake (works without an activated venv).
 PYTHON = shlex.quote(sys.executable)
@@ -128,7 +129,10 @@ def pretrain_launcher(wildcards):
     `processes` gloo processes on CPU: the same DDP code path, as in the rehearsal)."""
     job = pretrain_job(wildcards.variant)
     if job["processes"] > 1:
-        return f"{PYTHON} -m torch.distributed.run --standalone --nproc-per-node={job['processes']} -m elmoc.cli"
+        # the agent passes stop signals (SLURM's SIGUSR1 too) to its workers and waits
+        # signal_lead_s for rank 0's checkpoint before it kills them (torch's default: 30 s)
+        options = " ".join(torchrun_options(job["processes"], job["signal_lead_s"]))
+        return f"{PYTHON} -m torch.distributed.run {options} -m elmoc.cli"
     return ELMOC
 
 
@@ -174,6 +178,11 @@ def data_q(value):
 
 def data_download(name):
     return config["corpus"]["downloads"][name]
+
+
+def download_json(section, name):
+    """A download entry of `section` (corpus or tasks) as JSON for `elmoc fetch --download-json`."""
+    return json.dumps(config[section]["downloads"][name], sort_keys=True)
 
 
 def data_path_inputs(paths):

