@@ -33,10 +33,10 @@ TINY_CONLL = """\
 #begin document (nw/x); part 000
 nw/x 0 0 John  NNP (TOP(S(NP*) - - - - * (ARG0*) -
 nw/x 0 1 said  VBD (VP*        say 01 - - * (V*) -
-nw/x 0 2 hi    UH  *))         - - - - * (ARG1*) -
+nw/x 0 2 hi    UH  *)))        - - - - * (ARG1*) -
 
 nw/x 0 0 Mary  NNP (TOP(S(NP*) - - - - * (ARG0*) -
-nw/x 0 1 slept VBD (VP*))      sleep 01 - - * (V*) -
+nw/x 0 1 slept VBD (VP*)))     sleep 01 - - * (V*) -
 #end document
 """
 SMALL_SRL = {"hidden_dim": 8, "num_layers": 1, "recurrent_dropout": 0.0, "predicate_dim": 4, "feature_dropout": 0.0}

@@ -23,8 +23,8 @@ nw/wsj/00/wsj_0001 0 0 Mary   NNP (TOP(S(NP*) -    -  - - *        (ARG0*)   -
 nw/wsj/00/wsj_0001 0 1 saw    VBD (VP*        see  01 - - *        (V*)      -
 nw/wsj/00/wsj_0001 0 2 the    DT  (NP*        -    -  - - *        (ARG1*    -
 nw/wsj/00/wsj_0001 0 3 old    JJ  *           -    -  - - *        *         -
-nw/wsj/00/wsj_0001 0 4 man    NN  *)))        -    -  - - *        *)        -
-nw/wsj/00/wsj_0001 0 5 today  NN  (NP*)))     -    -  - - *        (ARGM-TMP*) -
+nw/wsj/00/wsj_0001 0 4 man    NN  *)          -    -  - - *        *)        -
+nw/wsj/00/wsj_0001 0 5 today  NN  (NP*))))    -    -  - - *        (ARGM-TMP*) -
 
 nw/wsj/00/wsj_0001 0 0 Hello  UH  (TOP(FRAG*  -    -  - - *        -
 nw/wsj/00/wsj_0001 0 1 there  RB  *))         -    -  - - *        -

@@ -10,10 +10,25 @@ each document part)::
 
 A line has at least 12 columns and every line of a sentence has the same number.
 
-SRL columns hold bracketed spans, one per predicate: ``(ARG0*`` opens, ``*)`` closes,
-``(V*)`` is a one-token span, ``*`` is inside or outside.  Each column's predicate is
-the first token of that column's own ``V`` span (the column identifies its predicate
-itself, so no alignment with the lemma column is needed).  Continuation
+The parse bit (column 6) is the tree's brackets around ``*`` for the token
+(``(TOP(S(NP*``, ``*)``, ``*))``); its brackets must balance over the sentence.  A
+sentence whose parse column is all ``-``, or with a token whose word or POS is
+``XX`` (AllenNLP's reader builds no tree for those), is not checked.
+
+The named-entity column and the SRL columns hold non-nested bracketed spans:
+``(ARG0*`` opens, ``*)`` closes, ``(V*)`` and ``(GPE)`` are one-token spans, ``*`` is
+inside or outside; every span must close within the sentence.  Each SRL column's
+predicate is the first token of that column's own ``V`` span (the column identifies
+its predicate itself, so no alignment with the lemma column is needed).
+
+**A column without a** ``(V*)`` **span** (the public release has one, in
+``nw/p2.5_c2e_0034`` of CoNLL-2012 train) is kept the way AllenNLP's ``Ontonotes`` +
+``SrlReader`` keep it: a frame with no predicate (``predicate_index`` None, an
+all-zero predicate indicator) whose argument tags are gold as annotated; the reader
+logs one warning per file naming the first such line and column.  AllenNLP pairs
+frames with predicate words by position (``zip``), so there one missing ``V`` also
+drops the sentence's *last* frame; that is a by-product, not a choice, and here every
+other frame of the sentence is kept.  Continuation
 (``C-ARG1``) and reference (``R-ARG0``) arguments are kept as role labels of their
 own (``B-C-ARG1``, ``B-R-ARG0``), which is what He et al. (2017) and AllenNLP train
 and score; :func:`continuation_without_base` reports a ``C-X`` with no preceding
@@ -33,7 +48,9 @@ mention offsets counted over the whole part.  The genre is the first component o
 the document id (``bc/cctv/00/cctv_0001`` -> ``bc``).
 
 Every malformed line raises :class:`elmoc.errors.InputFileError` with the file and
-1-based line number.
+1-based line number (``path:line: what is wrong; fix``): a wrong column count, a
+malformed cell or unbalanced brackets in the parse, named-entity, SRL or
+coreference column.
 """
 from __future__ import annotations
 
@@ -51,7 +68,9 @@ logger = logging.getLogger(__name__)
 MIN_COLUMNS = 12
 _BEGIN = re.compile(r"^#begin document \((?P<doc>[^)]*)\);\s*part\s+(?P<part>\d+)\s*$")
 _END = re.compile(r"^#end document\s*$")
-_SRL_CELL = re.compile(r"^(?:\((?P<label>[^()*\s]+))?\*(?P<close>\))?$")
+# a span cell (named entities, SRL): "*", "*)", "(LABEL*", "(LABEL*)" or "(LABEL)"
+_SPAN_CELL = re.compile(r"^(?:\*\)?|\((?P<label>[^()*\s]+)(?:\*\)?|\)))$")
+_PARSE_CELL = re.compile(r"^(?P<open>(?:\([^()*\s]+)*)\*(?P<close>\)*)$")
 _COREF_CELL = re.compile(r"^(?:\|?\(?\d+\)?)+$")  # items, "|"-separated or back to back
 _COREF_ITEM = re.compile(r"(?P<open>\()?(?P<id>\d+)(?P<close>\))?")
 NO_PART = -1  # part number of the token lines of some public-release documents
@@ -65,7 +84,8 @@ class ConllSentence:
         words: tokens.
         pos_tags, lemmas, framesets, word_senses, speakers, named_entities: the
             per-token columns 4, 6, 7, 8, 9, 10 verbatim (``-`` when empty).
-        srl_frames: one ``(predicate_index, bio_tags)`` per SRL column, in column order.
+        srl_frames: one ``(predicate_index, bio_tags)`` per SRL column, in column order;
+            ``predicate_index`` is None for a column without a ``V`` span (module docstring).
         coref_spans: ``(cluster_id, start, end)`` with inclusive token offsets in
             this sentence.
         line: 1-based line number of the sentence's first token (for messages).
@@ -78,7 +98,7 @@ class ConllSentence:
     word_senses: list[str]
     speakers: list[str]
     named_entities: list[str]
-    srl_frames: list[tuple[int, list[str]]]
+    srl_frames: list[tuple[int | None, list[str]]]
     coref_spans: list[tuple[int, int, int]]
     line: int
 
@@ -151,7 +171,8 @@ class SrlInstance:
     Attributes:
         words: tokens of the sentence.
         predicate_index: token index of the predicate, or ``None`` for a sentence
-            without any predicate (kept, all ``O``, as AllenNLP does).
+            without any predicate (kept, all ``O``, as AllenNLP does) and for an SRL
+            column without a ``V`` span (kept with its argument tags, as AllenNLP does).
         tags: BIO tags, one per token (``B-ARG0``, ``I-ARG0``, ``B-V``, ``B-C-ARG1``, ``O``).
         doc_key, sentence_index: where it came from.
     """
@@ -163,23 +184,24 @@ class SrlInstance:
     sentence_index: int = 0
 
 
-def _parse_srl_column(cells: list[str], lines: list[int], path: str, column: int) -> list[str]:
-    """BIO tags of one SRL column; raises on a malformed or unbalanced cell."""
+def _parse_span_column(cells: list[str], lines: list[int], path: str, what: str) -> list[str]:
+    """BIO tags of one span column (``what``: "SRL column 12", "named-entity column 11");
+    raises on a malformed cell or unbalanced brackets."""
     tags: list[str] = []
     current: str | None = None
     for cell, lineno in zip(cells, lines):
-        m = _SRL_CELL.match(cell)
+        m = _SPAN_CELL.match(cell)
         if m is None:
             raise InputFileError(
                 path,
-                f"SRL column {column + 1} has malformed cell {cell!r}; expected '*', '(LABEL*', '*)' or '(LABEL*)'",
+                f"{what} has malformed cell {cell!r}; expected '*', '(LABEL*', '*)', '(LABEL*)' or '(LABEL)'",
                 lineno,
             )
-        label, close = m.group("label"), m.group("close")
+        label, close = m.group("label"), cell.endswith(")")
         if label is not None:
             if current is not None:
                 raise InputFileError(
-                    path, f"SRL column {column + 1} opens '{label}' while '{current}' is still open", lineno
+                    path, f"{what} opens '{label}' while '{current}' is still open; close it first with '*)'", lineno
                 )
             tags.append("B-" + label)
             current = label
@@ -189,11 +211,30 @@ def _parse_srl_column(cells: list[str], lines: list[int], path: str, column: int
             tags.append("O")
         if close:
             if current is None:
-                raise InputFileError(path, f"SRL column {column + 1} closes a span that was never opened", lineno)
+                raise InputFileError(path, f"{what} closes a span that was never opened; remove the ')' or "
+                                     "open the span with '(LABEL*'", lineno)
             current = None
     if current is not None:
-        raise InputFileError(path, f"SRL column {column + 1}: span '{current}' is never closed in this sentence", lines[-1])
+        raise InputFileError(path, f"{what}: span '{current}' is never closed in this sentence; end it with '*)'",
+                             lines[-1])
     return tags
+
+
+def _check_parse_column(cells: list[str], lines: list[int], path: str) -> None:
+    """Raises unless the parse bits are well formed and their brackets balance."""
+    depth = 0
+    for cell, lineno in zip(cells, lines):
+        m = _PARSE_CELL.match(cell)
+        if m is None:
+            raise InputFileError(path, f"parse column 6 has malformed cell {cell!r}; expected brackets around "
+                                 "one '*', such as '(TOP(S(NP*', '*)' or '(NP*)'", lineno)
+        depth += m.group("open").count("(") - len(m.group("close"))
+        if depth < 0:
+            raise InputFileError(path, f"parse column 6: {cell!r} closes {-depth} more bracket(s) than the "
+                                 "sentence opened", lineno)
+    if depth:
+        raise InputFileError(path, f"parse column 6: {depth} bracket(s) opened in this sentence are never closed",
+                             lines[-1])
 
 
 def _parse_coref_column(cells: list[str], lines: list[int], path: str) -> list[tuple[int, int, int]]:
@@ -226,7 +267,10 @@ def _parse_coref_column(cells: list[str], lines: list[int], path: str) -> list[t
     return sorted(spans, key=lambda s: (s[1], s[2], s[0]))
 
 
-def _build_sentence(rows: list[list[str]], lines: list[int], path: str, part: int) -> ConllSentence:
+def _build_sentence(rows: list[list[str]], lines: list[int], path: str, part: int,
+                    no_predicate: list[tuple[int, int]] | None = None) -> ConllSentence:
+    """The sentence of ``rows`` (file lines ``lines``); SRL columns without a ``V`` span
+    are appended to ``no_predicate`` as ``(first line, column)``."""
     width = len(rows[0])
     for row, lineno in zip(rows, lines):
         if len(row) != width:
@@ -241,15 +285,19 @@ def _build_sentence(rows: list[list[str]], lines: list[int], path: str, part: in
         if row_part != part and row_part != NO_PART:
             raise InputFileError(path, f"part number {row_part} disagrees with the '#begin document' part {part}", lineno)
     columns = list(zip(*rows))
-    frames = []
+    parse = list(columns[5])
+    if any(c != "-" for c in parse) and "XX" not in columns[3] and "XX" not in columns[4]:
+        _check_parse_column(parse, lines, path)
+    _parse_span_column(list(columns[10]), lines, path, "named-entity column 11")
+    frames: list[tuple[int | None, list[str]]] = []
     for k in range(11, width - 1):
-        tags = _parse_srl_column(list(columns[k]), lines, path, k)
+        tags = _parse_span_column(list(columns[k]), lines, path, f"SRL column {k + 1}")
         v_positions = [i for i, t in enumerate(tags) if t == "B-V"]
-        if not v_positions:
-            raise InputFileError(path, f"SRL column {k + 1} has no '(V*' predicate span in this sentence", lines[0])
         if len(v_positions) > 1:
             raise InputFileError(path, f"SRL column {k + 1} has {len(v_positions)} '(V*' spans; one predicate per column", lines[0])
-        frames.append((v_positions[0], tags))
+        if not v_positions and no_predicate is not None:
+            no_predicate.append((lines[0], k + 1))
+        frames.append((v_positions[0] if v_positions else None, tags))
     return ConllSentence(
         words=list(columns[3]),
         pos_tags=list(columns[4]),
@@ -273,11 +321,12 @@ def read_conll2012_file(path: str | Path) -> list[ConllDocument]:
     current: ConllDocument | None = None
     rows: list[list[str]] = []
     lines: list[int] = []
+    no_predicate: list[tuple[int, int]] = []
 
     def flush() -> None:
         if rows:
             assert current is not None
-            current.sentences.append(_build_sentence(rows, lines, str(path), current.part))
+            current.sentences.append(_build_sentence(rows, lines, str(path), current.part, no_predicate))
             rows.clear()
             lines.clear()
 
@@ -315,6 +364,12 @@ def read_conll2012_file(path: str | Path) -> list[ConllDocument]:
         raise InputFileError(path, f"not UTF-8 text ({e.reason})") from None
     if current is not None:
         raise InputFileError(path, f"document {current.doc_id!r} part {current.part} has no '#end document'")
+    if no_predicate:
+        logger.warning(
+            "%s:%d: %d SRL column(s) without a '(V*)' predicate span in this file, the first column %d of the "
+            "sentence starting here; kept as AllenNLP keeps them: no predicate, argument tags as annotated",
+            path, no_predicate[0][0], len(no_predicate), no_predicate[0][1],
+        )
     return documents
 
 
