@@ -90,7 +90,7 @@ def test_pretrain_table_and_bad_json(results, tmp_path, write_json, write_lm):
     log.with_name("train_log.jsonl").write_text('{"event": "train"}\nnot json\n')
     with pytest.raises(InputFileError, match=r"train_log.jsonl:2"):
         read_lm_runs([log])
-    with pytest.raises(InputFileError, match="lacks the 'task' field"):
+    with pytest.raises(InputFileError, match="lacks the required field 'task'"):
         read_task_runs([write_json(tmp_path / "x.json", {"variant": "v"})])
 
 
@@ -104,3 +104,36 @@ def test_curve_wall_times_from_the_log(tmp_path, write_lm):
     path.write_text(json.dumps(data))
     (run,) = read_lm_runs([path])
     assert run.curve() == [(0, 0.0, 0.1), (70, 5.0, 0.3), (100, 12.0, 0.4), (150, 20.0, 0.5)]
+
+
+def test_srl_both_scores_named_in_every_table(results, tmp_path, write_json):
+    """Issue 22.2: the span F1 stays the SRL value (the paper's); the official CoNLL-2005 score
+    is a second, labelled column in Table 2, the downstream table and the summary."""
+    from elmoc.tables.render import write
+    from elmoc.tables.summary import summary_text
+
+    srl = [write_json(results["root"] / f"tasks/srl/elmo-c/seed{seed}.json", {
+        "task": "srl", "variant": "elmo-c", "seed": seed, "metric": "f1", "metric_label": "span F1", "dev": 0.6,
+        "test": test, "status": "ok", "scale": "full",
+        "extra_scores": {"conll05-f1": {"label": "official CoNLL-2005 script F1", "dev": 0.61, "test": official}}})
+        for seed, test, official in ((1, 0.60, 0.62), (2, 0.64, 0.66))]
+    runs = read_task_runs(results["tasks"] + srl)
+    t = table2(read_lm_runs(results["heldout"]), runs)
+    i = t.columns.index("SRL (span F1)")
+    assert t.columns[i:i + 4] == ["SRL (span F1)", "SRL (span F1) (paper)", "SRL (CoNLL-05 script)",
+                                  "SRL (CoNLL-05 script) (paper)"]
+    c = _cells(t, "ELMo-C")
+    assert c["SRL (span F1)"] == "62.00±2.83 (n=2)" and c["SRL (span F1) (paper)"] == "82.40"
+    assert c["SRL (CoNLL-05 script)"] == "64.00±2.83 (n=2)" and c["SRL (CoNLL-05 script) (paper)"] is None
+    assert any("CoNLL-2005" in n for n in t.notes)
+    written = {p.suffix: p.read_text() for p in write(t, tmp_path / "t2")}
+    assert all("CoNLL-05 script" in text for text in written.values()), sorted(written)
+    # without SRL runs the column is still there, a gap
+    empty = table2(read_lm_runs([]), read_task_runs([]))
+    assert "SRL (CoNLL-05 script)" in empty.columns
+    df, _ = downstream_table(results["tasks"] + srl)
+    row = df[df.variant == "elmo-c"].iloc[0]
+    assert row["srl"] == "62.00±2.83 (n=2); paper 82.40" and row["srl:conll05-f1"] == "64.00±2.83 (n=2)"
+    text = summary_text([], runs, read_task_runs([]))
+    assert "Downstream srl = SRL (span F1) (test f1" in text
+    assert "Downstream srl:conll05-f1 = SRL (CoNLL-05 script) (test conll05-f1" in text

@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from elmoc.data.atomic import atomic_file
 
     if args.kind == "paper":
-        from elmoc.tables.build import read_json, read_lm_runs, read_task_runs, table2, table3, table4, table5
+        from elmoc.tables.build import read_lm_runs, read_task_runs, table2, table3, table4, table5
+        from elmoc.tables.records import read_json
         from elmoc.tables.render import to_markdown, write
 
         _need(args, "out-dir")
@@ -119,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         _need(args, "inputs", "output")
         df, runs = downstream_table(args.inputs)
         notes = ["Cells: our test score in %, mean±std over seeds (n runs), then the paper's Table 2/3 value.",
+                 "srl: AllenNLP's span F1 (BIO spans, V ignored; what the paper printed); srl:conll05-f1: the "
+                 "official CoNLL-2005 script's argument F1 of the same runs (C-X merged into X; no paper value).",
                  "[demo] marks toy-scale data or models; [cpu] real data splits with CPU-sized models: "
                  "neither is comparable with the paper."]
         write_table(df, args.output, args.csv, title="Downstream tasks (Table 2/3 layout)", notes=notes)

@@ -145,7 +145,8 @@ class Conll05Score(Metric):
         self.perfect += not op and not ms
 
     def update(self, predictions, batch: dict) -> None:
-        for predicted, gold, predicate in zip(predictions, batch[self.gold_key], batch[self.predicate_key], strict=True):
+        golds, predicates = batch[self.gold_key], batch[self.predicate_key]
+        for predicted, gold, predicate in zip(predictions, golds, predicates, strict=True):
             if predicate is not None:
                 self.add(predicted, gold)
 

@@ -5,6 +5,9 @@ Inputs (any subset; what is missing becomes a gap, never an error):
 * ``results/lm/{variant}/{direction}/heldout.json`` (+ ``train_log.jsonl`` and the
   variant's ``spec.yaml`` beside them): :func:`read_lm_runs`;
 * ``results/tasks/{task}/{variant}/seed{seed}.json``: :func:`read_task_runs`;
+
+(both record types are defined and read strictly in :mod:`elmoc.tables.records`: a
+missing required field or a field of the wrong type is one error naming file and field)
 * ``results/baselines/{task}/majority.json``: majority-class baselines;
 * ``results/tables/bench.json`` of ``elmoc bench``: Tables 4 and 5.
 
@@ -26,22 +29,10 @@ import pandas as pd
 
 from elmoc.errors import InputFileError
 from elmoc.tables import paper
+from elmoc.tables.records import HeldoutRecord, TaskRecord
 from elmoc.tables.render import Table
 
 DAGGER = "†"
-
-
-def read_json(path: str | Path) -> dict:
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputFileError(path, "result file not found") from None
-    except json.JSONDecodeError as e:
-        raise InputFileError(path, f"invalid JSON: {e.msg}", e.lineno) from None
-    if not isinstance(data, dict):
-        raise InputFileError(path, "expected a JSON object")
-    return data
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
@@ -66,33 +57,39 @@ def read_jsonl(path: str | Path) -> list[dict]:
 @dataclass
 class LMRun:
     """One trained direction (or a joint bi-LM's one run, direction ``"joint"``, whose
-    heldout values, tokens, time and parameters cover both directions): ``heldout.json``
-    plus its train log and the variant's spec."""
+    heldout values, tokens, time and parameters cover both directions): its
+    :class:`~elmoc.tables.records.HeldoutRecord` plus its train log and the variant's spec."""
 
     variant: str
-    direction: str
-    heldout: dict
+    record: HeldoutRecord
     log: list[dict] = field(default_factory=list)
     spec: dict = field(default_factory=dict)
 
     @property
+    def direction(self) -> str:
+        return self.record.direction
+
+    @property
+    def metric(self) -> str | None:
+        return self.record.metric
+
+    @property
     def seconds(self) -> float | None:
         """Wall time of training (the trainer's own count, continuous across resumes)."""
-        s = self.heldout.get("seconds")
-        return None if s is None else float(s)
+        return self.record.seconds
 
     @property
     def processes(self) -> int:
         """Data-parallel processes (one per GPU) of the run; 1 where heldout.json predates the key."""
-        return int(self.heldout.get("processes") or 1)
+        return self.record.processes
 
     @property
     def tokens(self) -> int | None:
-        return self.heldout.get("tokens")
+        return self.record.tokens
 
     @property
     def params(self) -> int | None:
-        return self.heldout.get("trainable_parameters")
+        return self.record.trainable_parameters
 
     def tokens_per_second(self) -> float | None:
         """Training throughput from the run's log: the last ``train`` record's
@@ -113,7 +110,7 @@ class LMRun:
         (``seconds`` field, or ``tokens / tokens_per_s``); the final point uses the
         total training time.
         """
-        history = self.heldout.get("history") or [r for r in self.log if r.get("event") == "heldout"]
+        history = self.record.history or [r for r in self.log if r.get("event") == "heldout"]
         train = [r for r in self.log if r.get("event") == "train"]
 
         def elapsed(rec: dict) -> float | None:
@@ -147,7 +144,7 @@ def read_lm_runs(heldout_paths: Iterable[str | Path]) -> list[LMRun]:
 
     runs = []
     for path in map(Path, heldout_paths):
-        data = read_json(path)
+        record = HeldoutRecord.from_json(path)
         spec_path = path.parent.parent / "spec.yaml"
         spec = {}
         if spec_path.exists():
@@ -155,8 +152,8 @@ def read_lm_runs(heldout_paths: Iterable[str | Path]) -> list[LMRun]:
                 spec = yaml.safe_load(spec_path.read_text(encoding="utf-8")) or {}
             except yaml.YAMLError as e:
                 raise InputFileError(spec_path, f"invalid YAML: {e}") from None
-        runs.append(LMRun(variant=path.parent.parent.name, direction=data.get("direction", path.parent.name),
-                          heldout=data, log=read_jsonl(path.with_name("train_log.jsonl")), spec=spec))
+        runs.append(LMRun(variant=path.parent.parent.name, record=record,
+                          log=read_jsonl(path.with_name("train_log.jsonl")), spec=spec))
         kinds = {r.direction == "joint" for r in runs if r.variant == runs[-1].variant}
         if len(kinds) > 1:  # adding a joint run's time/params to a direction's would count one bi-LM twice
             raise InputFileError(path, f"variant {runs[-1].variant!r} has both a joint run and separate-direction "
@@ -201,30 +198,39 @@ def variant_seconds(runs: list[LMRun]) -> float | None:
 
 def variant_heldout(runs: list[LMRun]) -> tuple[str | None, float | None]:
     """(metric, mean of the directions' final heldout values; a joint bi-LM's combined value)."""
-    vals = [r.heldout.get("after") for r in runs if r.heldout.get("after") is not None]
-    metric = next((r.heldout.get("metric") for r in runs if r.heldout.get("metric")), None)
+    vals = [r.record.after for r in runs if r.record.after is not None]
+    metric = next((r.metric for r in runs if r.metric), None)
     return metric, (sum(vals) / len(vals) if vals else None)
 
 
 # --- downstream runs --------------------------------------------------------------------
 
 
+TASK_COLUMNS = ["task", "variant", "seed", "metric", "dev", "test", "status", "scale", "seconds", "threads", "path"]
+
+
 def read_task_runs(paths: Iterable[str | Path]) -> pd.DataFrame:
-    """Long table, one row per metrics JSON (``task, variant, seed, metric, dev, test, status, scale``)."""
+    """Long table, one row per result record (:class:`~elmoc.tables.records.TaskRecord`):
+    ``task, variant, seed, metric, dev, test, status, scale, seconds, threads, path``, plus
+    one row per extra score of a record (SRL's official CoNLL-2005 F1) with ``task``
+    ``<task>:<score name>`` (e.g. ``srl:conll05-f1``), so each score is its own column
+    of the tables, named for what it is."""
     rows = []
     for path in paths:
-        data = read_json(path)
-        for key in ("task", "variant"):
-            if key not in data:
-                raise InputFileError(path, f"result JSON lacks the {key!r} field")
-        rows.append({
-            "task": data["task"], "variant": data["variant"], "seed": data.get("seed"),
-            "metric": data.get("metric"), "dev": data.get("dev"), "test": data.get("test"),
-            "status": data.get("status", "ok"), "scale": data.get("scale", "full"),
-            "seconds": data.get("seconds"), "threads": data.get("threads"), "path": str(path),
-        })
-    columns = ["task", "variant", "seed", "metric", "dev", "test", "status", "scale", "seconds", "threads", "path"]
-    return pd.DataFrame(rows, columns=columns)
+        r = TaskRecord.from_json(path)
+        row = {"task": r.task, "variant": r.variant, "seed": r.seed, "metric": r.metric, "dev": r.dev,
+               "test": r.test, "status": r.status, "scale": r.scale, "seconds": r.seconds, "threads": r.threads,
+               "path": r.path}
+        rows.append(row)
+        for name, extra in r.extra_scores.items():
+            rows.append({**row, "task": extra_task(r.task, name), "metric": name, "dev": extra.dev,
+                         "test": extra.test})
+    return pd.DataFrame(rows, columns=TASK_COLUMNS)
+
+
+def extra_task(task: str, score: str) -> str:
+    """The long table's task key of an extra score: ``srl`` + ``conll05-f1`` -> ``srl:conll05-f1``."""
+    return f"{task}:{score}"
 
 
 def _fmt(mean: float, std: float | None) -> str:
@@ -255,9 +261,17 @@ def paper_cell(variant: str, task: str) -> str | None:
     return None if value is None else _fmt(*value)
 
 
-def _tasks(runs: pd.DataFrame) -> list[str]:
+def _tasks(runs: pd.DataFrame, only_seen: bool = False) -> list[str]:
+    """Task columns: the paper's tasks in its order (only those with runs when
+    ``only_seen``), each followed by the extra scores that its runs report
+    (``srl`` -> ``srl:conll05-f1``), then any other task."""
     seen = set(runs.task) if not runs.empty else set()
-    return list(paper.TASKS) + sorted(seen - set(paper.TASKS))
+    out = []
+    for t in paper.TASKS:
+        extras = {f"{t}:{e}" for e in paper.EXTRA_SCORES.get(t, ())}
+        out += [x for x in [t] + sorted(extras) if x in seen or not only_seen]
+        out += sorted(x for x in seen - extras if x.startswith(f"{t}:"))
+    return out + sorted(x for x in seen if x not in out)
 
 
 def _count(n: float | None) -> str | None:
@@ -298,8 +312,8 @@ def scale_caption(lm_runs: list[LMRun], task_runs: pd.DataFrame) -> str:
                     for e in ((r.spec.get("encoder") or {}) for r in lm_runs) if e.get("cell_size")})
     if sizes:
         parts.append("LSTM cell/projection " + ", ".join(f"{c}/{p}" for c, p in sizes))
-    hw = sorted({f"{r.heldout.get('device', 'cpu')}, {r.heldout['threads']} thread(s)" if r.heldout.get("threads")
-                 else str(r.heldout.get("device", "cpu")) for r in lm_runs})
+    hw = sorted({f"{r.record.device}, {r.record.threads} thread(s)" if r.record.threads else r.record.device
+                 for r in lm_runs})
     if hw:
         parts.append("trained on " + "; ".join(hw))
     if not task_runs.empty:
@@ -382,8 +396,12 @@ def table2(lm_runs: list[LMRun], task_runs: pd.DataFrame, majority: pd.DataFrame
             row += [score_cell(majority, "majority", t), None]
         rows.append(row)
     notes = [
-        "Scores: test metric in % (SNLI accuracy, Coref average F1, SST-5 accuracy, NER F1, SRL F1), "
+        "Scores: test metric in % (SNLI accuracy, Coref average F1, SST-5 accuracy, NER F1, SRL span F1), "
         "mean±std over seeds (n runs). A gap (—) is a run that has not happened; a text cell is why a run could not.",
+        "SRL (span F1): AllenNLP's span F1 over BIO spans without V, the value the paper printed; SRL (CoNLL-05 "
+        "script): the official CoNLL-2005 scorer's argument F1 of the same runs (C-X pieces merged into their X, "
+        "an argument right only if every piece is), which the paper's footnote 6 says is higher and the rest "
+        "of the SRL literature reports; the paper gives no value for it.",
         f"{DAGGER} our setting differs from the paper's: scores at demo/cpu scale (data or model size), "
         "times on our hardware (caption), our batch (the global batch of a run) differs from the paper's "
         "per-GPU batch x the GPUs of a run (all of them for a joint bi-LM, half for each direction of a "
@@ -406,7 +424,9 @@ def table3(lm_runs: list[LMRun], task_runs: pd.DataFrame) -> Table:
              "vectors; -CNN: ELMo's trained char-CNN vectors on both sides; -CNN-CC / -CC-CNN: CNN input with "
              "FastText output, and the reverse).",
              f"{DAGGER} our scores are at demo/cpu scale, not comparable with the paper's. A gap (—) is a run that "
-             "has not happened."]
+             "has not happened.",
+             "SRL (span F1): AllenNLP's span F1, the paper's value; SRL (CoNLL-05 script): the official CoNLL-2005 "
+             "scorer's argument F1 of the same runs (no paper value)."]
     return Table("table3", "Table 3: ELMo-C variants, ours beside the paper's",
                  scale_caption(lm_runs, task_runs), columns, rows, notes)
 
@@ -503,15 +523,15 @@ def pretrain_table(paths: Iterable[str | Path]) -> pd.DataFrame:
 
     rows = []
     for run in read_lm_runs(paths):
-        data = run.heldout
+        rec = run.record
         rows.append({
-            "variant": run.variant, "direction": run.direction, "metric": data.get("metric"),
-            "before": r4(data.get("before")), "after": r4(data.get("after")),
-            "constant_baseline": r4(data.get("constant_baseline")), "steps": data.get("steps"),
-            "tokens": data.get("tokens"), "seconds": None if run.seconds is None else round(run.seconds, 1),
+            "variant": run.variant, "direction": run.direction, "metric": rec.metric,
+            "before": r4(rec.before), "after": r4(rec.after),
+            "constant_baseline": r4(rec.constant_baseline), "steps": rec.steps,
+            "tokens": rec.tokens, "seconds": None if run.seconds is None else round(run.seconds, 1),
             "tokens_per_s": None if run.tokens_per_second() is None else round(run.tokens_per_second()),
             "trainable_params": run.params,
-            **{f"after_{d}": r4((data.get(d) or {}).get("after")) if run.direction == "joint" else None
+            **{f"after_{d}": r4(rec.directions_after.get(d)) if run.direction == "joint" else None
                for d in ("forward", "backward")},
         })
     if not rows:
@@ -527,7 +547,7 @@ def downstream_table(paths: Iterable[str | Path]) -> tuple[pd.DataFrame, pd.Data
     if long.empty:
         raise InputFileError("(none)", "no downstream result files given")
     variants = list(dict.fromkeys(long["variant"]))
-    tasks = [t for t in paper.TASKS if t in set(long["task"])] + sorted(set(long["task"]) - set(paper.TASKS))
+    tasks = _tasks(long, only_seen=True)
     table = []
     for variant in variants:
         row = {"variant": variant, "paper_label": paper.PAPER_LABELS.get(variant, "")}

@@ -48,12 +48,12 @@ def heldout_curves(runs: list[LMRun], stem: str | Path) -> list[Path]:
     per variant (solid forward, dashed backward), one row per metric kind (cosine for
     CONT variants, perplexity for the softmax family: not comparable)."""
     plt = _pyplot()
-    metrics = sorted({r.heldout.get("metric") or "loss" for r in runs}) or ["(no runs)"]
+    metrics = sorted({r.metric or "loss" for r in runs}) or ["(no runs)"]
     fig, axes = plt.subplots(len(metrics), 2, figsize=(11, 3.8 * len(metrics)), squeeze=False)
     variants = list(dict.fromkeys(r.variant for r in runs))
     colours = {v: plt.cm.tab10(i % 10) for i, v in enumerate(variants)}
     for row, metric in zip(axes, metrics):
-        chosen = [r for r in runs if (r.heldout.get("metric") or "loss") == metric]
+        chosen = [r for r in runs if (r.metric or "loss") == metric]
         if not chosen:
             for ax in row:
                 _empty(ax, "no pretraining results yet")
@@ -170,7 +170,7 @@ def learning_curves(heldout_paths: Iterable[str | Path], output: str | Path) -> 
     for run in read_lm_runs(heldout_paths):
         train = [r for r in run.log if r.get("event") == "train"]
         label = f"{run.variant} ({run.direction})"
-        curves.setdefault(run.heldout.get("metric") or "loss", []).append(
+        curves.setdefault(run.metric or "loss", []).append(
             (label, [r["tokens"] for r in train], [r["loss"] for r in train]))
     panels = sorted(curves)
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(6 * max(1, len(panels)), 4), squeeze=False)
@@ -189,7 +189,7 @@ def learning_curves(heldout_paths: Iterable[str | Path], output: str | Path) -> 
 
 def all_figures(heldout_paths: Iterable[str | Path], bench_path: str | Path | None, out_dir: str | Path) -> list[Path]:
     """Every figure into ``out_dir``: heldout_curves, speed_table4, speed_table5, memory_s2."""
-    from elmoc.tables.build import read_json
+    from elmoc.tables.records import read_json
 
     out_dir = Path(out_dir)
     runs = read_lm_runs(heldout_paths)

@@ -79,7 +79,9 @@ def summary_text(lm_runs: list[LMRun], task_runs: pd.DataFrame, majority: pd.Dat
             lines.append(f"Downstream {task}: {task_runs[task_runs.task == task].status.iloc[0]}")
             continue
         metric = sel.metric.iloc[0]
-        lines.append(f"Downstream {task} (test {metric}, %; mean ± std over n seeds; LM rows: points vs FastText):")
+        named = ":" in task or any(t.startswith(f"{task}:") for t in tasks)  # a task scored two ways: say which
+        title = f"{task} = {paper.TASK_LABELS.get(task, task)}" if named else task
+        lines.append(f"Downstream {title} (test {metric}, %; mean ± std over n seeds; LM rows: points vs FastText):")
         maj = majority[majority.task == task] if not majority.empty else majority
         if not maj.empty and maj.test.notna().any():
             lines.append(f"  {'majority class':<15} {100 * float(maj.test.dropna().iloc[0]):6.2f}")

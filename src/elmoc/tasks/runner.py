@@ -111,7 +111,8 @@ class TrainerConfig:
             raise ConfigError(f"trainer.lr must be a number, got {config.lr!r}")
         if not isinstance(config.rho, (int, float)) or not 0 < config.rho < 1:
             raise ConfigError(f"trainer.rho must be in (0, 1), got {config.rho!r}")
-        if config.lr_decay is not None and (not isinstance(config.lr_decay, (int, float)) or not 0 < config.lr_decay < 1):
+        decay = config.lr_decay
+        if decay is not None and (not isinstance(decay, (int, float)) or not 0 < decay < 1):
             raise ConfigError(f"trainer.lr_decay must be in (0, 1) or null, got {config.lr_decay!r}")
         if not isinstance(config.lr_decay_steps, int) or config.lr_decay_steps < 1:
             raise ConfigError(f"trainer.lr_decay_steps must be a positive integer, got {config.lr_decay_steps!r}")

@@ -1,0 +1,207 @@
+"""The two result records the tables, figures and summary read, each defined once and read strictly.
+
+* :class:`TaskRecord`: a downstream result, ``results/tasks/{task}/{variant}/seed{seed}.json``
+  (``elmoc task``) or a majority baseline ``results/baselines/{task}/majority.json``
+  (``elmoc tables majority``);
+* :class:`HeldoutRecord`: a pretraining run's ``results/lm/{variant}/{direction}/heldout.json``
+  (``elmoc train``, or the released ELMo's export).
+
+``from_json(path)`` checks every field it uses: a required field that is missing, or
+any field of the wrong type (``"test": "high"``, ``"seed": [1]``, ``"after": "bad"``),
+raises :class:`~elmoc.errors.InputFileError` naming the file, the field, what was
+expected and what was found, so ``elmoc tables``/``elmoc summary`` print one line
+instead of failing later inside pandas.  Optional fields are listed with their default
+in each class; other keys of the file (history, trainer settings, ...) are kept in
+``data`` untouched.  Numbers are ints or floats, never booleans.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from elmoc.errors import InputFileError
+
+SCALES = ("demo", "cpu", "full")
+_MISSING = object()
+
+
+def read_json(path: str | Path) -> dict:
+    """A JSON object from ``path`` (InputFileError when absent, invalid or not an object)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputFileError(path, "result file not found") from None
+    except json.JSONDecodeError as e:
+        raise InputFileError(path, f"invalid JSON: {e.msg}", e.lineno) from None
+    except UnicodeDecodeError:
+        raise InputFileError(path, "not UTF-8 text; expected a JSON result file") from None
+    if not isinstance(data, dict):
+        raise InputFileError(path, "expected a JSON object")
+    return data
+
+
+def _is(value: Any, kind: str) -> bool:
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "list":
+        return isinstance(value, list)
+    if kind == "object":
+        return isinstance(value, dict)
+    raise AssertionError(kind)
+
+
+_WORDS = {"str": "a string", "int": "an integer", "number": "a number", "list": "a list", "object": "an object"}
+
+
+def _get(path: Path, data: dict, key: str, kind: str, *, nullable: bool = False, default: Any = _MISSING,
+         where: str = "") -> Any:
+    """``data[key]`` checked to be of ``kind`` (or null when ``nullable``); ``default`` when
+    absent, an error when absent and no default is given."""
+    name = f"{where}{key}"
+    if key not in data:
+        if default is _MISSING:
+            raise InputFileError(path, f"result record lacks the required field {name!r} ({_WORDS[kind]}); "
+                                 "re-run the step that writes this file")
+        return default
+    value = data[key]
+    if value is None and nullable:
+        return None
+    if not _is(value, kind):
+        expected = _WORDS[kind] + (" or null" if nullable else "")
+        raise InputFileError(path, f"field {name!r} must be {expected}, got {value!r} ({type(value).__name__}); "
+                             "fix the file or re-run the step that writes it")
+    return float(value) if kind == "number" else value
+
+
+@dataclass(frozen=True)
+class ExtraScore:
+    """A score reported beside a task's headline metric (SRL's official CoNLL-2005 F1)."""
+
+    label: str
+    dev: float | None
+    test: float | None
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One downstream result (or majority baseline).
+
+    Required: ``task``, ``variant`` (str), ``seed`` (int), ``metric`` (str), ``scale``
+    (demo | cpu | full), ``status`` (str; "ok" or why the run could not happen), ``test``
+    (number or null).  Optional: ``dev`` (number or null; None), ``seconds`` (number or
+    null; None), ``threads`` (int or null; None), ``metric_label`` (str; the metric name),
+    ``extra_scores`` (``{name: {"label": str, "dev": number|null, "test": number|null}}``; {}).
+    """
+
+    path: str
+    task: str
+    variant: str
+    seed: int
+    metric: str
+    scale: str
+    status: str
+    test: float | None
+    dev: float | None = None
+    seconds: float | None = None
+    threads: int | None = None
+    metric_label: str = ""
+    extra_scores: dict[str, ExtraScore] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> "TaskRecord":
+        path = Path(path)
+        data = read_json(path)
+        task, variant = _get(path, data, "task", "str"), _get(path, data, "variant", "str")
+        seed, metric = _get(path, data, "seed", "int"), _get(path, data, "metric", "str")
+        scale = _get(path, data, "scale", "str")
+        if scale not in SCALES:
+            raise InputFileError(path, f"field 'scale' must be one of {', '.join(SCALES)}, got {scale!r}")
+        extras = {}
+        for name, value in _get(path, data, "extra_scores", "object", default={}).items():
+            where = f"extra_scores.{name}."
+            if not isinstance(value, dict):
+                raise InputFileError(path, f"field 'extra_scores.{name}' must be an object with label, dev, test; "
+                                     f"got {value!r}")
+            extras[name] = ExtraScore(_get(path, value, "label", "str", where=where),
+                                      _get(path, value, "dev", "number", nullable=True, default=None, where=where),
+                                      _get(path, value, "test", "number", nullable=True, where=where))
+        return cls(
+            path=str(path), task=task, variant=variant, seed=seed, metric=metric, scale=scale,
+            status=_get(path, data, "status", "str"), test=_get(path, data, "test", "number", nullable=True),
+            dev=_get(path, data, "dev", "number", nullable=True, default=None),
+            seconds=_get(path, data, "seconds", "number", nullable=True, default=None),
+            threads=_get(path, data, "threads", "int", nullable=True, default=None),
+            metric_label=_get(path, data, "metric_label", "str", default=metric), extra_scores=extras)
+
+
+@dataclass(frozen=True)
+class HeldoutRecord:
+    """One pretraining run's ``heldout.json``.
+
+    Required: ``metric`` (str or null), ``after`` (number or null: the final heldout
+    value), ``steps`` (int), ``tokens`` (int or null), ``seconds`` (number or null).
+    Optional: ``direction`` (str; the folder name), ``before`` and ``constant_baseline``
+    (number or null; None), ``trainable_parameters`` and ``threads`` (int or null; None),
+    ``processes`` (int; 1, for files that predate it), ``device`` (str; "cpu"),
+    ``history`` (list of objects with ``value``/``seconds`` numbers or null, ``tokens``/
+    ``step`` ints or null, ``tag`` str; []), ``forward``/``backward`` (a joint bi-LM's
+    per-direction ``{"after": number|null, ...}``; None).  ``data`` is the whole file.
+    """
+
+    path: str
+    direction: str
+    metric: str | None
+    after: float | None
+    steps: int
+    tokens: int | None
+    seconds: float | None
+    before: float | None = None
+    constant_baseline: float | None = None
+    trainable_parameters: int | None = None
+    threads: int | None = None
+    processes: int = 1
+    device: str = "cpu"
+    history: list[dict] = field(default_factory=list)
+    directions_after: dict[str, float | None] = field(default_factory=dict)
+    data: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> "HeldoutRecord":
+        path = Path(path)
+        data = read_json(path)
+        history = _get(path, data, "history", "list", default=[])
+        for i, entry in enumerate(history):
+            where = f"history[{i}]."
+            if not isinstance(entry, dict):
+                raise InputFileError(path, f"field 'history[{i}]' must be an object, got {entry!r}")
+            for key in ("value", "seconds"):
+                _get(path, entry, key, "number", nullable=True, default=None, where=where)
+            for key in ("tokens", "step"):
+                _get(path, entry, key, "int", nullable=True, default=None, where=where)
+            _get(path, entry, "tag", "str", nullable=True, default=None, where=where)
+        per_direction = {}
+        for name in ("forward", "backward"):
+            part = _get(path, data, name, "object", nullable=True, default=None)
+            if part is not None:
+                per_direction[name] = _get(path, part, "after", "number", nullable=True, default=None,
+                                           where=f"{name}.")
+        processes = _get(path, data, "processes", "int", nullable=True, default=1)
+        return cls(
+            path=str(path), direction=_get(path, data, "direction", "str", default=path.parent.name),
+            metric=_get(path, data, "metric", "str", nullable=True),
+            after=_get(path, data, "after", "number", nullable=True),
+            steps=_get(path, data, "steps", "int"), tokens=_get(path, data, "tokens", "int", nullable=True),
+            seconds=_get(path, data, "seconds", "number", nullable=True),
+            before=_get(path, data, "before", "number", nullable=True, default=None),
+            constant_baseline=_get(path, data, "constant_baseline", "number", nullable=True, default=None),
+            trainable_parameters=_get(path, data, "trainable_parameters", "int", nullable=True, default=None),
+            threads=_get(path, data, "threads", "int", nullable=True, default=None),
+            processes=processes or 1, device=_get(path, data, "device", "str", default="cpu"),
+            history=history, directions_after=per_direction, data=data)

@@ -1,0 +1,110 @@
+"""Result records read strictly (issue 20.5): one line naming the file, the field and what
+was expected, from every reader (tables downstream|paper|pretrain, figures, summary)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from elmoc.cli import main
+from elmoc.errors import InputFileError
+from elmoc.tables.records import HeldoutRecord, TaskRecord
+
+TASK = {"task": "sst5", "variant": "elmo-c", "seed": 1, "metric": "accuracy", "dev": 0.5, "test": 0.5,
+        "status": "ok", "scale": "demo", "seconds": 3.0, "threads": 1}
+
+
+def _task(tmp_path, **changes):
+    data = {**TASK, **changes}
+    data = {k: v for k, v in data.items() if v is not _DROP}
+    path = tmp_path / "tasks" / "sst5" / "elmo-c" / "seed1.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path
+
+
+_DROP = object()
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"test": "high"}, "field 'test' must be a number or null, got 'high'"),
+    ({"seconds": "x"}, "field 'seconds' must be a number or null, got 'x'"),
+    ({"seed": [1]}, r"field 'seed' must be an integer, got \[1\]"),
+    ({"seed": True}, "field 'seed' must be an integer, got True"),
+    ({"dev": False}, "field 'dev' must be a number or null"),
+    ({"threads": 1.5}, "field 'threads' must be an integer or null"),
+    ({"scale": _DROP}, "lacks the required field 'scale'"),
+    ({"scale": "huge"}, "field 'scale' must be one of demo, cpu, full"),
+    ({"test": _DROP}, "lacks the required field 'test'"),
+    ({"status": _DROP}, "lacks the required field 'status'"),
+    ({"extra_scores": {"conll05-f1": {"label": "x", "dev": 0.1, "test": "y"}}},
+     "field 'extra_scores.conll05-f1.test' must be a number or null"),
+])
+def test_task_record_rejects_bad_fields(tmp_path, changes, message):
+    path = _task(tmp_path, **changes)
+    with pytest.raises(InputFileError, match=message) as e:
+        TaskRecord.from_json(path)
+    assert str(e.value).startswith(str(path))
+
+
+def test_task_record_optional_fields_and_extra_scores(tmp_path):
+    minimal = {k: v for k, v in TASK.items() if k in ("task", "variant", "seed", "metric", "scale", "status", "test")}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({**minimal, "test": 1, "history": [{"anything": "kept"}]}))
+    record = TaskRecord.from_json(path)
+    assert (record.dev, record.seconds, record.threads, record.extra_scores) == (None, None, None, {})
+    assert record.test == 1.0 and isinstance(record.test, float) and record.metric_label == "accuracy"
+    path.write_text(json.dumps({**minimal, "extra_scores": {"conll05-f1": {"label": "official", "dev": None,
+                                                                            "test": 0.7}}}))
+    assert TaskRecord.from_json(path).extra_scores["conll05-f1"].test == 0.7
+
+
+def _heldout(tmp_path, **changes):
+    data = {"direction": "forward", "steps": 10, "tokens": 100, "seconds": 5.0, "metric": "cosine", "before": 0.1,
+            "after": 0.5, "history": [{"metric": "cosine", "value": 0.5, "step": 10, "tokens": 100, "tag": "after"}],
+            "trainable_parameters": 7, "threads": 1, **changes}
+    data = {k: v for k, v in data.items() if v is not _DROP}
+    path = tmp_path / "lm" / "elmo-c" / "forward" / "heldout.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"after": "bad"}, "field 'after' must be a number or null, got 'bad'"),
+    ({"tokens": "many"}, "field 'tokens' must be an integer or null"),
+    ({"steps": _DROP}, "lacks the required field 'steps'"),
+    ({"processes": "4"}, "field 'processes' must be an integer or null"),
+    ({"history": [{"value": "v"}]}, r"field 'history\[0\].value' must be a number or null"),
+    ({"forward": {"after": "x"}}, "field 'forward.after' must be a number or null"),
+])
+def test_heldout_record_rejects_bad_fields(tmp_path, changes, message):
+    with pytest.raises(InputFileError, match=message):
+        HeldoutRecord.from_json(_heldout(tmp_path, **changes))
+
+
+def test_heldout_record_defaults(tmp_path):
+    record = HeldoutRecord.from_json(_heldout(tmp_path, direction=_DROP, history=_DROP))
+    assert (record.direction, record.processes, record.device, record.history) == ("forward", 1, "cpu", [])
+
+
+@pytest.mark.parametrize("argv", [
+    ["tables", "downstream", "--inputs", "{task}", "--output", "{out}/d.md"],
+    ["tables", "paper", "--tasks", "{task}", "--out-dir", "{out}"],
+    ["tables", "paper", "--heldout", "{heldout}", "--out-dir", "{out}"],
+    ["tables", "pretrain", "--inputs", "{heldout}", "--output", "{out}/p.md"],
+    ["tables", "figures", "--heldout", "{heldout}", "--out-dir", "{out}"],
+    ["summary", "--tasks", "{task}"],
+    ["summary", "--heldout", "{heldout}"],
+])
+def test_every_reader_prints_one_line(tmp_path, capsys, argv):
+    """`"test": "high"` / `"after": "bad"` crashed these commands with a ValueError before."""
+    task = _task(tmp_path, test="high")
+    heldout = _heldout(tmp_path, after="bad")
+    out = tmp_path / "out"
+    status = main([a.format(task=task, heldout=heldout, out=out) for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 1 and len(err) == 1, err
+    assert "Traceback" not in err[0]
+    bad = (task, "'test'") if "{task}" in argv else (heldout, "'after'")
+    assert str(bad[0]) in err[0] and f"field {bad[1]} must be a number or null" in err[0]
