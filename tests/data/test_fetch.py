@@ -358,6 +358,14 @@ def test_bad_pins_file_is_one_line(tmp_path, remote, capsys, content, named):
     assert pins.read_text() == content and not (tmp_path / "o").exists()
 
 
+def test_tofu_config_size_must_agree_with_the_recorded_one(tmp_path, remote):
+    pins = tmp_path / "pins.yaml"
+    fetch(FetchSpec(remote.as_uri(), "tofu", size=12), tmp_path / "a", cache=tmp_path / "c", pins=pins)
+    with pytest.raises(InputFileError, match=f"config pins size 13 but {pins} recorded 12 bytes"):
+        fetch(FetchSpec(remote.as_uri(), "tofu", size=13), tmp_path / "b", cache=tmp_path / "c", pins=pins)
+    assert not (tmp_path / "b").exists()
+
+
 def test_tofu_needs_a_pins_file(tmp_path, remote):
     with pytest.raises(ConfigError, match="sha256: tofu.*no pins file"):
         fetch(FetchSpec(remote.as_uri(), "tofu"), tmp_path / "o")

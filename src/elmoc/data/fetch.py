@@ -491,6 +491,11 @@ def fetch(spec: FetchSpec, out_dir: str | Path, cache: str | Path | None = None,
         pins_file = PinsFile(pins)
         pin = pins_file.lookup(spec.source)
         if pin is not None:
+            if spec.size is not None and spec.size != pin.size:
+                raise InputFileError(
+                    spec.source, f"the config pins size {spec.size} but {pins_file} recorded {pin.size} bytes on the "
+                    f"first fetch; fix the config's size, or delete the entry from {pins_file} to record it again"
+                )
             spec, origin = replace(spec, sha256=pin.sha256, size=pin.size), str(pins_file)
     request = _request(spec)
     if _manifest_ok(out_dir, request):
