@@ -279,12 +279,9 @@ def load_bilm(directory: str | Path, device: str | torch.device = "cpu", check_f
     lms = []
     for direction in DIRECTIONS:
         path = directory / f"{direction}.pt"
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except FileNotFoundError:
-            raise InputFileError(path, "missing from the model directory; export the model again") from None
-        except Exception as e:  # torch raises many types for corrupt files
-            raise InputFileError(path, f"cannot read the weights ({e}); export the model again") from None
+        from elmoc.train.safe_load import load_weights_only  # weights only: a crafted file runs no code
+
+        state = load_weights_only(path, what="a model directory's weights file", fix="export the model again")
         spec = {"input": input_cfg, "encoder": meta["encoder"]}
         lms.append(FeatureLM.from_spec(spec, state, vocab, path, composer))
     bilm = BiLM(lms[0], lms[1], vocab, subword_encoder, boundaries=bool(meta["boundaries"]))

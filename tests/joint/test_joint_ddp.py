@@ -85,6 +85,7 @@ def _worker(rank, port, tmp):
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)  # ours: every train() below joins it
     import elmoc.train.loop as loop
 
     wrapped, report = {}, {}

@@ -66,7 +66,7 @@ def make_heldout():
         yield LMBatch(data[:, :-1], data[:, 1:], data[:, :-1] > 0)
 
 
-def _spec(tmp, layer):
+def _spec(tmp, layer, recurrent_dropout=0.0):
     vec = os.path.join(tmp, "vec.npy")
     outputs = {
         "cont": {"type": "cosine", "vectors": vec},
@@ -79,7 +79,7 @@ def _spec(tmp, layer):
     return {
         "input": inputs,
         "encoder": {"type": "elmo_lstm", "num_layers": 2, "cell_size": 12, "projection_size": 6,
-                    "recurrent_dropout": 0.0},
+                    "recurrent_dropout": recurrent_dropout},
         "output": outputs[layer],
         "optimizer": {"type": "adam", "lr": 0.01},
         "train": {"batch_size": B, "bptt": T, "log_every": 100, "checkpoint_every": 0, "seed": 5,
@@ -117,6 +117,7 @@ def _worker(rank, port, tmp):
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)  # ours: every train() below joins it
     import elmoc.train.loop as loop
 
     log = {"sparse": 0, "broadcast_bytes": 0, "gathered_rows": 0, "exchanging": False}
@@ -160,6 +161,13 @@ def _worker(rank, port, tmp):
     first["train"]["max_steps"] = 3
     train(first, vocab, os.path.join(tmp, "resumed"), make_batches, make_heldout)
     train(_spec(tmp, "sampled"), vocab, os.path.join(tmp, "resumed"), make_batches, make_heldout)
+    # recurrent dropout on: every rank's masks continue (CPU generator states of both ranks)
+    train(_spec(tmp, "cont", 0.1), vocab, os.path.join(tmp, "dropout", "straight"), make_batches, make_heldout)
+    first = _spec(tmp, "cont", 0.1)
+    first["train"]["max_steps"] = 3
+    train(first, vocab, os.path.join(tmp, "dropout", "resumed"), make_batches, make_heldout)
+    train(_spec(tmp, "cont", 0.1), vocab, os.path.join(tmp, "dropout", "resumed"), make_batches, make_heldout)
+    report["group_kept"] = dist.is_initialized()  # train() leaves a group it did not create alone
     with open(os.path.join(tmp, f"report{rank}.json"), "w") as f:
         json.dump(report, f)
     dist.destroy_process_group()
@@ -244,10 +252,27 @@ def test_resume_continues_every_ranks_rows_and_negatives(runs):
 
 
 @pytest.mark.slow
+def test_resume_with_dropout_restores_every_ranks_generators(runs):
+    """2 processes, recurrent dropout 0.1 (masks from each rank's CPU generator): 3 steps +
+    resume to 6 == 6 steps straight, bit for bit; the checkpoint holds both ranks' states."""
+    tmp, reports = runs
+    resumed = load_checkpoint(os.path.join(tmp, "dropout", "resumed", "checkpoint.pt"))
+    straight = load_checkpoint(os.path.join(tmp, "dropout", "straight", "checkpoint.pt"))
+    assert resumed["step"] == straight["step"] == STEPS
+    assert resumed["rng"]["world_size"] == WORLD and len(resumed["rng"]["ranks"]) == WORLD
+    assert not torch.equal(resumed["rng"]["ranks"][0]["torch"], resumed["rng"]["ranks"][1]["torch"])
+    for key in ("model", "optimizers", "state"):
+        assert max_abs_diff(resumed[key], straight[key], key) == 0.0, key
+    assert all(r["group_kept"] for r in reports)
+
+
+@pytest.mark.slow
 def test_nothing_sparse_or_frozen_travels(runs):
     _, reports = runs
     for rank, report in enumerate(reports):
         for layer, r in report.items():
+            if layer == "group_kept":
+                continue
             where = f"rank {rank}, {layer}"
             assert r["sparse"] == 0, f"{where}: a sparse tensor reached a collective"
             assert not r["ddp_sees_sparse"], where

@@ -1,13 +1,9 @@
 """The training loop on a tiny synthetic LM: loss falls, resume is exact, files appear."""
 import json
-from collections import Counter
 
-import numpy as np
 import pytest
 import torch
 
-from elmoc.data.vocab import Vocabulary
-from elmoc.lm import LMBatch
 from elmoc.train.checkpoint import load_checkpoint
 from elmoc.train.loop import TrainSettings, train
 from elmoc.errors import ConfigError
@@ -16,38 +12,8 @@ V, DIM, B, T = 40, 12, 4, 6
 
 
 @pytest.fixture
-def setup(tmp_path):
-    vocab = Vocabulary.from_counts(Counter({f"w{i}": 100 - i for i in range(V - 4)}))
-    rng = np.random.default_rng(0)
-    np.save(tmp_path / "vec.npy", rng.standard_normal((len(vocab), DIM)).astype("float32"))
-    # a deterministic periodic stream: the next token is predictable
-    stream = torch.tensor([4 + (i * 7) % (V - 4) for i in range(2000)])
-
-    def make_batches(position, rank, world):
-        window = 0 if position is None else position["window"]
-        rows = B // world
-        while True:
-            start = window * T
-            data = torch.stack([stream[start + r * 300 : start + r * 300 + T + 1] for r in range(B)])
-            data = data[rank * rows : (rank + 1) * rows]
-            window += 1
-            yield LMBatch(data[:, :-1], data[:, 1:], data[:, :-1] > 0), {"epoch": 0, "window": window}
-
-    def make_heldout():
-        data = stream[1000:1000 + 2 * T + 1]
-        yield LMBatch(data[None, :T], data[None, 1:T + 1], torch.ones(1, T, dtype=torch.bool))
-        yield LMBatch(data[None, T:2 * T], data[None, T + 1:2 * T + 1], torch.ones(1, T, dtype=torch.bool))
-
-    spec = {
-        "input": {"type": "fasttext", "vectors": str(tmp_path / "vec.npy")},
-        "encoder": {"type": "elmo_lstm", "num_layers": 2, "cell_size": 16, "projection_size": 8,
-                    "recurrent_dropout": 0.1},
-        "output": {"type": "cosine", "vectors": str(tmp_path / "vec.npy")},
-        "optimizer": {"type": "adam", "lr": 0.01},
-        "train": {"batch_size": B, "bptt": T, "max_steps": 30, "log_every": 10, "checkpoint_every": 10,
-                  "reset_state": False, "seed": 3},
-    }
-    return vocab, spec, make_batches, make_heldout
+def setup(tiny_lm):  # conftest.py
+    return tiny_lm
 
 
 def test_loss_falls_and_outputs_written(tmp_path, setup):

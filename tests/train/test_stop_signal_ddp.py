@@ -1,5 +1,6 @@
 """A stop signal that reaches one of two gloo processes: both stop after the same step,
-rank 0 saves it, nobody hangs; the rerun resumes and ends where an uninterrupted run does."""
+rank 0 saves it, nobody hangs; the rerun resumes and ends where an uninterrupted run does.
+The process group train() created is gone when it returns (stopped, finished or failed)."""
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ import torch
 import torch.multiprocessing as mp
 
 from elmoc.data.vocab import Vocabulary
+from elmoc.errors import ConfigError
 from elmoc.lm import LMBatch
 from elmoc.train.checkpoint import load_checkpoint
 from elmoc.train.loop import train
@@ -48,15 +50,24 @@ def _batches(signal_rank=None):
     return make_batches
 
 
-def _worker(rank, world, port, tmp, signal_rank):
+def _worker(rank, world, port, tmp, signal_rank, error_port=None):
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+                      MASTER_ADDR="127.0.0.1")
     torch.set_num_threads(1)
     vocab, spec = _setup(tmp)
+    left_after_error = None
+    if error_port is not None:  # a run that fails after joining: its group is destroyed too
+        os.environ["MASTER_PORT"] = str(error_port)
+        bad = {**spec, "train": {**spec["train"], "batch_size": 3}}  # not divisible by 2 processes
+        try:
+            train(bad, vocab, os.path.join(tmp, "bad"), _batches(), None)
+        except ConfigError:
+            left_after_error = torch.distributed.is_initialized()
+    os.environ["MASTER_PORT"] = str(port)
     result = train(spec, vocab, os.path.join(tmp, "ddp"), _batches(signal_rank), None)
     with open(os.path.join(tmp, f"rank{rank}.json"), "w") as f:
-        json.dump({"steps": result.steps, "interrupted": result.interrupted}, f)
-    torch.distributed.destroy_process_group()
+        json.dump({"steps": result.steps, "interrupted": result.interrupted,
+                   "group_left": torch.distributed.is_initialized(), "group_left_after_error": left_after_error}, f)
 
 
 def _free_port():
@@ -72,14 +83,15 @@ def _results(tmp):
 @pytest.mark.slow
 def test_signal_on_one_rank_stops_both_after_the_same_step(tmp_path):
     tmp = str(tmp_path)
-    mp.spawn(_worker, args=(2, _free_port(), tmp, 1), nprocs=2, join=True)  # a hang would time the test out
-    assert _results(tmp) == [{"steps": SIGNAL_AT + 1, "interrupted": "peer"},
-                             {"steps": SIGNAL_AT + 1, "interrupted": "SIGUSR1"}]
+    mp.spawn(_worker, args=(2, _free_port(), tmp, 1, _free_port()), nprocs=2, join=True)  # a hang: time-out
+    assert _results(tmp) == [
+        {"steps": SIGNAL_AT + 1, "interrupted": "peer", "group_left": False, "group_left_after_error": False},
+        {"steps": SIGNAL_AT + 1, "interrupted": "SIGUSR1", "group_left": False, "group_left_after_error": False}]
     ckpt = load_checkpoint(tmp_path / "ddp/checkpoint.pt")
     assert ckpt["step"] == SIGNAL_AT + 1 and not (tmp_path / "ddp/model.pt").exists()
 
     mp.spawn(_worker, args=(2, _free_port(), tmp, None), nprocs=2, join=True)
-    assert [r["steps"] for r in _results(tmp)] == [WINDOWS, WINDOWS]
+    assert [(r["steps"], r["group_left"]) for r in _results(tmp)] == [(WINDOWS, False), (WINDOWS, False)]
     vocab, spec = _setup(tmp)
     train(spec, vocab, tmp_path / "single", _batches(), None)
     single, ddp = load_checkpoint(tmp_path / "single/model.pt"), load_checkpoint(tmp_path / "ddp/model.pt")

@@ -81,5 +81,8 @@ class CharCnnVectors:
         if meta.get("format") != FORMAT:
             raise InputFileError(directory / "char_cnn.json", f"not format {FORMAT!r}; export the model again")
         layer = build("input", {"type": "char_cnn", "options": meta["options"], "trainable": False})
-        layer.load_state_dict(torch.load(directory / "char_cnn.pt", map_location="cpu", weights_only=True))
+        from elmoc.train.safe_load import load_weights_only  # weights only: a crafted file runs no code
+
+        layer.load_state_dict(load_weights_only(directory / "char_cnn.pt", what="a char-CNN weights file",
+                                                fix="export the model again"))
         return cls(layer, str(directory))

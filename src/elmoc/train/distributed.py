@@ -6,8 +6,14 @@ The trainer (:mod:`elmoc.train.loop`) and the bench's scenario S3
 :func:`average_sparse_gradients`, so the tests' 2-process gloo runs execute the
 same lines as a 4-GPU NCCL run.  What differs by backend:
 
-* :meth:`Distributed.setup` picks NCCL and pins ``cuda:LOCAL_RANK`` when the
-  device is CUDA (GPU only), gloo otherwise;
+* :meth:`Distributed.setup` picks NCCL when the device is CUDA (GPU only: it pins
+  ``cuda:LOCAL_RANK`` with ``torch.cuda.set_device`` *before* joining, and passes it
+  as ``device_id``, so NCCL binds each process to its own GPU), gloo otherwise.  Both
+  get ``timeout`` (``train.collective_timeout_minutes``, default 60 min): the other
+  ranks wait in a collective while rank 0 writes a checkpoint (several GB at paper
+  size on a slow shared file system), and NCCL's 10-minute default would kill them;
+  :meth:`Distributed.teardown` destroys the group at the end of training (normal,
+  interrupted or failed) when ``setup`` created it;
 * :func:`wrap_model` passes ``device_ids=[device.index]`` to DDP on CUDA (GPU only);
 * collectives run on the tensors' device (CUDA tensors under NCCL, CPU under gloo).
 
@@ -49,6 +55,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -69,6 +76,7 @@ class Distributed:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    owns_group: bool = False  # setup() created the process group, so teardown() destroys it
 
     @property
     def enabled(self) -> bool:
@@ -86,19 +94,51 @@ class Distributed:
             local_rank=int(os.environ.get("LOCAL_RANK", 0)),
         )
 
-    def setup(self, device: str | torch.device) -> torch.device:
-        """Join the process group (NCCL on CUDA, gloo on CPU); returns this process's device."""
+    def setup(self, device: str | torch.device, timeout_minutes: float = 60.0) -> torch.device:
+        """Join the process group (NCCL on CUDA, gloo on CPU); returns this process's device.
+
+        Args:
+            device: "cpu" or "cuda" (each process then takes ``cuda:LOCAL_RANK``).
+            timeout_minutes: how long a collective may wait for a peer (rank 0 writing
+                the largest checkpoint while the others wait must fit in it).
+        """
         device = torch.device(device)
         if not self.enabled:
             return device
-        if not dist.is_initialized():
-            # MASTER_ADDR / MASTER_PORT from the environment (torchrun sets them)
-            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                    rank=self.rank, world_size=self.world_size)
-        if device.type == "cuda":  # GPU only: one GPU per process
+        if device.type == "cuda":  # GPU only: one GPU per process, pinned before NCCL starts
             device = torch.device("cuda", self.local_rank)
             torch.cuda.set_device(device)
+        if not dist.is_initialized():
+            # MASTER_ADDR / MASTER_PORT from the environment (torchrun sets them)
+            nccl = device.type == "cuda"
+            dist.init_process_group(backend="nccl" if nccl else "gloo", rank=self.rank, world_size=self.world_size,
+                                    timeout=timedelta(minutes=timeout_minutes),
+                                    **({"device_id": device} if nccl else {}))  # GPU only: device_id
+            self.owns_group = True
         return device
+
+    def teardown(self) -> None:
+        """Destroy the process group if :meth:`setup` created it (a caller's own group stays)."""
+        if self.owns_group and dist.is_initialized():
+            dist.destroy_process_group()
+        self.owns_group = False
+
+    def all_ranks(self, obj: Any) -> list[Any]:
+        """``obj`` of every process, in rank order (a collective: call on every process).
+        Objects are pickled by torch.distributed: use it for small plain data only."""
+        if not self.enabled:
+            return [obj]
+        gathered: list[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, obj)
+        return gathered
+
+    def from_main(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` on every process (a collective: call on every process)."""
+        if not self.enabled:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
 
 
 def sparse_gradient_parameters(model: nn.Module) -> list[nn.Parameter]:

@@ -42,18 +42,19 @@ from elmoc.errors import ConfigError
 from elmoc.lm import JOINT, SEPARATE, BidirectionalLM, BiLMBatch, LanguageModel, LMBatch, is_joint
 from elmoc.outputs.base import OutputLoss
 from elmoc.train.checkpoint import (
-    CHECKPOINT, HELDOUT, MODEL, TRAIN_LOG, check_resumable, config_hash, load_checkpoint, load_weights,
-    model_payload, remove_stale_temps, rng_state, save_checkpoint, set_aside_if_stale, set_rng_state,
-    vocab_fingerprint,
+    CHECKPOINT, HELDOUT, MODEL, TRAIN_LOG, InputFingerprints, check_resumable, config_hash, load_resume_state,
+    load_weights, model_payload, rank_rng_state, remove_stale_temps, rng_state, save_checkpoint,
+    set_aside_if_stale, set_rng_state, vocab_fingerprint,
 )
 from elmoc.train.distributed import (
     Distributed, all_reduce_sum, average_sparse_gradients, gather_state_rows, shard_rows, shard_state_rows,
     sparse_gradient_parameters, wrap_model,
 )
 from elmoc.train.optim import OptimizerBundle, build_optimizer, clip_global_norm
+from elmoc.train.periodic import CheckpointTimer
 from elmoc.train.precision import autocast_context, retain_freed_host_memory, to_device
 from elmoc.train.schedule import check_type
-from elmoc.train.signals import StopSignals, stoppable
+from elmoc.train.signals import Deadline, StopSignals, stoppable
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +78,17 @@ class TrainSettings:
             spec P1) instead of carrying the detached state (bilm-tf).
         seed: seeds torch, numpy, python and the batch shuffling.
         log_every, eval_every, checkpoint_every: in steps (0 = only at the end).
+        checkpoint_minutes: also save ``checkpoint.pt`` when this many minutes of wall
+            time passed since the last save (None: by steps only); measured on rank 0
+            and agreed by all processes (:mod:`elmoc.train.periodic`).
+        collective_timeout_minutes: how long a data-parallel process waits in a
+            collective for the others (60: rank 0 writing a multi-GB checkpoint while
+            the others wait must fit in it; NCCL's own default is 10 minutes).
         eval_batch_size: rows per heldout batch (None: batch_size).
         eval_max_windows: cap on heldout windows per evaluation (None: all).
-        precision: "fp32" or "bf16" (autocast on CUDA; on CPU bf16 autocast too).
+        precision: "fp32", "bf16" (autocast on CUDA; on CPU bf16 autocast too) or "tf32"
+            (opt-in: float32 tensors, CUDA matmuls and cuDNN on TensorFloat-32 tensor cores,
+            process-wide from the first step; the same as fp32 on CPU).
         directions: "separate" (two runs, ``--direction forward`` and ``backward``) or
             "joint" (one :class:`elmoc.lm.BidirectionalLM`, ``--direction joint``: shared
             input and output layer, loss the mean of the two directions' means).
@@ -96,6 +105,8 @@ class TrainSettings:
     log_every: int = 100
     eval_every: int = 0
     checkpoint_every: int = 1000
+    checkpoint_minutes: float | None = None
+    collective_timeout_minutes: float = 60.0
     eval_batch_size: int | None = None
     eval_max_windows: int | None = None
     precision: str = "fp32"
@@ -115,8 +126,11 @@ class TrainSettings:
         settings = cls(**config)
         if settings.batch_size <= 0 or settings.bptt <= 0:
             raise ConfigError("train: batch_size and bptt must be positive")
-        if settings.precision not in ("fp32", "bf16"):
-            raise ConfigError(f"train.precision must be 'fp32' or 'bf16', got {settings.precision!r}")
+        if (settings.checkpoint_minutes or 0) < 0 or settings.collective_timeout_minutes <= 0:
+            raise ConfigError("train.checkpoint_minutes must be >= 0 (or null) and train.collective_timeout_minutes "
+                              f"> 0; got {settings.checkpoint_minutes} and {settings.collective_timeout_minutes}")
+        if settings.precision not in ("fp32", "bf16", "tf32"):
+            raise ConfigError(f"train.precision must be 'fp32', 'bf16' or 'tf32', got {settings.precision!r}")
         is_joint({"train": {"directions": settings.directions}})  # "separate" or "joint", else one line
         return settings
 
@@ -136,7 +150,7 @@ class RunResult:
     tokens: int
     seconds: float
     heldout: list[dict] = field(default_factory=list)
-    interrupted: str | None = None  # the stop signal's name when a signal ended the run early
+    interrupted: str | None = None  # the stop signal's name (or "time-limit") when the run ended early
 
 
 def seed_everything(seed: int) -> None:
@@ -297,6 +311,7 @@ def train(
     spec_path: str | Path | None = None,
     stop: StopSignals | None = None,
     stale_checkpoint: str = "refuse",
+    stop_margin_s: float | None = None,
 ) -> RunResult:
     """Train one direction of an LM (``direction`` "forward" or "backward"), or a joint
     bi-LM (``direction="joint"``, for a spec with ``train.directions: joint``; the batch
@@ -311,35 +326,61 @@ def train(
     ``resume`` an existing checkpoint is deleted first.  ``spec_path`` only names the spec
     in error messages.  ``stale_checkpoint="set-aside"`` moves a checkpoint of another
     spec, direction or vocabulary aside and starts afresh instead of refusing it (the
-    workflow's choice: a changed config reruns the job).  On SIGTERM/SIGUSR1 (``stop``,
-    installed by ``@stoppable``) the current step is finished, the checkpoint saved, and
-    the result has ``interrupted`` set.
+    workflow's choice: a changed config reruns the job).  A checkpoint is stale too when
+    an input file the spec names changed since it was written (:class:`InputFingerprints`).
+    On SIGTERM/SIGUSR1/SIGINT (``stop``, installed by ``@stoppable``) the current step is
+    finished, the checkpoint saved, and the result has ``interrupted`` set; likewise,
+    with ``interrupted="time-limit"``, when the SLURM job's end time is less than
+    ``stop_margin_s`` away (:class:`elmoc.train.signals.Deadline`; None: max(300 s,
+    2 x the longest checkpoint write + a step)).  The process group a data-parallel run
+    joins here is destroyed when it returns or fails.
     """
     settings = TrainSettings.from_config(spec.get("train", {}))
     check_direction(spec, direction, spec_path)
     if stale_checkpoint not in ("refuse", "set-aside"):
         raise ConfigError(f"stale_checkpoint must be 'refuse' or 'set-aside', got {stale_checkpoint!r}")
+    if stop_margin_s is not None and stop_margin_s < 0:
+        raise ConfigError(f"the stop margin must be >= 0 seconds, got {stop_margin_s}")
     retain_freed_host_memory()  # freed activations stay mapped: no page faults every step
     ddp = Distributed.from_env()
-    device = ddp.setup(device)  # joins the process group under torchrun
+    device = ddp.setup(device, settings.collective_timeout_minutes)  # joins the process group under torchrun
+    try:
+        return _train(spec, vocab, Path(out_dir), make_batches, make_heldout, settings=settings, ddp=ddp,
+                      device=device, direction=direction, vocab_path=vocab_path, resume=resume,
+                      steps_per_epoch=steps_per_epoch, spec_path=spec_path, stop=stop,
+                      stale_checkpoint=stale_checkpoint, stop_margin_s=stop_margin_s)
+    finally:
+        ddp.teardown()
+
+
+def _train(spec: dict[str, Any], vocab: Vocabulary | None, out_dir: Path, make_batches: BatchFactory,
+           make_heldout: HeldoutFactory | None, *, settings: TrainSettings, ddp: Distributed, device: torch.device,
+           direction: str, vocab_path: str | None, resume: bool, steps_per_epoch: int | None,
+           spec_path: str | Path | None, stop: StopSignals, stale_checkpoint: str,
+           stop_margin_s: float | None) -> RunResult:
+    """The body of :func:`train`, inside the process group it set up."""
     if settings.batch_size % ddp.world_size:
         raise ConfigError(
             f"train.batch_size {settings.batch_size} is not divisible by the {ddp.world_size} processes; "
             "the batch size is global (the LR schedule depends on it)"
         )
-    out_dir = Path(out_dir)
     ckpt_path, log_path = out_dir / CHECKPOINT, out_dir / TRAIN_LOG
+    inputs = None
     if ddp.is_main:
+        inputs = InputFingerprints.of_spec(spec)  # hashed once per process start (cached)
         out_dir.mkdir(parents=True, exist_ok=True)
         for tmp in remove_stale_temps(out_dir):
             log.warning("removed %s, left behind by an interrupted write", tmp)
         if not resume:
             ckpt_path.unlink(missing_ok=True)  # a fresh start must never be resumed later
         elif stale_checkpoint == "set-aside":
-            set_aside_if_stale(ckpt_path, spec=spec, direction=direction, vocab=vocab, spec_path=spec_path)
+            set_aside_if_stale(ckpt_path, spec=spec, direction=direction, vocab=vocab, spec_path=spec_path,
+                               inputs=inputs)
     if ddp.enabled:
         dist.barrier()  # every rank sees the checkpoint rank 0 decided on
+    inputs = ddp.from_main(inputs)
     spec_hash, vocab_id = config_hash(spec), vocab_fingerprint(vocab)
+    layout = {"threads": torch.get_num_threads(), "processes": ddp.world_size}
     seed_everything(settings.seed + ddp.rank)
 
     model = (BidirectionalLM if direction == JOINT else LanguageModel).from_spec(spec, vocab).to(device)
@@ -348,22 +389,33 @@ def train(
                  "count the tokens of both directions")
     bundle = build_optimizer(spec.get("optimizer", {"type": "scheduled_adam"}), model, settings.batch_size)
     step, tokens, position, state, history, seconds_before = 0, 0, None, None, [], 0.0
+    segments = [{"step": 0, **layout}]
     if resume and ckpt_path.exists():
-        payload = load_checkpoint(ckpt_path, map_location=device)
-        check_resumable(payload, ckpt_path, spec=spec, direction=direction, vocab=vocab, spec_path=spec_path)
+        # tensors to the CPU (RNG states must stay there), the carried state to `device`
+        payload = load_resume_state(ckpt_path, device)
+        check_resumable(payload, ckpt_path, spec=spec, direction=direction, vocab=vocab, spec_path=spec_path,
+                        inputs=inputs)
         load_weights(model, payload, ckpt_path)
         bundle.load_state_dict(payload["optimizers"])
         step, tokens, position = payload["step"], payload["tokens"], payload["data"]
         state = shard_state_rows(payload.get("state"), ddp.rank, ddp.world_size)  # this rank's rows
         history = payload.get("history", [])
         seconds_before = float(payload.get("seconds", 0.0))
+        segments = resumed_segments(payload, step, layout, ckpt_path, warn=ddp.is_main)
+        own_rng = rank_rng_state(payload.get("rng"), ddp.rank, ddp.world_size)
+        if own_rng is not None:  # else (another process count) this rank keeps its seed
+            set_rng_state(own_rng)
         if ddp.is_main:
-            set_rng_state(payload["rng"])
             _truncate_log(log_path, payload.get("log_bytes"))
         log.info("resumed %s from step %d (%d tokens)", ckpt_path, step, tokens)
     elif ddp.is_main:
         log_path.unlink(missing_ok=True)  # a fresh run starts a fresh log
     t_start, saved_step, interrupted = time.time(), step, None
+    # rank 0 decides when to stop before the job's time limit and when a timed checkpoint
+    # is due; StopSignals.decide makes every process agree in the step's one collective
+    deadline = Deadline.from_slurm(stop_margin_s) if ddp.is_main else Deadline(None)
+    timer = CheckpointTimer(settings.checkpoint_minutes if ddp.is_main else None)
+    longest_save_s, step_s = 0.0, 0.0
 
     def wall_seconds() -> float:
         """Wall time of this training, summed over the runs it was resumed from."""
@@ -378,17 +430,22 @@ def train(
         return {
             "spec": spec, "config_hash": spec_hash, "vocab_path": vocab_path, "vocab": vocab_id,
             "direction": direction, "model": core.state_dict(), "optimizers": bundle.state_dict(),
-            "step": step, "tokens": tokens, "seconds": wall_seconds(), "data": position, "rng": rng_state(),
-            "state": state, "history": history, "threads": torch.get_num_threads(),
+            "step": step, "tokens": tokens, "seconds": wall_seconds(), "data": position, "rng": None,
+            "state": state, "history": history, "threads": layout["threads"], "processes": layout["processes"],
+            "segments": segments, "inputs": inputs,
             "log_bytes": log_path.stat().st_size if log_path.exists() else 0, "final": False,
         }
 
     def save() -> None:
-        nonlocal saved_step
+        nonlocal saved_step, longest_save_s
+        t_save = time.time()
         saved_step = step
         rows = gather_state_rows(state, ddp.world_size)  # the global batch's carried state (all ranks)
+        rngs = {"world_size": ddp.world_size, "ranks": ddp.all_ranks(rng_state())}  # every rank's generators
         if ddp.is_main:
-            save_checkpoint(ckpt_path, {**training_state(), "state": rows})
+            save_checkpoint(ckpt_path, {**training_state(), "state": rows, "rng": rngs})
+        timer.saved()
+        longest_save_s = max(longest_save_s, time.time() - t_save)
 
     def heldout(tag: str) -> None:
         if make_heldout is None:
@@ -416,6 +473,7 @@ def train(
     done = settings.max_steps is not None and step >= settings.max_steps
     for batch, next_position in ([] if done else make_batches(position, ddp.rank, ddp.world_size)):
         # next_position: where the iterator resumes after this batch (saved in checkpoints)
+        t_step = time.time()
         batch = to_device(batch, device)  # pinned, non-blocking on CUDA
         lr = bundle.set_lr(step + 1)
         loss, out, new_state, grad_norm = train_step(
@@ -443,11 +501,16 @@ def train(
             raise FloatingPointError(f"loss became {float(loss)} at step {step}; lower the learning rate")
         if settings.eval_every and step % settings.eval_every == 0:
             heldout(f"step{step}")
-        if settings.checkpoint_every and step % settings.checkpoint_every == 0:
-            save()
-        if stop is not None and stop.agreed(ddp.enabled, device):  # every process stops after this step
-            interrupted = stop.received
+        step_s = time.time() - t_step
+        # the step's one collective: a stop signal anywhere, rank 0's deadline and timed checkpoint
+        reason, save_now = stop.decide(
+            ddp.enabled, device, time_up=deadline.reached(time.time(), longest_save_s, step_s),
+            checkpoint_due=timer.due())
+        if reason is not None:  # every process stops after this step (and saves it below)
+            interrupted = reason
             break
+        if save_now or (settings.checkpoint_every and step % settings.checkpoint_every == 0):
+            save()
         if settings.max_steps is not None and step >= settings.max_steps:
             break
     if saved_step != step:
@@ -457,6 +520,10 @@ def train(
     if interrupted is not None:
         log.warning("stopped by %s at step %d; %s holds it: rerun the same command to resume",
                     interrupted, step, ckpt_path)
+        if interrupted == "time-limit" and ddp.is_main:
+            log.warning("the job ends at %s (%s): stopped %.0f s before it", time.strftime(
+                "%Y-%m-%dT%H:%M:%S", time.localtime(deadline.end_time)), deadline.source,
+                deadline.end_time - time.time())
         if ddp.enabled:
             dist.barrier()  # nobody exits while rank 0 is still writing
         return RunResult(steps=step, tokens=tokens, seconds=wall_seconds(), heldout=history, interrupted=interrupted)
@@ -467,7 +534,8 @@ def train(
         save_checkpoint(out_dir / MODEL, final)
         summary = {
             "direction": direction, "steps": step, "tokens": tokens, "seconds": seconds,
-            "threads": torch.get_num_threads(), "processes": ddp.world_size, "config_hash": spec_hash,
+            "threads": layout["threads"], "processes": ddp.world_size, "segments": segments,
+            "config_hash": spec_hash,
             "metric": history[-1]["metric"] if history else None,
             "before": history[0]["value"] if history else None,
             "after": history[-1]["value"] if history else None,
@@ -486,6 +554,31 @@ def train(
     if ddp.enabled:
         dist.barrier()
     return RunResult(steps=step, tokens=tokens, seconds=seconds, heldout=history)
+
+
+def resumed_segments(payload: dict[str, Any], step: int, layout: dict[str, int], path: Path,
+                     warn: bool = True) -> list[dict[str, Any]]:
+    """The checkpoint's process-layout segments, with this run's appended when it differs.
+
+    A run may resume under another thread or process count (a week-long run must
+    survive a move to another allocation): allowed, with a WARNING, since the result
+    then equals neither layout's uninterrupted run bit for bit (other summation orders,
+    other per-rank RNG streams and negatives); ``segments`` (checkpoint, ``model.pt``,
+    ``heldout.json``) records from which step each layout trained.  A checkpoint of an
+    older elmoc records no process count: only its thread count is compared.
+    """
+    segments = [dict(s) for s in payload.get("segments") or
+                [{"step": 0, "threads": payload.get("threads"), "processes": payload.get("processes")}]]
+    last = segments[-1]
+    changed = [key for key in ("threads", "processes") if last.get(key) is not None and last[key] != layout[key]]
+    if changed and warn:
+        log.warning("%s was trained with %s and resumes with %s from step %d: allowed, but the result will equal "
+                    "neither layout's uninterrupted run bit for bit (recorded under 'segments' in the checkpoint, "
+                    "model.pt and heldout.json)", path,
+                    ", ".join(f"{last[k]} {k}" for k in changed), ", ".join(f"{layout[k]} {k}" for k in changed), step)
+    if changed or any(last.get(k) is None for k in layout):
+        segments.append({"step": step, **layout})
+    return segments
 
 
 def check_direction(spec: dict[str, Any], direction: str, spec_path: str | Path | None = None) -> None:

@@ -1,0 +1,67 @@
+"""Read ``.pt`` files without running code from them: ``torch.load(weights_only=True)``.
+
+A ``.pt`` file is a pickle; a full unpickler calls whatever function the file names
+(``os.system`` included), so a crafted "model" given to ``elmoc extract``, ``export``
+or a training resume could run a command.  Every elmoc reader of a ``.pt`` goes
+through :func:`load_weights_only`: PyTorch's restricted unpickler, which builds only
+tensors and plain Python containers (dict, list, tuple, str, bytes, int, float, bool,
+None), and refuses anything else with one :class:`~elmoc.errors.InputFileError` line
+naming the file and the object it asked for.
+
+The one exception is ``allow``: an extra allow-list for a reader that needs it.
+Checkpoints written before their RNG states were stored as plain lists hold numpy's
+state as an ``ndarray`` (:data:`LEGACY_NUMPY_GLOBALS`); :mod:`elmoc.train.checkpoint`
+allows exactly those, which rebuild an array of numbers and call nothing else.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from elmoc.errors import InputFileError
+
+# numpy's array reconstruction: what a pickled ``ndarray`` (numpy's RNG state in an
+# old checkpoint) names; enough for a uint32 array and nothing that calls code.
+LEGACY_NUMPY_GLOBALS = (np._core.multiarray._reconstruct, np.ndarray, np.dtype, np.dtypes.UInt32DType)
+
+_UNSUPPORTED = re.compile(r"Unsupported global: GLOBAL (\S+)|Unsupported operand (\d+)|Trying to (\w+)")
+
+
+def load_weights_only(path: str | Path, *, map_location: Any = "cpu", mmap: bool = False,
+                      allow: Sequence[Any] = (), what: str = "an elmoc weights file",
+                      fix: str = "write it again with elmoc") -> Any:
+    """``torch.load(path, weights_only=True)``, refusing code in one line.
+
+    Args:
+        path: the ``.pt`` file.
+        map_location, mmap: as for :func:`torch.load`.
+        allow: extra globals the restricted unpickler may build (keep it minimal).
+        what: what the file should be, for the error ("an elmoc checkpoint").
+        fix: how to get a good file, for the error.
+
+    Returns:
+        The loaded object.
+
+    Raises:
+        InputFileError: the file is missing, corrupt, or names an object outside the
+            allow-list (a pickle that would run code): one line with the path.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(path, f"not found; {fix}")
+    try:
+        with torch.serialization.safe_globals(list(allow)):
+            return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+    except Exception as e:  # torch raises many types for corrupt or refused files
+        text = str(e)
+        if "Weights only load failed" in text:
+            found = _UNSUPPORTED.search(text)
+            asked = next((g for g in found.groups() if g), "an object") if found else "an object"
+            raise InputFileError(path, f"is not {what} with weights only: it asks to build {asked}, which could "
+                                 f"run code, so it was not loaded; use a file written by elmoc ({fix})") from None
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        raise InputFileError(path, f"cannot read it as {what} ({type(e).__name__}: {first}); {fix}") from None
