@@ -8,8 +8,10 @@ DESCRIPTION = (
     "train split with early stopping on dev, restores the best epoch and scores test. Inputs: --features "
     "(HDF5 from `elmoc extract`, mixed by a learned scalar mix), --fasttext (a fastText .bin model, or a .npy "
     "table together with --vocab), or both (concatenated, like BCN's GloVe+ELMo). Writes "
-    '{"task", "variant", "seed", "metric", "dev", "test", "scale", "num_train", "num_test", "seconds", '
-    '"status", "device", "threads", ...} to --output. A task whose data paths are not configured gets '
+    '{"task", "variant", "seed", "metric", "metric_label", "dev", "test", "extra_scores", "scale", "num_train", '
+    '"num_test", "seconds", "status", "device", "threads", ...} to --output (extra_scores: scores beside the '
+    "headline one, each with its label, e.g. SRL's official CoNLL-2005 F1 beside the span F1). A task whose "
+    'data paths are not configured gets '
     '"status": "no data: set tasks.<task>.<key>" instead of an error. --device cuda (or cuda:N, or auto '
     'when a GPU is visible) trains on the GPU; the code path is the CPU one plus .to(device).'
 )
