@@ -136,7 +136,8 @@ def _find_wheel() -> Path | None:
     WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
     try:
         subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                        "-d", str(WHEEL_CACHE), "allennlp==0.9.0"], capture_output=True, timeout=300, check=True)
+                        "--retries", "1", "--timeout", "30", "-d", str(WHEEL_CACHE), "allennlp==0.9.0"],
+                       capture_output=True, timeout=300, check=True)
     except (subprocess.SubprocessError, OSError):
         return None
     return WHEEL_CACHE / WHEEL if (WHEEL_CACHE / WHEEL).is_file() else None
