@@ -10,8 +10,8 @@ test.  Batches are length-bucketed and shuffled with a generator seeded from
 
 Reproducibility: the same config + seed on the CPU gives the same numbers.  On a
 GPU it does not by default: cuDNN's LSTM kernels, cuBLAS reductions and the
-scatter/sparse kernels that coref's ``torch.sparse.mm`` and index-adds use are not
-deterministic, so two GPU runs of one seed differ in the last digits and, through
+sparse product behind coref's head attention (``torch.sparse.mm``) and embedding
+gradients (index-adds on the GPU) are not deterministic, so two GPU runs of one seed differ in the last digits and, through
 early stopping, sometimes more.  ``trainer.deterministic: true`` asks for
 deterministic kernels (:func:`deterministic_mode`: ``torch.use_deterministic_algorithms``
 plus ``CUBLAS_WORKSPACE_CONFIG=:4096:8``, which cuBLAS reads when it first starts,
