@@ -37,6 +37,7 @@ from elmoc.encoders.base import Encoder, EncoderOutput
 from elmoc.config import JOINT, SEPARATE, is_joint  # noqa: F401  (re-exported)
 from elmoc.errors import ConfigError
 from elmoc.inputs.base import InputLayer
+from elmoc.nn.host_copy import copy_to_device, to_host
 from elmoc.outputs.base import OutputLayer, OutputLoss
 from elmoc.registry import build
 
@@ -58,15 +59,15 @@ class LMBatch:
     mask: torch.Tensor
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> "LMBatch":
-        return LMBatch(
-            self.inputs.to(device, non_blocking=non_blocking),
-            self.targets.to(device, non_blocking=non_blocking),
-            self.mask.to(device, non_blocking=non_blocking),
-        )
+        """The batch on ``device``; tensors copied from the CPU keep their CPU original
+        (:mod:`elmoc.nn.host_copy`), so the step reads padding and ids without a device read."""
+        return LMBatch(*(copy_to_device(t, device, non_blocking) for t in (self.inputs, self.targets, self.mask)))
 
     @property
     def num_tokens(self) -> int:
-        return int(self.mask.sum())
+        """Counted on the mask's CPU original when it has one (a batch moved by ``to_device``),
+        so the trainer's per-step count does not wait for the device."""
+        return int(to_host(self.mask).sum())
 
 
 @dataclass

@@ -27,6 +27,7 @@ from torch import nn
 from elmoc.encoders.base import Encoder, EncoderOutput
 from elmoc.encoders.projected_lstm import projected_lstm_layer
 from elmoc.errors import ConfigError
+from elmoc.nn.host_copy import to_host
 from elmoc.registry import register
 
 logger = logging.getLogger(__name__)
@@ -98,6 +99,7 @@ class ProjectedLstmLayer(nn.Module):
         mask: torch.Tensor,
         state: LayerState | None,
         dropout_mask: torch.Tensor | None,
+        all_valid: bool | None = None,
     ) -> tuple[torch.Tensor, LayerState]:
         """Run the layer over a window.
 
@@ -105,6 +107,8 @@ class ProjectedLstmLayer(nn.Module):
             inputs: (batch, time, input_size); mask: (batch, time) bool;
             state: (h (batch, projection), c (batch, cell)) or None for zeros;
             dropout_mask: (batch, projection) scaled keep mask, or None.
+            all_valid: ``mask.all()`` decided by the caller on the host (None: read from
+            ``mask``, a host sync on a GPU).
             returns: outputs (batch, time, projection), zero where mask is False,
             and the final (h, c).  Masked steps leave (h, c) unchanged.
         """
@@ -130,6 +134,7 @@ class ProjectedLstmLayer(nn.Module):
             dropout_mask,
             self.cell_clip,
             self.proj_clip,
+            all_valid,
         )
 
     def extra_repr(self) -> str:
@@ -245,9 +250,12 @@ class ElmoLstmEncoder(Encoder):
         x = x * mask.unsqueeze(-1).to(x.dtype)  # (B, T, P), zero at masked positions
         layers = [x]
         new_state: list[LayerState] = []
+        # padding or not, decided once per window on the mask's CPU original (to_device keeps
+        # one), not per layer on the device, where reading it makes the host wait every step
+        all_valid = bool(to_host(mask).all())
         for index, layer in enumerate(self.lstm_layers):
             out, layer_state = layer(x, mask, None if state is None else state[index],
-                                     self._dropout_mask(x.shape[0], x))
+                                     self._dropout_mask(x.shape[0], x), all_valid)
             if self.residual and index >= 1:
                 out = out + x
             layers.append(out)

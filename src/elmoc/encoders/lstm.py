@@ -17,6 +17,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from elmoc.encoders.base import Encoder, EncoderOutput
 from elmoc.errors import ConfigError
+from elmoc.nn.host_copy import to_host
 from elmoc.registry import register
 
 
@@ -67,12 +68,19 @@ class LstmEncoder(Encoder):
             raise ValueError(f"lstm expects (batch, time, {self.input_dim}) inputs, got {tuple(inputs.shape)}")
         if mask.shape != inputs.shape[:2] or mask.dtype != torch.bool:
             raise ValueError(f"mask must be bool (batch, time) = {tuple(inputs.shape[:2])}")
-        lengths = mask.sum(1)
-        all_valid = bool(mask.all())
+        # Padding, lengths and the prefix check are decided on the mask's CPU original (a batch
+        # moved by to_device has one): pack_padded_sequence wants CPU lengths anyway, and a
+        # device read here would make the host wait for the GPU every step.
+        host_mask = to_host(mask)
+        host_lengths = host_mask.sum(1)
+        all_valid = bool(host_mask.all())
         if not all_valid:
-            prefix = torch.arange(mask.shape[1], device=mask.device)[None, :] < lengths[:, None]
-            if not torch.equal(prefix, mask):
+            prefix = torch.arange(host_mask.shape[1])[None, :] < host_lengths[:, None]
+            if not torch.equal(prefix, host_mask):
                 raise ValueError("encoder 'lstm' needs right-padded masks (True on a prefix of each row)")
+            empty = host_lengths == 0
+            any_empty = bool(empty.any())
+            empty = empty.to(inputs.device, non_blocking=True)[None, :, None]
         maskf = mask.unsqueeze(-1).to(inputs.dtype)
         layers = [tile_to_width(inputs, self.hidden_size) * maskf]
         new_state = []
@@ -85,11 +93,12 @@ class LstmEncoder(Encoder):
                 out, (h, c) = rnn(x, hc)
             else:
                 # Zero-length rows keep their initial state: run them with length 1, then restore.
-                packed = pack_padded_sequence(x, lengths.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False)
+                # (Padded windows only, the end of a shard: pack_padded_sequence moves its sort
+                # order to the device with a blocking copy, one host sync per layer there.)
+                packed = pack_padded_sequence(x, host_lengths.clamp(min=1), batch_first=True, enforce_sorted=False)
                 out, (h, c) = rnn(packed, hc)
                 out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
-                empty = (lengths == 0)[None, :, None]
-                if bool(empty.any()):
+                if any_empty:
                     h0 = torch.zeros_like(h) if hc is None else hc[0]
                     c0 = torch.zeros_like(c) if hc is None else hc[1]
                     h, c = torch.where(empty, h0, h), torch.where(empty, c0, c)

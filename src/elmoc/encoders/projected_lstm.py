@@ -49,8 +49,10 @@ def _native_eligible(t: torch.Tensor) -> bool:
     return t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
 
 
-def _python_forward_loop(input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bias, dropout, cell_clip, proj_clip):
-    """The forward time loop in Python; same arguments and results as the C++ ``lstm_forward``.
+def _python_forward_loop(input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bias, dropout, cell_clip, proj_clip,
+                         all_valid=None):
+    """The forward time loop in Python; same arguments and results as the C++ ``lstm_forward``,
+    plus ``all_valid`` (``mask.all()``, read from the mask when None).
 
     ``input_gates`` (T, B, 4C, g block pre-scaled by 2) is overwritten with the activated
     gates.  Returns acts, c_all (T+1, B, C), h_all (T+1, B, P), tanh_c, h_tilde (T, B, C),
@@ -59,7 +61,8 @@ def _python_forward_loop(input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bi
     steps, batch, four_cell = input_gates.shape
     cell = four_cell // 4
     proj = wp_t.shape[1]
-    all_valid = bool(mask.all())
+    if all_valid is None:
+        all_valid = bool(mask.all())  # a device read: callers on the GPU path pass it
     acts = input_gates  # (T, B, 4C): input gates in, activated gates i, f, g, o out
     c_all = input_gates.new_empty(steps + 1, batch, cell)  # carried cell states
     h_all = input_gates.new_empty(steps + 1, batch, proj)  # carried hidden states
@@ -110,15 +113,18 @@ class _ProjectedLstmFunction(torch.autograd.Function):
     Inputs (time-major): input_gates (time, batch, 4*cell) already containing the bias;
     mask (time, batch) bool; h0 (batch, proj); c0 (batch, cell); state_weight (4*cell, proj);
     proj_weight (proj, cell); ln_weight/ln_bias (proj,) or None; dropout (batch, proj) or None.
+    all_valid: ``mask.all()`` as a Python bool, decided by the caller on the host (None: read
+    from ``mask``, a host sync on a GPU).
     Outputs: out (time, batch, proj), h_T (batch, proj), c_T (batch, cell).
     """
 
     @staticmethod
     def forward(ctx: Any, input_gates, mask, h0, c0, state_weight, proj_weight, ln_weight, ln_bias,
-                dropout, cell_clip, proj_clip):
+                dropout, cell_clip, proj_clip, all_valid=None):
         steps, _, four_cell = input_gates.shape
         cell = four_cell // 4
-        all_valid = bool(mask.all())
+        if all_valid is None:
+            all_valid = bool(mask.all())  # without the caller's answer: a device read (host sync on a GPU)
         # tanh(z) = 2*sigmoid(2z) - 1: this CPU build's tanh is ~4x slower than its
         # sigmoid, so the candidate-gate rows are doubled and one sigmoid serves all gates.
         scale = input_gates.new_ones(four_cell, 1)
@@ -129,9 +135,12 @@ class _ProjectedLstmFunction(torch.autograd.Function):
         clips = (None if cell_clip is None else float(cell_clip), None if proj_clip is None else float(proj_clip))
         ops = native.native_ops() if _native_eligible(input_gates) else None
         ctx.native = ops  # the backward uses the same loop as the forward, whatever the environment says later
-        loop = _python_forward_loop if ops is None else ops.lstm_forward  # the C++ one: csrc/projected_lstm.cpp
-        acts, c_all, h_all, tanh_c, h_tilde, p_all = loop(
-            input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bias, dropout, *clips)
+        if ops is None:
+            acts, c_all, h_all, tanh_c, h_tilde, p_all = _python_forward_loop(
+                input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bias, dropout, *clips, all_valid)
+        else:  # the C++ loop (csrc/projected_lstm.cpp), CPU tensors only
+            acts, c_all, h_all, tanh_c, h_tilde, p_all = ops.lstm_forward(
+                input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bias, dropout, *clips)
         out = h_all[1:].clone() if all_valid else h_all[1:] * mask.to(input_gates.dtype).unsqueeze(-1)
         ctx.save_for_backward(mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, state_weight, proj_weight,
                               ln_weight, dropout)
@@ -158,7 +167,7 @@ class _ProjectedLstmFunction(torch.autograd.Function):
                 ln_weight, dropout, cell_clip, proj_clip)
             if ln_weight is None:
                 d_lnw = d_lnb = None
-            return (dz, None, dh, dc, d_ws, d_wp, d_lnw, d_lnb, None, None, None)
+            return (dz, None, dh, dc, d_ws, d_wp, d_lnw, d_lnb, None, None, None, None)
         maskf = mask.to(dtype).unsqueeze(-1)  # (T, B, 1)
 
         # ---- everything that does not depend on the reverse recurrence, for all steps ----
@@ -245,7 +254,7 @@ class _ProjectedLstmFunction(torch.autograd.Function):
             dq_all = dr_all if dropout is None else dr_all * dropout
             d_ln_weight = (dq_all * xhat).sum((0, 1))
             d_ln_bias = dq_all.sum((0, 1))
-        return (dz, None, dh, dc, d_state_weight, d_proj_weight, d_ln_weight, d_ln_bias, None, None, None)
+        return (dz, None, dh, dc, d_state_weight, d_proj_weight, d_ln_weight, d_ln_bias, None, None, None, None)
 
 
 def projected_lstm_layer(
@@ -262,6 +271,7 @@ def projected_lstm_layer(
     dropout_mask: torch.Tensor | None,
     cell_clip: float | None,
     proj_clip: float | None,
+    all_valid: bool | None = None,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Run one projected LSTM layer over a window (spec 1.1 math).
 
@@ -273,6 +283,9 @@ def projected_lstm_layer(
             proj_weight: (proj, cell); ln_weight, ln_bias: (proj,) or None (no LayerNorm).
         dropout_mask: (batch, proj) scaled keep mask or None.
         cell_clip, proj_clip: clamp values or None.
+        all_valid: whether ``mask`` is all True, decided once per window by the caller
+            (from the mask's CPU original); None reads it from ``mask``, which on a GPU
+            makes the host wait for the device.
 
     Returns:
         outputs (batch, time, proj) and the final ``(h (batch, proj), c (batch, cell))``.
@@ -281,17 +294,17 @@ def projected_lstm_layer(
     input_gates = torch.addmm(state_bias, inputs.transpose(0, 1).reshape(-1, inputs.shape[-1]), input_weight.t())
     input_gates = input_gates.view(inputs.shape[1], inputs.shape[0], -1)
     device_type = inputs.device.type
-    if torch.is_autocast_enabled(device_type):
+    if torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type):  # meta has none
         # The recurrence (and its carried memory cell) stays in float32 under autocast.
         with torch.autocast(device_type, enabled=False):
             args = [None if x is None else x.float() for x in
                     (input_gates, h0, c0, state_weight, proj_weight, ln_weight, ln_bias, dropout_mask)]
             out, h_t, c_t = _ProjectedLstmFunction.apply(
-                args[0], mask.t().contiguous(), *args[1:], cell_clip, proj_clip
+                args[0], mask.t().contiguous(), *args[1:], cell_clip, proj_clip, all_valid
             )
         return out.transpose(0, 1), (h_t, c_t)
     out, h_t, c_t = _ProjectedLstmFunction.apply(
         input_gates, mask.t().contiguous(), h0, c0, state_weight, proj_weight, ln_weight, ln_bias,
-        dropout_mask, cell_clip, proj_clip,
+        dropout_mask, cell_clip, proj_clip, all_valid,
     )
     return out.transpose(0, 1), (h_t, c_t)

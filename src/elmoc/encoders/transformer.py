@@ -18,6 +18,7 @@ from torch import nn
 
 from elmoc.encoders.base import Encoder, EncoderOutput
 from elmoc.errors import ConfigError
+from elmoc.nn.host_copy import to_host
 from elmoc.registry import register
 
 
@@ -84,7 +85,7 @@ class TransformerEncoder(Encoder):
         """bool (time, time) causal mask, or (batch*heads, time, time) when padding exists; True = blocked."""
         steps = mask.shape[1]
         future = torch.ones(steps, steps, dtype=torch.bool, device=mask.device).triu(1)
-        if bool(mask.all()):
+        if bool(to_host(mask).all()):  # the CPU original when to_device kept one: no wait for the GPU
             return future
         eye = torch.eye(steps, dtype=torch.bool, device=mask.device)
         blocked = future[None] | (~mask[:, None, :] & ~eye[None])  # (B, T, T)

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from elmoc.errors import ConfigError, InputFileError
+from elmoc.nn.host_copy import to_host
 
 
 def building_on_meta() -> bool:
@@ -101,15 +102,22 @@ def lookup(table: torch.Tensor, ids: torch.Tensor, host_resident: bool) -> torch
     """Rows of ``table`` for ``ids``, on ``ids``' device.
 
     With ``host_resident`` the table lives on CPU: the gather runs there and only the
-    gathered rows ``(..., dim)`` are copied to ``ids.device`` (spec 2.2).
+    gathered rows ``(..., dim)`` are copied to ``ids.device`` (spec 2.2).  The ids are
+    read from their CPU original (:mod:`elmoc.nn.host_copy`; a batch moved by
+    ``to_device`` has one), so the step does not wait for the device; on CUDA the rows
+    are gathered straight into a block of PyTorch's pinned-memory pool (reused once its
+    copy has finished) and copied asynchronously.
 
     Shape:
         table: (vocab, dim); ids: any shape of long ids; returns ``ids.shape + (dim,)``.
     """
     if host_resident and table.device != ids.device:
-        rows = table.index_select(0, ids.reshape(-1).to(table.device))
+        host_ids = to_host(ids).reshape(-1)  # without a CPU original: a device read (host sync)
         if ids.device.type == "cuda":
-            rows = rows.pin_memory()
+            rows = torch.empty((host_ids.numel(), table.shape[1]), dtype=table.dtype, pin_memory=True)
+            torch.index_select(table, 0, host_ids, out=rows)
+        else:
+            rows = table.index_select(0, host_ids)
         return rows.to(ids.device, non_blocking=True).view(*ids.shape, table.shape[1])
     return table.index_select(0, ids.reshape(-1)).view(*ids.shape, table.shape[1])
 

@@ -86,6 +86,11 @@ class AdaptiveOutput(OutputLayer):
             self.head = nn.Linear(hidden_dim, size, bias=bool(head_bias))
 
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
+        # Host syncs that stay (GPU): selecting the valid rows (one nonzero) and PyTorch's
+        # adaptive softmax, which gathers the rows of each cluster (head included) with
+        # nonzero, one sync per cluster.  The row counts size the tail products, which is
+        # the saving adaptive softmax exists for; scoring every row in every tail instead
+        # would cost more than the syncs.
         h, y, count = valid_positions(hidden, targets, mask)  # (N, hidden_dim), (N,)
         if y.numel() == 0:  # zero gradients for the encoder and every weight here
             return OutputLoss(hidden.sum() * 0.0 + self._zero_touch(self.parameters()), count, {})

@@ -5,7 +5,9 @@ through ``Linear(hidden_dim -> d_emb, bias)`` (the only trainable part, exactly 
 CONT) and is scored by a sampled softmax against the frozen FastText rows, with
 no output bias (the paper's code never trains it; zero here).  Unlike the paper's
 code, which left the table random for its speed runs, the FastText vectors are
-really loaded.  Evaluation is the full softmax over the frozen table.
+really loaded.  Evaluation is the full softmax over the frozen table; a host-resident
+table is copied to the model's device once per heldout evaluation (kept while the layer
+is in eval mode, dropped by ``train()``), not once per heldout batch.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Sized
 import torch
 from torch import nn
 
-from elmoc.inputs.vector_table import store_table, stored_table, table_for_output
+from elmoc.inputs.vector_table import lookup, store_table, stored_table, table_for_output
 from elmoc.outputs.sampled import SampledSoftmaxBase
 from elmoc.registry import register
 
@@ -52,6 +54,7 @@ class FixedOutput(SampledSoftmaxBase):
         store_table(self, table, self.host_resident)
         self.embedding_dim = int(table.shape[1])
         self.projection = nn.Linear(hidden_dim, self.embedding_dim)
+        self._eval_table: torch.Tensor | None = None  # device copy of a host-resident table, eval mode only
 
     @property
     def target_table(self) -> torch.Tensor:
@@ -61,10 +64,25 @@ class FixedOutput(SampledSoftmaxBase):
         return self.projection(hidden)
 
     def rows(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        table = self.target_table
-        w = table.index_select(0, ids.to(table.device)).to(ids.device)
+        w = lookup(self.target_table, ids, self.host_resident)  # host-resident: CPU gather, async copy
         return w, w.new_zeros(ids.shape[0])
 
     def full_table(self) -> tuple[torch.Tensor, torch.Tensor]:
-        w = self.target_table.to(self.projection.weight.device)
+        w = self.target_table
+        device = self.projection.weight.device
+        if w.device != device:  # host-resident: the whole table, once per evaluation
+            if self.training:
+                return self._zero_bias(w.to(device))
+            if self._eval_table is None or self._eval_table.device != device:
+                self._eval_table = w.to(device)
+            w = self._eval_table
+        return self._zero_bias(w)
+
+    @staticmethod
+    def _zero_bias(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return w, w.new_zeros(w.shape[0])
+
+    def train(self, mode: bool = True) -> "FixedOutput":
+        if mode:
+            self._eval_table = None  # training gathers only the rows a step uses
+        return super().train(mode)

@@ -10,6 +10,12 @@ optimizer (the trainer's SparseAdam / Adagrad), as in the original.  Under data
 parallelism DDP ignores them and the touched rows are exchanged explicitly
 (:func:`elmoc.train.distributed.average_sparse_gradients`).
 
+On a GPU the training step never waits for the device: the negatives are drawn on
+the CPU (the reproducible stream below) and copied asynchronously from pinned
+memory, their expected counts are computed on the device, every position is scored
+and padding is masked out of the sum (selecting the valid rows would need their
+number on the host), and target ids are range-checked on the batch's CPU original.
+
 Evaluation (:meth:`evaluate`) is the exact full softmax over the vocabulary,
 computed in chunks of positions so a 800K vocabulary fits in memory; the heldout
 metric is its perplexity.
@@ -25,6 +31,7 @@ import torch
 from torch import nn
 
 from elmoc.errors import ConfigError
+from elmoc.nn.host_copy import attach_host_copy, copy_to_device, host_copy
 from elmoc.nn.masking import valid_positions
 from elmoc.outputs.base import OutputLayer, OutputLoss
 from elmoc.outputs.log_uniform import LogUniformSampler
@@ -69,24 +76,58 @@ class SampledSoftmaxBase(OutputLayer):
         raise NotImplementedError
 
     # --- loss ------------------------------------------------------------------------
+    def _check_range(self, targets: torch.Tensor, mask: torch.Tensor) -> None:
+        """Target ids of valid positions must be in ``[0, V)``.  Checked on the CPU values
+        (the tensor itself on the CPU, else the original ``to_device`` kept), never by a
+        device read; a device tensor without one is left to the table lookup's own check."""
+        ids = host_copy(targets)
+        if ids is None:
+            return
+        host_mask = host_copy(mask)
+        ids = ids[host_mask] if host_mask is not None else ids
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.vocab_size):
+            raise ValueError(f"target ids must be in [0, {self.vocab_size}), got [{int(ids.min())}, {int(ids.max())}]")
+
     def _select(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor):
         h, y, count = valid_positions(hidden, targets, mask)
-        if y.numel() and (int(y.min()) < 0 or int(y.max()) >= self.vocab_size):
-            raise ValueError(f"target ids must be in [0, {self.vocab_size}), got [{int(y.min())}, {int(y.max())}]")
+        self._check_range(targets, mask)
         return self.project(h), y, count  # (N, d), (N,), scalar
+
+    @staticmethod
+    def _flat_targets(targets: torch.Tensor, mask: torch.Tensor, sampled: torch.Tensor) -> torch.Tensor:
+        """Targets of every position ``(batch*time,)``; padding gets the first negative's id,
+        a row the step touches anyway, so its zero gradient adds no row to the sparse
+        gradient (a sparse optimizer would move such a row by its momentum).  The CPU
+        original is attached when ``targets``, ``mask`` and ``sampled`` have one (a
+        host-resident table then gathers its rows without reading the device)."""
+        flat_mask = mask.reshape(-1)
+        y = torch.where(flat_mask, targets.reshape(-1), sampled[:1])  # (masked_fill would read the id back)
+        host = [host_copy(t) for t in (targets, mask, sampled)]
+        if y.device.type != "cpu" and all(t is not None for t in host):
+            attach_host_copy(y, torch.where(host[1].reshape(-1), host[0].reshape(-1), host[2][:1]))
+        return y
 
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
         if not self.training:
             return self.evaluate(hidden, targets, mask)
-        h, y, count = self._select(hidden, targets, mask)
-        sampled, tries = self.sampler.sample(self.num_samples)
-        sampled = sampled.to(y.device)
+        if hidden.dim() != 3 or hidden.shape[:2] != targets.shape or targets.shape != mask.shape:
+            raise ValueError(
+                f"hidden {tuple(hidden.shape)}, targets {tuple(targets.shape)} and mask {tuple(mask.shape)} "
+                "must agree on (batch, time)"
+            )
+        self._check_range(targets, mask)
+        valid = mask.reshape(-1)  # (N,) over all batch*time positions
+        count = valid.sum().to(hidden.dtype)
+        h = self.project(hidden.reshape(-1, hidden.shape[-1]))  # (N, d)
+        sampled_cpu, tries = self.sampler.sample(self.num_samples)  # (K,) on the CPU
+        sampled = copy_to_device(sampled_cpu, targets.device)  # asynchronous; keeps its CPU original
+        y = self._flat_targets(targets, mask, sampled)  # (N,), padding scored, then masked out
         if tries == 0:  # every id taken: expected count 1 for all, i.e. the full softmax
             log_e_true = torch.zeros_like(y, dtype=h.dtype)
             log_e_sampled = torch.zeros(sampled.numel(), dtype=h.dtype, device=h.device)
-        else:
-            log_e_true = torch.log(self.sampler.expected_count(y.cpu(), tries)).to(h.device, h.dtype)
-            log_e_sampled = torch.log(self.sampler.expected_count(sampled.cpu(), tries)).to(h.device, h.dtype)
+        else:  # on the ids' device: no round trip through the host
+            log_e_true = torch.log(self.sampler.expected_count(y, tries)).to(h.device, h.dtype)
+            log_e_sampled = torch.log(self.sampler.expected_count(sampled, tries)).to(h.device, h.dtype)
         w_true, b_true = self.rows(y)  # (N, d), (N,)
         w_s, b_s = self.rows(sampled)  # (K, d), (K,)
         true_logit = (h * w_true).sum(-1) + b_true - log_e_true  # (N,)
@@ -95,7 +136,7 @@ class SampledSoftmaxBase(OutputLayer):
         sampled_logits = sampled_logits.masked_fill(hits, torch.finfo(sampled_logits.dtype).min)
         logits = torch.cat([true_logit[:, None], sampled_logits], dim=1)  # (N, 1 + K)
         loss = torch.logsumexp(logits, dim=1) - true_logit
-        return OutputLoss(loss.sum(), count, {})
+        return OutputLoss(torch.where(valid, loss, 0.0).sum(), count, {})
 
     def full_log_probs(self, hidden: torch.Tensor) -> torch.Tensor:
         """Log-probabilities over the whole vocabulary.  Shape: (n, hidden_dim) -> (n, V)."""

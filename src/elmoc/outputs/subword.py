@@ -16,7 +16,6 @@ import torch
 from torch import nn
 
 from elmoc.errors import ConfigError
-from elmoc.nn.masking import valid_positions
 from elmoc.outputs.base import OutputLayer, OutputLoss
 from elmoc.registry import register
 
@@ -77,9 +76,15 @@ class SubwordOutput(OutputLayer):
         return torch.log_softmax(h @ self.table().t() + self.bias, dim=-1)
 
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
-        h, y, count = valid_positions(hidden, targets, mask)  # (N, hidden_dim), (N,)
-        nll = -self.full_log_probs(h).gather(1, y[:, None]).squeeze(1)
-        return OutputLoss(nll.sum(), count, {})
+        # Every position is scored and padding masked out of the sum: selecting the valid
+        # rows first would need their number on the host (a GPU sync per step).
+        if hidden.dim() != 3 or hidden.shape[:2] != targets.shape or targets.shape != mask.shape:
+            raise ValueError(f"hidden {tuple(hidden.shape)}, targets {tuple(targets.shape)} and mask "
+                             f"{tuple(mask.shape)} must agree on (batch, time)")
+        valid = mask.reshape(-1)  # (N,) over all batch*time positions
+        y = targets.reshape(-1).masked_fill(~valid, 0)  # padding scored against id 0, then dropped
+        nll = -self.full_log_probs(hidden.reshape(-1, hidden.shape[-1])).gather(1, y[:, None]).squeeze(1)
+        return OutputLoss(torch.where(valid, nll, 0.0).sum(), valid.sum().to(hidden.dtype), {})
 
     @torch.no_grad()
     def evaluate(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
