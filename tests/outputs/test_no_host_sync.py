@@ -117,6 +117,22 @@ def test_training_step_reads_nothing_back_from_the_device(encoder, output, padde
     assert run_step_on_device(model, window(padded)) == []
 
 
+CHAR_CNN = {"type": "char_cnn", "options": {
+    "lstm": {"projection_dim": E},
+    "char_cnn": {"activation": "relu", "embedding": {"dim": 4}, "filters": [[1, 4], [2, 8]], "n_highway": 1,
+                 "n_characters": 262, "max_characters_per_token": 10}}}
+
+
+@pytest.mark.parametrize("inputs,output", [
+    (CHAR_CNN, {"type": "sampled", "num_samples": 10}),  # ELMo
+    ({"type": "subword", "dim": E}, {"type": "subword", "tie": True}),  # ELMo-Sub
+], ids=["char_cnn-sampled", "subword-tied"])
+def test_paper_input_layers_read_nothing_back_from_the_device(inputs, output):
+    spec = {"input": inputs, "encoder": ENCODERS["elmo_lstm"], "output": output}
+    model = LanguageModel.from_spec(spec, vocab=[f"w{i}" for i in range(V)])
+    assert run_step_on_device(model, window(True)) == []
+
+
 def test_joint_bilm_step_reads_nothing_back_from_the_device(vectors):
     spec = {"input": {"type": "fasttext", "vectors": vectors}, "encoder": ENCODERS["elmo_lstm"],
             "output": output_spec("sampled", vectors)}
