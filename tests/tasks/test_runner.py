@@ -112,3 +112,22 @@ def test_bad_trainer_options(options, message):
 
     with pytest.raises(ConfigError, match=message):
         TrainerConfig.from_dict(options)
+
+
+def test_paper_config_trainers_are_the_task_defaults(repo_root):
+    """config/paper.yaml writes each task's paper trainer out; it must equal the class defaults."""
+    import yaml
+
+    from elmoc.registry import build
+    from elmoc.tasks.runner import TrainerConfig
+
+    tasks = yaml.safe_load((repo_root / "config" / "paper.yaml").read_text(encoding="utf-8"))["tasks"]
+    optimizers = {}
+    for name in ("snli", "coref", "sst5", "ner", "srl"):
+        section = tasks[name]
+        task = build("task", {k: v for k, v in section.items() if k != "trainer"})
+        written = TrainerConfig.from_dict(section["trainer"], task.default_trainer)
+        assert written == TrainerConfig.from_dict({}, task.default_trainer), name
+        assert written == TrainerConfig.from_dict(section["trainer"]), name  # complete without the defaults
+        optimizers[name] = written.optimizer
+    assert optimizers == {"snli": "adam", "coref": "adam", "sst5": "adam", "ner": "adam", "srl": "adadelta"}
