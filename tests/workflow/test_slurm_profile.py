@@ -29,7 +29,7 @@ OVERLAY = {
     "resources": {
         "partitions": {"cpu": "cpu_q", "gpu": "gpu_q"},
         "default": {"mem_mb": 3000, "runtime": 90},
-        "pretrain": {"gpus": 4, "threads": 6, "mem_mb": 64000, "runtime": 2880},
+        "pretrain": {"gpus": 4, "threads": 6, "mem_mb": 64000, "runtime": 2880, "signal_lead_s": 120},
     },
 }
 
@@ -139,7 +139,8 @@ def test_gpu_pretrain_job(sbatch_lines):
     assert option(argv, "-t", "--time") == "2880"
     # threads per process x one process per GPU
     assert option(argv, "--cpus-per-task") == str(6 * 4)
-    assert option(argv, "--signal") == "USR1@300"
+    # the signal lead of pretraining jobs comes from the config (resources.pretrain.signal_lead_s)
+    assert option(argv, "--signal") == "USR1@120"
 
 
 def test_cpu_job(sbatch_lines):

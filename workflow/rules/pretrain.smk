@@ -19,13 +19,17 @@ rule lm_spec:
         "{params.elmoc} spec --spec-json {params.spec:q} --output {output} > {log} 2>&1"
 
 
-# checkpoint.pt (written every train.checkpoint_every steps, and on SIGTERM/SIGUSR1) is not
+# checkpoint.pt (written every train.checkpoint_every steps or train.checkpoint_minutes, on
+# SIGTERM/SIGUSR1/SIGINT, and stop_margin_s before a SLURM job's end time) is not
 # an output: Snakemake never deletes it, so a failed, killed or timed-out job's rerun (the
 # same `elmoc train --output-dir`) resumes from it. With resources.pretrain.retries = R a
 # job gets R reruns, so training longer than one job's runtime spans up to R + 1 jobs.
 # The log is appended to, so it covers every job of the run. A changed spec reruns the
 # job: --stale-checkpoint set-aside then keeps the old checkpoint as checkpoint.<hash>.pt
-# and trains the new spec from step 0 instead of refusing.
+# and trains the new spec from step 0 instead of refusing. The job exits 75 when it stopped
+# and saved (every process, under torchrun too: `elmoc with-gpus` says so), else 1; after two
+# attempts that crashed with the same error at the same checkpoint step, each further retry
+# is refused at once (results/lm/<variant>/<direction>/attempts.jsonl; delete it to retry).
 rule pretrain:
     input:
         spec="results/lm/{variant}/spec.yaml",
@@ -43,18 +47,22 @@ rule pretrain:
         mem_mb=lambda wildcards: pretrain_job(wildcards.variant)["mem_mb"],
         runtime=lambda wildcards: pretrain_job(wildcards.variant)["runtime"],
         slurm_partition=lambda wildcards: slurm_partition(pretrain_job(wildcards.variant)["gpus"]),
+        # SIGUSR1 signal_lead_s before the time limit (replaces the SLURM profile's default)
+        slurm_extra=lambda wildcards: f"'--signal=USR1@{pretrain_job(wildcards.variant)['signal_lead_s']}'",
     retries: RESOURCES["pretrain"]["retries"]
     params:
         with_gpus=lambda wildcards: with_gpus(pretrain_job(wildcards.variant)["gpus"]),
         launcher=pretrain_launcher,
         device=lambda wildcards: device_for(pretrain_job(wildcards.variant)["gpus"]),
         threads=lambda wildcards: pretrain_job(wildcards.variant)["threads"],
+        stop_margin=lambda wildcards: pretrain_job(wildcards.variant)["stop_margin_s"] or "auto",
     conda:
         "../envs/elmoc.yaml"
     shell:
         "{params.with_gpus} {params.launcher} train --spec {input.spec} --direction {wildcards.direction}"
         " --output-dir results/lm/{wildcards.variant}/{wildcards.direction}"
-        " --device {params.device} --threads {params.threads} --stale-checkpoint set-aside >> {log} 2>&1"
+        " --device {params.device} --threads {params.threads} --stop-margin {params.stop_margin}"
+        " --stale-checkpoint set-aside >> {log} 2>&1"
 
 
 rule pretrain_table:

@@ -14,7 +14,13 @@ DESCRIPTION = (
     "--no-resume, after checking it was made for the same spec, direction and "
     "vocabulary. On SIGTERM or SIGUSR1 it finishes the current step, saves "
     "checkpoint.pt and exits with status 75 (EX_TEMPFAIL): rerun the same command to "
-    "resume. For data parallelism launch it with torchrun (WORLD_SIZE > 1); "
+    "resume; it also stops and saves by itself --stop-margin seconds before a SLURM job's "
+    "end time. Only one trainer writes an output folder at a time (<output-dir>/.train.lock; "
+    "a second one is refused with exit status 73). Every attempt's outcome is appended to "
+    "<output-dir>/attempts.jsonl; when the last two crashed with the same error at the same "
+    "checkpoint step, a new attempt is refused at once (delete that file after fixing the "
+    "cause). Under `elmoc with-gpus` the job's status is 75 when every process stopped and "
+    "saved. For data parallelism launch it with torchrun (WORLD_SIZE > 1); "
     "train.batch_size stays the global batch. A spec with train.directions: joint "
     "(the softmax family, as bilm-tf trains ELMo) is one bidirectional model with a "
     "shared input and output layer, trained with --direction joint on forward and "
@@ -39,9 +45,76 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a checkpoint.pt of another spec, direction or vocabulary: refuse it with one line "
                              "(default), or keep it as checkpoint.<config hash>.pt and start afresh (the workflow)")
     parser.add_argument("--max-steps", type=int, default=None, help="override train.max_steps")
+    parser.add_argument("--stop-margin", type=_seconds_or_auto, default=None, metavar="SECONDS|auto",
+                        help="inside a SLURM job, stop and save this many seconds before its end time (default "
+                             "auto: the trainer's, from its longest checkpoint write; the workflow: "
+                             "resources.pretrain.stop_margin_s)")
+
+
+def _seconds_or_auto(text: str) -> float | None:
+    if text == "auto":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0 or 'auto', got {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+    import signal
+    from pathlib import Path
+
+    from elmoc.attempts import CRASHED, DONE, STOPPED, AttemptLog, OutputLock, RepeatedCrash, error_line, \
+        spec_fingerprint
+    from elmoc.process_tree import EXIT_STOPPED, die_with_parent, record_exit
+
+    die_with_parent(signal.SIGTERM)  # a worker whose agent (or with-gpus) dies stops after its step and saves
+    attempts = None
+    try:
+        if os.environ.get("RANK", "0") == "0":  # the process that writes the folder, before torch starts
+            OutputLock(args.output_dir).acquire()  # held until this process exits
+            spec_text = Path(args.spec).read_text(encoding="utf-8") if Path(args.spec).is_file() else args.spec
+            attempts = AttemptLog(args.output_dir, lambda: _checkpoint_step(Path(args.output_dir)),
+                                  spec_fingerprint(spec_text, args.direction, str(args.max_steps)))
+            if not args.no_resume:
+                attempts.check()
+        status = _train(args)
+    except KeyboardInterrupt:
+        record_exit(130, "interrupted")
+        if attempts is not None:
+            attempts.record(STOPPED, 130, "interrupted")
+        raise
+    except BaseException as e:
+        status = getattr(e, "exit_status", 1)
+        record_exit(status, error_line(e))
+        if attempts is not None and not isinstance(e, (RepeatedCrash, SystemExit)):
+            attempts.record(CRASHED, status, error_line(e))
+        raise
+    record_exit(status, "stopped" if status == EXIT_STOPPED else "done")
+    if attempts is not None:
+        attempts.record(STOPPED if status == EXIT_STOPPED else DONE, status)
+    return status
+
+
+def _checkpoint_step(out_dir) -> int | None:
+    """The step of ``out_dir``'s checkpoint.pt (metadata only, memory-mapped), or None."""
+    from elmoc.train.checkpoint import CHECKPOINT, load_checkpoint
+
+    path = out_dir / CHECKPOINT
+    if not path.is_file():
+        return None
+    try:
+        return int(load_checkpoint(path, mmap=True)["step"])
+    except Exception:  # unreadable or foreign: the resume says why; here it is "no step"
+        return None
+
+
+def _train(args: argparse.Namespace) -> int:
+    import inspect
     from pathlib import Path
 
     import torch
@@ -88,11 +161,16 @@ def run(args: argparse.Namespace) -> int:
     def make_heldout():
         return iter_heldout(data["heldout"], vocab, eval_batch, settings.bptt, args.direction, stream_fn=stream_fn)
 
+    margin = {}
+    if "stop_margin_s" in inspect.signature(train).parameters:
+        margin["stop_margin_s"] = args.stop_margin
+    elif args.stop_margin is not None:
+        raise ConfigError("--stop-margin: this trainer cannot stop before a time limit; drop the option")
     steps_per_epoch = sum(num_windows((n - 1) // settings.batch_size, settings.bptt) for n in _shard_tokens(shards))
     result = train(spec, vocab, Path(args.output_dir), make_batches, make_heldout if data.get("heldout") else None,
                    direction=args.direction, vocab_path=str(vocab_path), device=args.device,
                    resume=not args.no_resume, steps_per_epoch=steps_per_epoch, spec_path=args.spec,
-                   stale_checkpoint=args.stale_checkpoint)
+                   stale_checkpoint=args.stale_checkpoint, **margin)
     return EXIT_INTERRUPTED if result.interrupted else 0
 
 
