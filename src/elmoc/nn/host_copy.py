@@ -11,6 +11,8 @@ CPU original, and those decisions read the original instead.
 
 Only the tensor object that the copy returned carries its original: a view,
 reshape or arithmetic result of it does not (:func:`host_copy` then returns None).
+Batches are read-only in the step; a device tensor changed in place after the copy
+would no longer match its original.
 """
 from __future__ import annotations
 
