@@ -10,7 +10,9 @@ wrapped to record sparse tensors and broadcast bytes, and the DDP object the
 trainer builds is inspected.
 """
 import json
+import logging
 import os
+import shutil
 from collections import Counter
 
 import numpy as np
@@ -166,6 +168,9 @@ def _worker(rank, port, tmp):
     first = _spec(tmp, "cont", 0.1)
     first["train"]["max_steps"] = 3
     train(first, vocab, os.path.join(tmp, "dropout", "resumed"), make_batches, make_heldout)
+    if rank == 0:  # resumed by 1 process in test_resume_under_another_process_count
+        os.makedirs(os.path.join(tmp, "relayout"))
+        shutil.copy(os.path.join(tmp, "dropout", "resumed", "checkpoint.pt"), os.path.join(tmp, "relayout"))
     train(_spec(tmp, "cont", 0.1), vocab, os.path.join(tmp, "dropout", "resumed"), make_batches, make_heldout)
     report["group_kept"] = dist.is_initialized()  # train() leaves a group it did not create alone
     with open(os.path.join(tmp, f"report{rank}.json"), "w") as f:
@@ -264,6 +269,20 @@ def test_resume_with_dropout_restores_every_ranks_generators(runs):
     for key in ("model", "optimizers", "state"):
         assert max_abs_diff(resumed[key], straight[key], key) == 0.0, key
     assert all(r["group_kept"] for r in reports)
+
+
+@pytest.mark.slow
+def test_resume_under_another_process_count(runs, caplog):
+    """A 2-process checkpoint (step 3) resumed by 1 process: allowed with a warning, the
+    carried state of both ranks' rows continues in one, and the layouts are recorded."""
+    tmp, _ = runs
+    with caplog.at_level(logging.WARNING, logger="elmoc.train.loop"):
+        result = train(_spec(tmp, "cont", 0.1), _vocab(), os.path.join(tmp, "relayout"), make_batches, make_heldout)
+    assert result.steps == STEPS
+    warning = [r.getMessage() for r in caplog.records if "bit for bit" in r.getMessage()]
+    assert len(warning) == 1 and "processes 2 -> 1" in warning[0]
+    segments = json.load(open(os.path.join(tmp, "relayout", "heldout.json")))["segments"]
+    assert segments == [{"step": 0, "threads": 1, "processes": WORLD}, {"step": 3, "threads": 1, "processes": 1}]
 
 
 @pytest.mark.slow

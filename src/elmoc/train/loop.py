@@ -572,10 +572,10 @@ def resumed_segments(payload: dict[str, Any], step: int, layout: dict[str, int],
     last = segments[-1]
     changed = [key for key in ("threads", "processes") if last.get(key) is not None and last[key] != layout[key]]
     if changed and warn:
-        log.warning("%s was trained with %s and resumes with %s from step %d: allowed, but the result will equal "
+        log.warning("%s resumes at step %d under another layout (%s): allowed, but the result will equal "
                     "neither layout's uninterrupted run bit for bit (recorded under 'segments' in the checkpoint, "
-                    "model.pt and heldout.json)", path,
-                    ", ".join(f"{last[k]} {k}" for k in changed), ", ".join(f"{layout[k]} {k}" for k in changed), step)
+                    "model.pt and heldout.json)", path, step,
+                    ", ".join(f"{k} {last[k]} -> {layout[k]}" for k in changed))
     if changed or any(last.get(k) is None for k in layout):
         segments.append({"step": step, **layout})
     return segments

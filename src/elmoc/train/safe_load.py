@@ -28,7 +28,9 @@ from elmoc.errors import InputFileError
 # old checkpoint) names; enough for a uint32 array and nothing that calls code.
 LEGACY_NUMPY_GLOBALS = (np._core.multiarray._reconstruct, np.ndarray, np.dtype, np.dtypes.UInt32DType)
 
-_UNSUPPORTED = re.compile(r"Unsupported global: GLOBAL (\S+)|Unsupported operand (\d+)|Trying to (\w+)")
+# what torch's refusal names: "Unsupported global: GLOBAL numpy...", "unsupported GLOBAL posix.system
+# whose module ...", "Unsupported operand 147"
+_UNSUPPORTED = re.compile(r"unsupported global:?\s+(?:global\s+)?([\w.]+)|unsupported (operand \d+)", re.I)
 
 
 def load_weights_only(path: str | Path, *, map_location: Any = "cpu", mmap: bool = False,
