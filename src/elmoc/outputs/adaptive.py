@@ -86,6 +86,8 @@ class AdaptiveOutput(OutputLayer):
             self.head = nn.Linear(hidden_dim, size, bias=bool(head_bias))
 
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
+        if not self.cutoffs:
+            return self._full_softmax(hidden, targets, mask)
         # Host syncs that stay (GPU): selecting the valid rows (one nonzero) and PyTorch's
         # adaptive softmax, which gathers the rows of each cluster (head included) with
         # nonzero, one sync per cluster.  The row counts size the tail products, which is
@@ -94,13 +96,22 @@ class AdaptiveOutput(OutputLayer):
         h, y, count = valid_positions(hidden, targets, mask)  # (N, hidden_dim), (N,)
         if y.numel() == 0:  # zero gradients for the encoder and every weight here
             return OutputLoss(hidden.sum() * 0.0 + self._zero_touch(self.parameters()), count, {})
-        if self.cutoffs:
-            log_prob = self.softmax(h, y).output  # (N,) target log-probabilities
-            touch = self._zero_touch(self.softmax.tail.parameters())  # clusters without a target
-        else:
-            log_prob = torch.log_softmax(self.head(h), dim=-1).gather(1, y[:, None]).squeeze(1)
-            touch = 0.0
+        log_prob = self.softmax(h, y).output  # (N,) target log-probabilities
+        touch = self._zero_touch(self.softmax.tail.parameters())  # clusters without a target
         return OutputLoss(-log_prob.sum() + touch, count, {})
+
+    def _full_softmax(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
+        """No cutoffs: every position scored by the head, padding masked out of the sum
+        (no row selection, so no host sync; an all-padding window still gives every
+        weight a zero gradient)."""
+        if hidden.dim() != 3 or hidden.shape[:2] != targets.shape or targets.shape != mask.shape:
+            raise ValueError(f"hidden {tuple(hidden.shape)}, targets {tuple(targets.shape)} and mask "
+                             f"{tuple(mask.shape)} must agree on (batch, time)")
+        valid = mask.reshape(-1)  # (N,) over all batch*time positions
+        y = targets.reshape(-1).masked_fill(~valid, 0)  # padding scored against id 0, then dropped
+        logits = self.head(hidden.reshape(-1, hidden.shape[-1]))  # (N, V)
+        log_prob = torch.log_softmax(logits, dim=-1).gather(1, y[:, None]).squeeze(1)
+        return OutputLoss(torch.where(valid, -log_prob, 0.0).sum(), valid.sum().to(hidden.dtype), {})
 
     @staticmethod
     def _zero_touch(params) -> torch.Tensor:
