@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import shutil
+import time
 from collections import Counter
 
 import numpy as np
@@ -173,6 +174,15 @@ def _worker(rank, port, tmp):
         shutil.copy(os.path.join(tmp, "dropout", "resumed", "checkpoint.pt"), os.path.join(tmp, "relayout"))
     train(_spec(tmp, "cont", 0.1), vocab, os.path.join(tmp, "dropout", "resumed"), make_batches, make_heldout)
     report["group_kept"] = dist.is_initialized()  # train() leaves a group it did not create alone
+    # rank 0 alone sees the job's end time near / wants a checkpoint every step: all ranks follow
+    timed = _spec(tmp, "cont")
+    timed["train"].update(checkpoint_every=0, checkpoint_minutes=1e-9)
+    train(timed, vocab, os.path.join(tmp, "timed"), make_batches, make_heldout)
+    if rank == 0:
+        os.environ["SLURM_JOB_END_TIME"] = str(int(time.time()) + 100)
+    limited = train(_spec(tmp, "cont"), vocab, os.path.join(tmp, "limited"), make_batches, make_heldout)
+    os.environ.pop("SLURM_JOB_END_TIME", None)
+    report["limited"] = [limited.steps, limited.interrupted]
     with open(os.path.join(tmp, f"report{rank}.json"), "w") as f:
         json.dump(report, f)
     dist.destroy_process_group()
@@ -272,6 +282,19 @@ def test_resume_with_dropout_restores_every_ranks_generators(runs):
 
 
 @pytest.mark.slow
+def test_rank_0s_deadline_and_timed_checkpoints_are_agreed(runs):
+    """Rank 0 alone decides (its job end time, its checkpoint clock); the per-step
+    collective makes rank 1 stop, or join the save, after the same step."""
+    tmp, reports = runs
+    assert [r["limited"] for r in reports] == [[1, "time-limit"], [1, "time-limit"]]
+    assert load_checkpoint(os.path.join(tmp, "limited", "checkpoint.pt"))["step"] == 1
+    timed = load_checkpoint(os.path.join(tmp, "timed", "model.pt"))
+    plain = load_checkpoint(os.path.join(tmp, "ddp", "cont", "checkpoint.pt"))
+    assert timed["step"] == plain["step"] == STEPS
+    assert max_abs_diff(timed["model"], plain["model"], "model") == 0.0
+
+
+@pytest.mark.slow
 def test_resume_under_another_process_count(runs, caplog):
     """A 2-process checkpoint (step 3) resumed by 1 process: allowed with a warning, the
     carried state of both ranks' rows continues in one, and the layouts are recorded."""
@@ -290,7 +313,7 @@ def test_nothing_sparse_or_frozen_travels(runs):
     _, reports = runs
     for rank, report in enumerate(reports):
         for layer, r in report.items():
-            if layer == "group_kept":
+            if layer in ("group_kept", "limited"):
                 continue
             where = f"rank {rank}, {layer}"
             assert r["sparse"] == 0, f"{where}: a sparse tensor reached a collective"
