@@ -74,8 +74,8 @@ def torchrun_options(processes: int, shutdown_timeout_s: int) -> list[str]:
             after a stop signal before it SIGKILLs them (torch's default is 30 s, less
             than a large checkpoint write).
     """
-    return ["--standalone", f"--nproc-per-node={int(processes)}",
-            f"--signals-to-handle={TORCHRUN_SIGNALS}", f"--shutdown-timeout={int(shutdown_timeout_s)}"]
+    return ["--standalone", f"--signals-to-handle={TORCHRUN_SIGNALS}", f"--shutdown-timeout={int(shutdown_timeout_s)}",
+            f"--nproc-per-node={int(processes)}"]
 
 
 def record_exit(status: int, reason: str = "", environ: Mapping[str, str] | None = None) -> None:
