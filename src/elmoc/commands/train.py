@@ -70,9 +70,10 @@ def run(args: argparse.Namespace) -> int:
 
     from elmoc.attempts import CRASHED, DONE, STOPPED, AttemptLog, OutputLock, RepeatedCrash, error_line, \
         spec_fingerprint
-    from elmoc.process_tree import EXIT_STOPPED, die_with_parent, record_exit
+    from elmoc.process_tree import EXIT_DIR_ENV, EXIT_STOPPED, die_with_parent, record_exit
 
-    die_with_parent(signal.SIGTERM)  # a worker whose agent (or with-gpus) dies stops after its step and saves
+    if "LOCAL_RANK" in os.environ or EXIT_DIR_ENV in os.environ:  # started by torchrun or `elmoc with-gpus`
+        die_with_parent(signal.SIGTERM)  # its launcher dies: stop after the step and save (not `nohup` users)
     attempts = None
     try:
         if os.environ.get("RANK", "0") == "0":  # the process that writes the folder, before torch starts
