@@ -186,8 +186,9 @@ class InputFingerprints:
 
     Cost: size and mtime could not tell a retrained table of the same shape from the
     old one, so the content is hashed, streamed in 8 MiB blocks.  At paper size that
-    is ~0.95 GB of FastText table and ~4 GB of corpus shards: some seconds of one core
-    (sha256 runs at about 1-2 GB/s) once per process start, on rank 0 only; digests
+    is ~0.95 GB of FastText table and ~4 GB of corpus shards: 3-7 s of one core (sha256
+    streams 0.7-2 GB/s; 765 MB/s measured on a busy 2-core CI box) once per process
+    start, on rank 0 only (the others receive its digests); digests
     are cached by (path, size, mtime_ns), so the same table named twice (input and
     output) or checked again (set-aside, then resume) is read once.
     """
