@@ -37,3 +37,21 @@ def test_resume_state_keeps_rng_on_cpu_and_the_carried_state_on_the_device(tmp_p
     assert own["torch"].device.type == "cpu"
     set_rng_state(own)
     assert torch.equal(torch.get_rng_state(), own["torch"])
+
+
+def test_cuda_generator_states_are_saved_and_restored_from_cpu_copies(monkeypatch):
+    """A fake CUDA with 2 devices (#19.2): rng_state records both generators (old code: none),
+    set_rng_state gives them back as CPU uint8 tensors."""
+    from elmoc.train.checkpoint import rng_state
+
+    saved = [torch.tensor([1, 2], dtype=torch.uint8), torch.tensor([3, 4], dtype=torch.uint8)]
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [s.clone() for s in saved])
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: restored.extend(states))
+    state = rng_state()
+    assert [s.tolist() for s in state["cuda"]] == [[1, 2], [3, 4]]
+    set_rng_state(state)
+    assert [(s.device.type, s.dtype, s.tolist()) for s in restored] == [
+        ("cpu", torch.uint8, [1, 2]), ("cpu", torch.uint8, [3, 4])]
