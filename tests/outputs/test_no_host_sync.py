@@ -25,6 +25,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from elmoc.lm import BidirectionalLM, BiLMBatch, LanguageModel, LMBatch
 from elmoc.registry import build
+from elmoc.train.loop import NonFiniteLossCheck
+from elmoc.train.optim import clip_global_norm
 from elmoc.train.precision import to_device
 
 V, E = 40, 8
@@ -89,14 +91,21 @@ def window(padded: bool, seed: int = 0) -> LMBatch:
 
 
 def run_step_on_device(model: torch.nn.Module, batch) -> list[str]:
-    """Forward, token-mean loss and backward of one window (what ``train_step`` does before
-    clipping) plus the trainer's token count, on :data:`DEVICE`; returns the blocking copies."""
+    """Forward, token-mean loss, backward, the loop's loss check and the global-norm clip
+    of the dense gradients (what ``train_step`` and the loop do each step; the sparse
+    gradients of SAMPLED are coalesced before clipping, a sync justified in
+    ``train/optim.py``) plus the trainer's token count, on :data:`DEVICE`; returns the
+    blocking copies."""
     model = model.to(DEVICE).train()
     guard = BlockingCopyGuard()
     with guard:
         moved = to_device(batch, DEVICE)
         out, _ = model(moved)
-        (out.loss_sum.float() / out.num_tokens.clamp(min=1.0)).backward()
+        loss = out.loss_sum.float() / out.num_tokens.clamp(min=1.0)
+        loss.backward()
+        NonFiniteLossCheck().add(loss.detach())  # the loop's per-step loss check
+        clip_global_norm([p for p in model.parameters() if p.requires_grad and p.grad is not None
+                          and not p.grad.is_sparse], 1.0)
         assert moved.num_tokens == batch.num_tokens
     return guard.blocking
 

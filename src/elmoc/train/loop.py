@@ -162,7 +162,7 @@ def seed_everything(seed: int) -> None:
 def train_step(model: torch.nn.Module, batch: LMBatch | BiLMBatch, state: Any, bundle: OptimizerBundle,
                params: list[torch.nn.Parameter], settings: TrainSettings, device: torch.device,
                sparse_params: list[torch.nn.Parameter] = (), world_size: int = 1,
-               ) -> tuple[torch.Tensor, OutputLoss, Any, float]:
+               ) -> tuple[torch.Tensor, OutputLoss, Any, torch.Tensor]:
     """One optimizer step (the learning rate is set by the caller): forward under the
     precision context, token-mean loss, backward, the sparse-gradient exchange under
     data parallelism, global-norm clipping, optimizer step.  The bench times this too.
@@ -170,7 +170,8 @@ def train_step(model: torch.nn.Module, batch: LMBatch | BiLMBatch, state: Any, b
     (BiLMBatch, state pair, loss the mean of the directions' means).
 
     Returns the detached loss, the output layer's result, the new encoder state and the
-    gradient norm before clipping.
+    gradient norm before clipping (0-dim tensors on the device: nothing here reads a value
+    back to the host, so a GPU step does not wait for the previous one).
     """
     bundle.zero_grad()
     with autocast_context(device, settings.precision):
@@ -222,6 +223,31 @@ def evaluate_heldout(model: LanguageModel | BidirectionalLM, batches: Iterator[L
     model.train(was_training)
     results = {name: acc.result(ddp, device) for name, acc in sums.items()}
     return combine_directions(results["forward"], results["backward"]) if joint else results[None]
+
+
+class NonFiniteLossCheck:
+    """A NaN or infinite training loss, noticed without a GPU sync per step (issue 19.9).
+
+    :meth:`add` keeps a flag on the loss's device; :meth:`check` reads it back (one sync)
+    and raises.  The loop checks at every log step and before every checkpoint save and
+    heldout evaluation, so a diverged run never writes its weights and is stopped at most
+    ``train.log_every`` steps after the loss went bad.
+    """
+
+    def __init__(self) -> None:
+        self.flag: torch.Tensor | None = None
+        self.checked_step = 0
+
+    def add(self, loss: torch.Tensor) -> None:
+        bad = ~torch.isfinite(loss)
+        self.flag = bad if self.flag is None else self.flag | bad
+
+    def check(self, step: int) -> None:
+        if self.flag is not None and bool(self.flag):
+            raise FloatingPointError(
+                f"the training loss became NaN or infinite between steps {self.checked_step + 1} and {step}; "
+                "lower the learning rate (train.log_every sets how often this is checked)")
+        self.flag, self.checked_step = None, step
 
 
 class _HeldoutSums:
@@ -416,6 +442,7 @@ def _train(spec: dict[str, Any], vocab: Vocabulary | None, out_dir: Path, make_b
     deadline = Deadline.from_slurm(stop_margin_s) if ddp.is_main else Deadline(None)
     timer = CheckpointTimer(settings.checkpoint_minutes if ddp.is_main else None)
     longest_save_s, step_s = 0.0, 0.0
+    finite = NonFiniteLossCheck()
 
     def wall_seconds() -> float:
         """Wall time of this training, summed over the runs it was resumed from."""
@@ -437,6 +464,7 @@ def _train(spec: dict[str, Any], vocab: Vocabulary | None, out_dir: Path, make_b
         }
 
     def save() -> None:
+        finite.check(step)  # never save diverged weights
         nonlocal saved_step, longest_save_s
         t_save = time.time()
         saved_step = step
@@ -450,6 +478,7 @@ def _train(spec: dict[str, Any], vocab: Vocabulary | None, out_dir: Path, make_b
     def heldout(tag: str) -> None:
         if make_heldout is None:
             return
+        finite.check(step)
         # every process evaluates its share of the rows (sums all-reduced)
         result = evaluate_heldout(core, make_heldout(), device, settings.reset_state,
                                   settings.eval_max_windows, ddp)
@@ -491,18 +520,21 @@ def _train(spec: dict[str, Any], vocab: Vocabulary | None, out_dir: Path, make_b
             per_step = elapsed / max(1, step - steps_at_t0)
             eta = (total_steps - step) * per_step if total_steps else None
             record = {"event": "train", "step": step, "tokens": tokens, "lr": lr, "loss": float(loss),
-                        "grad_norm": grad_norm, "seconds": wall_seconds(), "tokens_per_s": speed, "eta_s": eta,
+                        "grad_norm": float(grad_norm), "seconds": wall_seconds(), "tokens_per_s": speed, "eta_s": eta,
                         **{k: float(v) for k, v in out.logs.items()}}
             _append_jsonl(log_path, record)
             eta_txt = f", ETA {eta / 60:.1f} min" if eta is not None else ""
             log.info("step %d%s: loss %.4f, lr %.2e, |g| %.3f, %.0f tok/s%s", step,
-                     f"/{total_steps}" if total_steps else "", float(loss), lr, grad_norm, speed, eta_txt)
-        if not math.isfinite(float(loss)):
-            raise FloatingPointError(f"loss became {float(loss)} at step {step}; lower the learning rate")
+                     f"/{total_steps}" if total_steps else "", float(loss), lr, float(grad_norm), speed, eta_txt)
+        finite.add(loss)
+        if step % max(1, settings.log_every) == 0 or step == 1:  # every rank, at the same steps
+            finite.check(step)
         if settings.eval_every and step % settings.eval_every == 0:
             heldout(f"step{step}")
         step_s = time.time() - t_step
         # the step's one collective: a stop signal anywhere, rank 0's deadline and timed checkpoint
+        # (under DDP its flag is read back each step, a sync kept on purpose: every rank must stop
+        # and save at the same step; one process decides without any device work)
         reason, save_now = stop.decide(
             ddp.enabled, device, time_up=deadline.reached(time.time(), longest_save_s, step_s),
             checkpoint_due=timer.due())

@@ -15,7 +15,6 @@ V x d gradient per step would make the sampled baseline look slower than it is.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -146,6 +145,8 @@ def global_grad_norm(parameters: Iterable[nn.Parameter]) -> torch.Tensor:
         if g is None:
             continue
         if g.is_sparse:
+            # coalescing sizes its result by the number of distinct rows: a host sync per step, kept for
+            # SAMPLED's sparse tables (exact scaling needs each row once; the dense V x d alternative costs more)
             g = g.coalesce()
             p.grad = g  # duplicates summed once, so scaling below is exact
             sq = g._values().float().pow(2).sum()
@@ -157,13 +158,27 @@ def global_grad_norm(parameters: Iterable[nn.Parameter]) -> torch.Tensor:
     return total.sqrt()
 
 
-def clip_global_norm(parameters: Iterable[nn.Parameter], max_norm: float) -> float:
-    """Scale all gradients so their global L2 norm is at most ``max_norm``; returns the norm before."""
+def clip_global_norm(parameters: Iterable[nn.Parameter], max_norm: float) -> torch.Tensor:
+    """Scale all gradients so their global L2 norm is at most ``max_norm``.
+
+    Returns the norm before clipping as a 0-dim tensor on the gradients' device.  Nothing
+    is read back to the host (no GPU sync per step, issue 19.9): the scale is
+    ``min(1, max_norm / (norm + 1e-6))`` computed on the device in float64 (the same
+    number the Python-float version computed, so results are unchanged), and every
+    gradient is multiplied by it; a non-finite norm leaves the gradients as they are (the
+    trainer's loss check stops the run).  The caller converts the norm to a float only
+    when it logs it.
+    """
     params = [p for p in parameters if p.grad is not None]
     norm = global_grad_norm(params)
-    norm_value = float(norm)
-    if not math.isfinite(norm_value):
-        return norm_value
+    if max_norm <= 0 or not params:
+        return norm
+    norm64 = norm.double()
+    scale = torch.where(torch.isfinite(norm64), (max_norm / (norm64 + 1e-6)).clamp(max=1.0),
+                        torch.ones_like(norm64))
+    for p in params:
+        p.grad.mul_(scale.to(p.grad.dtype))
+    return norm
     if max_norm > 0 and norm_value > max_norm:
         scale = max_norm / (norm_value + 1e-6)
         for p in params:
