@@ -56,3 +56,24 @@ def test_same_seed_same_numbers(tmp_path, setup):
 def test_train_settings_reject_unknown_keys():
     with pytest.raises(ConfigError, match="bach_size"):
         TrainSettings.from_config({"bach_size": 3})
+
+
+def test_a_non_finite_loss_stops_the_run_before_the_next_save(tmp_path, setup, monkeypatch):
+    """The loss is checked on the device each step and read back at log steps and before
+    every save: a NaN at step 12 stops the run at the save of step 15, which is not written."""
+    import elmoc.train.loop as loop
+
+    vocab, spec, make_batches, make_heldout = setup
+    real_step, calls = loop.train_step, []
+
+    def step_with_nan_from_12(*args, **kwargs):
+        loss, out, state, norm = real_step(*args, **kwargs)
+        calls.append(1)
+        return (loss * float("nan") if len(calls) >= 12 else loss), out, state, norm
+
+    monkeypatch.setattr(loop, "train_step", step_with_nan_from_12)
+    spec = {**spec, "train": {**spec["train"], "checkpoint_every": 5}}
+    with pytest.raises(FloatingPointError, match="between steps 11 and 15"):
+        train(spec, vocab, tmp_path / "run", make_batches, None)
+    assert load_checkpoint(tmp_path / "run/checkpoint.pt")["step"] == 10
+    assert not (tmp_path / "run/model.pt").exists()
