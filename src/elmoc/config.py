@@ -83,6 +83,7 @@ SPEC_NUMBERS: dict[str, dict[str, str]] = {
         "max_steps": "positive integer?", "clip_norm": "non-negative", "loss_scale": "positive", "seed": "count",
         "log_every": "count", "eval_every": "count", "checkpoint_every": "count",
         "eval_batch_size": "positive integer?", "eval_max_windows": "positive integer?",
+        "checkpoint_minutes": "non-negative?", "collective_timeout_minutes": "positive",
     },
     "encoder": {
         "num_layers": "positive integer", "cell_size": "positive integer", "projection_size": "positive integer",

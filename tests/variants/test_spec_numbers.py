@@ -40,6 +40,8 @@ def _config(tmp_path, overrides=None, variant_overrides=None, preset_train=None)
     ("train", "epochs", 0, "0 must be a positive integer"),
     ("train", "max_steps", 0, "0 must be a positive integer or null"),
     ("train", "eval_every", -5, "-5 must be an integer >= 0"),
+    ("train", "checkpoint_minutes", -1, "-1 must be a number >= 0 or null"),
+    ("train", "collective_timeout_minutes", 0, "0 must be a number > 0"),
     ("encoder", "hidden_size", 0, "0 must be a positive integer"),
     ("encoder", "dropout", 1.5, "1.5 must be a number in [0, 1)"),
     ("output", "num_samples", -2, "-2 must be a positive integer"),
