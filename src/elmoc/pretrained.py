@@ -191,6 +191,10 @@ def _write_card(tmp: Path, spec: dict, payloads: dict, heldout: dict, bilm: BiLM
     row("heldout value (after training)", [_fmt(heldout[d].get("after")) for d in DIRECTIONS])
     row("training time (s)", [_fmt(heldout[d].get("seconds")) for d in DIRECTIONS])
     row("hardware", [_hardware(heldout[d]) for d in DIRECTIONS])
+    row("threads x processes (from step)", [_layout(heldout[d].get("segments")) for d in DIRECTIONS])
+    if any(len(heldout[d].get("segments") or []) > 1 for d in DIRECTIONS):
+        lines += ["", "Resumed under another thread or process count: the weights equal neither layout's "
+                  "uninterrupted run bit for bit."]
     lines += ["", f"Layers: {bilm.num_layers} (layer 0 = the encoder's projected input), "
               f"output dim {bilm.output_dim} (forward + backward).",
               f"Input: `{spec['input'].get('type')}`; encoder: `{json.dumps(spec['encoder'], sort_keys=True)}`.",
@@ -203,6 +207,14 @@ def _write_card(tmp: Path, spec: dict, payloads: dict, heldout: dict, bilm: BiLM
 
 def _fmt(value: Any) -> Any:
     return f"{value:.4f}" if isinstance(value, float) else value
+
+
+def _layout(segments: list[dict] | None) -> str | None:
+    """``heldout.json``'s ``segments`` as ``"2 x 1 (0); 4 x 2 (500)"``: threads x processes
+    (from step); None for a file written before elmoc recorded them."""
+    if not segments:
+        return None
+    return "; ".join(f"{s.get('threads')} x {s.get('processes')} ({s.get('step')})" for s in segments)
 
 
 def _hardware(heldout: dict) -> str | None:

@@ -63,7 +63,10 @@ def build_tree(root: Path, kind: str, fasttext_bin: Path, shared_data: Path | No
             "model": lm.state_dict(), "step": 3, "tokens": 60, "history": [], "final": True})
         (folder / "heldout.json").write_text(json.dumps({
             "direction": direction, "steps": 3, "tokens": 60, "seconds": 1.5, "metric": "cosine",
-            "after": 0.25 + seed / 10, "threads": 1}))
+            "after": 0.25 + seed / 10, "threads": 1,
+            # as the trainer records them: the forward LM was resumed at step 2 under 2 processes
+            "segments": [{"step": 0, "threads": 1, "processes": 1}]
+            + ([{"step": 2, "threads": 1, "processes": 2}] if direction == "forward" else [])}))
     return root
 
 

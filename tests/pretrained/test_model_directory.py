@@ -44,6 +44,8 @@ def test_embed_equals_extract_without_results_tree(exported):
     assert "zebra" in (model / "fasttext_words.txt").read_text().split("\n")
     card = (model / "README.md").read_text()
     assert "tokens seen | 60 | 60" in card and "elmoc export --variant tiny" in card
+    assert "| threads x processes (from step) | 1 x 1 (0); 1 x 2 (2) | 1 x 1 (0) |" in card
+    assert "equal neither layout's uninterrupted run" in card  # the forward LM changed layout
     assert run_command("embed", ["s.txt", "embed.hdf5", "--model", "model", "--all", "--batch-size", "2"]) == 0
     with h5py.File("embed.hdf5") as a, h5py.File("extract.hdf5") as b:
         assert json.loads(a["sentence_to_index"][0]) == json.loads(b["sentence_to_index"][0])
