@@ -24,7 +24,8 @@ rule lm_spec:
 # an output: Snakemake never deletes it, so a failed, killed or timed-out job's rerun (the
 # same `elmoc train --output-dir`) resumes from it. With resources.pretrain.retries = R a
 # job gets R reruns, so training longer than one job's runtime spans up to R + 1 jobs.
-# The log is appended to, so it covers every job of the run. A changed spec reruns the
+# Snakemake deletes a job's log when it starts the job, so the log shows the last attempt;
+# results/lm/{variant}/{direction}/train.log keeps every attempt's lines. A changed spec reruns the
 # job: --stale-checkpoint set-aside then keeps the old checkpoint as checkpoint.<hash>.pt
 # and trains the new spec from step 0 instead of refusing. The job exits 75 when it stopped
 # and saved (every process, under torchrun too: `elmoc with-gpus` says so), else 1; after two
@@ -49,7 +50,9 @@ rule pretrain:
         slurm_partition=lambda wildcards: slurm_partition(pretrain_job(wildcards.variant)["gpus"]),
         # SIGUSR1 signal_lead_s before the time limit (replaces the SLURM profile's default)
         slurm_extra=lambda wildcards: f"'--signal=USR1@{pretrain_job(wildcards.variant)['signal_lead_s']}'",
-    retries: RESOURCES["pretrain"]["retries"]
+    # retried by the main Snakemake process only: under the SLURM executor the Snakemake
+    # inside the job (remote mode) would rerun a stopped job in the same, ending allocation
+    retries: 0 if workflow.remote_exec else RESOURCES["pretrain"]["retries"]
     params:
         with_gpus=lambda wildcards: with_gpus(pretrain_job(wildcards.variant)["gpus"]),
         launcher=pretrain_launcher,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 NAME = "train"
+TRAIN_TEXT_LOG = "train.log"  # in --output-dir: every attempt's log lines (rank 0), appended
 HELP = "pretrain one direction (forward or backward) of an LM variant, or its joint bi-LM, from its spec"
 DESCRIPTION = (
     "Train the LM described by a spec YAML (see `elmoc spec` and config/lm/) on the "
@@ -19,7 +20,7 @@ DESCRIPTION = (
     "a second one is refused with exit status 73). Every attempt's outcome is appended to "
     "<output-dir>/attempts.jsonl; when the last two crashed with the same error at the same "
     "checkpoint step, a new attempt is refused at once (delete that file after fixing the "
-    "cause). Under `elmoc with-gpus` the job's status is 75 when every process stopped and "
+    "cause). Rank 0's log lines are also appended to <output-dir>/train.log. Under `elmoc with-gpus` the job's status is 75 when every process stopped and "
     "saved. For data parallelism launch it with torchrun (WORLD_SIZE > 1); "
     "train.batch_size stays the global batch. A spec with train.directions: joint "
     "(the softmax family, as bilm-tf trains ELMo) is one bidirectional model with a "
@@ -78,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if os.environ.get("RANK", "0") == "0":  # the process that writes the folder, before torch starts
             OutputLock(args.output_dir).acquire()  # held until this process exits
+            _keep_log(Path(args.output_dir) / TRAIN_TEXT_LOG)
             spec_text = Path(args.spec).read_text(encoding="utf-8") if Path(args.spec).is_file() else args.spec
             attempts = AttemptLog(args.output_dir, lambda: _checkpoint_step(Path(args.output_dir)),
                                   spec_fingerprint(spec_text, args.direction, str(args.max_steps)))
@@ -99,6 +101,16 @@ def run(args: argparse.Namespace) -> int:
     if attempts is not None:
         attempts.record(STOPPED if status == EXIT_STOPPED else DONE, status)
     return status
+
+
+def _keep_log(path) -> None:
+    """Append this process's log records to ``path`` too: the history of every attempt in
+    the output folder (Snakemake deletes a job's log file each time it starts the job)."""
+    import logging
+
+    handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S"))
+    logging.getLogger().addHandler(handler)
 
 
 def _checkpoint_step(out_dir) -> int | None:
