@@ -15,7 +15,12 @@
 #    command must resume from the checkpoint and finish the workflow;
 # 4. checks the SLURM job table (jobcomp log: no accounting storage on this cluster): every
 #    job Snakemake submitted completed, except the cancelled one; every non-local job of the
-#    local run ran under SLURM; the numbers (heldout.json, task JSONs) equal the local run's.
+#    local run ran under SLURM; the numbers (heldout.json, task JSONs) equal the local run's;
+# 5. time-limit case: a pretraining job under torch.distributed.run (2 gloo workers) with a
+#    3-minute SLURM time limit and the signal lead and stop margin shortened by config
+#    (resources.pretrain.signal_lead_s / stop_margin_s) must stop and save before SLURM
+#    kills it (exit 75), its retry must resume from that step, and the final model.pt must
+#    equal an uninterrupted local run's; prints the stop, save and resume log lines.
 # Exits non-zero on any failure. The work folder is deleted after a pass (kept after a
 # failure, or always with ELMOC_SLURM_KEEP=1).
 set -euo pipefail
@@ -233,5 +238,96 @@ if errors:
     print("\n".join("ERROR: " + e for e in errors))
     sys.exit(1)
 print(f"OK: {len(submitted)} SLURM jobs, {len(files)} result files equal to the local run")
+EOF
+log "scancel case passed"
+
+# --- time-limit case: a torchrun pretraining job stops and saves before SLURM's limit -----
+# elmo-c-tl is elmo-c's spec with max_steps sized from the step time measured above, so
+# that it needs 2-4 jobs of 3 minutes; each job runs torch.distributed.run with 2 gloo
+# workers; SIGUSR1 comes 60 s and the trainer's own stop 75 s before the time limit
+# (resources.pretrain.signal_lead_s / stop_margin_s). The uninterrupted reference runs
+# locally in the other copy at the same time.
+TL_TARGET=results/lm/elmo-c-tl/forward/model.pt
+TL_LOG=results/lm/elmo-c-tl/forward/train.log   # every attempt (Snakemake deletes a job's log when it reruns it)
+.venv/bin/python - "$WORK" <<'EOF'
+import json, math, sys, yaml
+work = sys.argv[1]
+records = [json.loads(line) for line in open(f"{work}/local/results/lm/elmo-c/forward/train_log.jsonl")]
+steps = [r for r in records if r.get("event") == "train"]
+per_step = (steps[-1]["seconds"] - steps[0]["seconds"]) / max(1, steps[-1]["step"] - steps[0]["step"])
+window = 3 * 60 - 75 - 30  # one job's training time: 3 minutes less the stop margin and start-up
+max_steps = max(60, math.ceil(3 * window / per_step))
+for copy in ("local", "slurm"):
+    cfg = yaml.safe_load(open(f"{work}/{copy}/config/ci-slurm.yaml"))
+    base = cfg["pretrain"]["variants"]["elmo-c"] or {}
+    overrides = json.loads(json.dumps(base.get("overrides", {})))
+    overrides.setdefault("train", {}).update(max_steps=max_steps, epochs=1000, checkpoint_every=0, eval_every=0)
+    cfg["pretrain"]["variants"]["elmo-c-tl"] = {"preset": base.get("preset", "elmo-c"), "overrides": overrides}
+    cfg.setdefault("resources", {})["pretrain"] = {
+        "threads": 1, "gpus": 0, "processes": 2, "mem_mb": 3000, "runtime": 3, "retries": 4,
+        "signal_lead_s": 60, "stop_margin_s": 75}
+    with open(f"{work}/{copy}/config/ci-timelimit.yaml", "w") as f:
+        yaml.safe_dump(cfg, f, sort_keys=False)
+print(f"elmo-c-tl: max_steps {max_steps} ({per_step:.3f} s per step in one process above)")
+EOF
+( cd "$WORK/local" && exec nice -n 5 .venv/bin/snakemake "$TL_TARGET" --cores 2 --configfile config/ci-timelimit.yaml \
+    > "$WORK/local-timelimit.log" 2>&1 ) &
+LOCAL_PID=$!
+cd "$WORK/slurm"
+TL_CMD=(.venv/bin/snakemake "$TL_TARGET" --workflow-profile workflow/profiles/slurm --configfile config/ci-timelimit.yaml)
+log "time-limit case: ${TL_CMD[*]}"
+timeout $((SLURM_TIMEOUT * 3)) "${TL_CMD[@]}" > "$WORK/slurm-timelimit.log" 2>&1 \
+    || fail "the time-limit run failed (exit $?); see $WORK/slurm-timelimit.log and $WORK/slurm/$TL_LOG"
+stop_line=$(grep -m1 -E "(SIGUSR1|SIGTERM) received: stopping|stopped by time-limit" "$TL_LOG" || true)
+saved_line=$(grep -m1 -E "stopped by [A-Za-z0-9-]+ at step [0-9]+" "$TL_LOG" || true)
+[ -n "$saved_line" ] || fail "no job of the time-limit run stopped and saved ($WORK/slurm/$TL_LOG)"
+step=$(sed -E 's/.*at step ([0-9]+).*/\1/' <<< "$saved_line")
+resumed_line=$(grep -m1 -E "resumed .*checkpoint.pt from step $step " "$TL_LOG" || true)
+[ -n "$resumed_line" ] || fail "the retry did not resume from step $step ($WORK/slurm/$TL_LOG)"
+log "stop:    $stop_line"
+log "saved:   $saved_line"
+log "resumed: $resumed_line"
+grep -E "received: stopping|stopped by|resumed .*from step|the job ends at" "$TL_LOG" | sed 's/^/    /' \
+    | tee "$WORK/timelimit-lines.txt"
+rcl=0; wait "$LOCAL_PID" || rcl=$?
+LOCAL_PID=
+[ "$rcl" = 0 ] || fail "the uninterrupted reference run failed (exit $rcl); see $WORK/local-timelimit.log"
+cd "$REPO"
+.venv/bin/python - "$WORK" "$ELMOC_SLURM_DIR/log/jobcomp.txt" <<'EOF'
+import glob, json, re, sys
+import torch
+work, jobcomp = sys.argv[1:]
+out = "results/lm/elmo-c-tl/forward"
+attempts = [json.loads(line) for line in open(f"{work}/slurm/{out}/attempts.jsonl")]
+print("attempts (exit, status, checkpoint step):", [(a["exit"], a["status"], a["step"]) for a in attempts])
+submitted = open(f"{work}/slurm-timelimit.log").read()
+jobs = re.findall(r"SLURM jobid (\d+) \(log: \S*/rule_pretrain/wildcards_elmo-c-tl_forward", submitted)
+if not jobs:  # the plugin's log line names the rule's folder differently in some versions
+    jobs = re.findall(r"SLURM jobid (\d+) \(log: \S*/rule_pretrain/", submitted)
+table = {r["JobId"]: r for r in (dict(re.findall(r"(\w+)=(\S*)", line)) for line in open(jobcomp))}
+states = [(j, table.get(j, {}).get("JobState"), table.get(j, {}).get("ExitCode")) for j in jobs]
+print("SLURM jobs of the time-limit run (id, state, exit):", states)
+errors = []
+if len(attempts) < 2 or attempts[-1]["exit"] != "done" \
+        or any(a["exit"] != "stopped" or a["status"] != 75 for a in attempts[:-1]):
+    errors.append(f"the attempts should be stopped (75), ..., done: {attempts}")
+if not states or any(s == "TIMEOUT" for _, s, _ in states) or len(states) != len(attempts):
+    errors.append(f"a job was killed at its time limit instead of stopping first: {states}")
+for jobid, _, _ in states[:-1]:  # the job's command (with-gpus + torchrun) exited 75: "stopped and saved"
+    logs = glob.glob(f"{work}/slurm/.snakemake/slurm_logs/**/{jobid}.log", recursive=True)
+    said = [line.strip() for p in logs for line in open(p) if "exit status" in line]
+    print(f"SLURM job {jobid}: {said[-1] if said else 'no exit status line in its log'}")
+a = torch.load(f"{work}/local/{out}/model.pt", map_location="cpu", weights_only=False)
+b = torch.load(f"{work}/slurm/{out}/model.pt", map_location="cpu", weights_only=False)
+diff = max((x - b["model"][k]).abs().max().item() for k, x in a["model"].items())
+print(f"model.pt after {len(attempts)} SLURM jobs vs the uninterrupted local run: {len(a['model'])} tensors,"
+      f" step {b['step']} / {a['step']}, largest difference {diff}")
+if a["step"] != b["step"] or a["model"].keys() != b["model"].keys() \
+        or not all(torch.equal(x, b["model"][k]) for k, x in a["model"].items()):
+    errors.append("the time-limited run's model.pt differs from the uninterrupted run's")
+if errors:
+    print("\n".join("ERROR: " + e for e in errors))
+    sys.exit(1)
+print("OK: stopped and saved before the time limit, resumed from that step, same model as an uninterrupted run")
 EOF
 log "all checks passed"
