@@ -91,9 +91,10 @@ class BiLMBatch:
 
 
 class LanguageModel(nn.Module):
-    """A unidirectional LM whose loss is whatever its output layer computes."""
+    """A unidirectional LM whose loss is whatever its output layer computes
+    (``output_layer`` None: an LM used only to :meth:`encode`, as features are)."""
 
-    def __init__(self, input_layer: InputLayer, encoder: Encoder, output_layer: OutputLayer):
+    def __init__(self, input_layer: InputLayer, encoder: Encoder, output_layer: OutputLayer | None):
         super().__init__()
         self.input_layer = input_layer
         self.encoder = encoder
@@ -125,14 +126,17 @@ class LanguageModel(nn.Module):
         encoded = self.encode(batch.inputs, batch.mask, state)
         return self.output_layer.evaluate(encoded.output, batch.targets, batch.mask), encoded.state
 
-    def encode(self, ids: torch.Tensor, mask: torch.Tensor | None = None, state: Any = None) -> EncoderOutput:
+    def encode(self, ids: torch.Tensor, mask: torch.Tensor | None = None, state: Any = None,
+               vectors: torch.Tensor | None = None) -> EncoderOutput:
         """Encoder output with every layer (for feature extraction).
 
-        Shape: ids (batch, time) long; mask (batch, time) bool, default ``ids != PAD``.
+        Shape: ids (batch, time) long; mask (batch, time) bool, default ``ids != PAD``;
+        vectors (batch, time, input_dim): input vectors to use instead of the input
+        layer's of ``ids`` (features compose those of out-of-vocabulary words).
         """
         if mask is None:
             mask = ids != PAD_ID
-        return self.encoder(self.input_layer(ids), mask, state)
+        return self.encoder(self.input_layer(ids) if vectors is None else vectors, mask, state)
 
     def num_trainable_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)

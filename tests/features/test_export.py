@@ -9,7 +9,9 @@ import torch
 
 from elmoc.data.vocab import BOS_ID, EOS_ID, Vocabulary
 from elmoc.errors import InputFileError
-from elmoc.features.export import BiLM, export_features, read_sentences
+from elmoc.features.sentences import read_sentences
+from elmoc.features.store import write_features
+from elmoc.pretrained.loader import load_checkpoints
 from elmoc.lm import LMBatch
 from elmoc.train.loop import train
 
@@ -38,7 +40,7 @@ def bilm(tmp_path_factory):
     for direction in ("forward", "backward"):
         train(spec, vocab, tmp / direction, make_batches, None, direction=direction,
               vocab_path=str(tmp / "vocab.txt"))
-    model = BiLM.from_checkpoints(tmp / "forward/checkpoint.pt", tmp / "backward/checkpoint.pt")
+    model = load_checkpoints(tmp / "forward/checkpoint.pt", tmp / "backward/checkpoint.pt")
     model.checkpoint_dir = tmp
     return model
 
@@ -46,7 +48,7 @@ def bilm(tmp_path_factory):
 def test_layout_and_values(bilm, tmp_path):
     sentences = [["the", "cat", "sat"], ["a", "dog", "ran", "on", "the", "mat"], ["zebra"]]
     out = tmp_path / "f.hdf5"
-    export_features(bilm, sentences, out, batch_size=2)
+    write_features(bilm, sentences, out, batch_size=2)
     with h5py.File(out, "r") as h5:
         mapping = json.loads(h5["sentence_to_index"][0])
         assert mapping == {"the cat sat": "0", "a dog ran on the mat": "1", "zebra": "2"}
@@ -65,8 +67,8 @@ def test_layout_and_values(bilm, tmp_path):
 
 def test_batching_does_not_change_features(bilm, tmp_path):
     sentences = [["the", "cat"], ["a", "dog", "ran", "on", "the", "mat", "the", "cat"]]
-    export_features(bilm, sentences, tmp_path / "one.hdf5", batch_size=1)
-    export_features(bilm, sentences, tmp_path / "two.hdf5", batch_size=2)
+    write_features(bilm, sentences, tmp_path / "one.hdf5", batch_size=1)
+    write_features(bilm, sentences, tmp_path / "two.hdf5", batch_size=2)
     with h5py.File(tmp_path / "one.hdf5") as a, h5py.File(tmp_path / "two.hdf5") as b:
         for key in ("0", "1"):
             np.testing.assert_allclose(a[key][()], b[key][()], atol=1e-5)
@@ -82,4 +84,4 @@ def test_blank_line_is_an_error(tmp_path):
 def test_direction_mismatch_is_an_error(bilm):
     forward = bilm.checkpoint_dir / "forward/checkpoint.pt"
     with pytest.raises(InputFileError, match="expected a backward \\(or joint\\) model"):
-        BiLM.from_checkpoints(forward, forward)
+        load_checkpoints(forward, forward)

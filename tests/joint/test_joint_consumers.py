@@ -86,7 +86,7 @@ def test_cnn_table_of_a_joint_elmo_is_its_shared_char_cnn(joint, tmp_path):
 
 
 def test_export_and_from_pretrained_of_a_joint_model(joint):
-    from elmoc.pretrained import Elmo
+    from elmoc.pretrained.elmo import Elmo
 
     model, path, vocab = joint
     assert main(["export", "--forward", str(path), "--backward", str(path), "--output", "model"]) == 0

@@ -12,7 +12,7 @@ from lm_tree_helpers import run_command
 
 from elmoc import Elmo, embed_sentences
 from elmoc.errors import InputFileError
-from elmoc.pretrained import load_bilm
+from elmoc.pretrained.loader import load_bilm
 
 SENTENCES = ["the zebra ran to the house", "a xqzzy", "the cat sat on a big mat ."]
 

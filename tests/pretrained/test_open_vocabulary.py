@@ -12,7 +12,7 @@ from lm_tree_helpers import run_command
 
 
 from elmoc.errors import InputFileError
-from elmoc.features.export import BiLM
+from elmoc.pretrained.loader import load_checkpoints
 from elmoc.inputs.characters import batch_char_ids
 
 SENTENCE = ["the", "zebra", "ran", "xqzzy"]  # zebra: fastText knows it; xqzzy: nobody does
@@ -44,7 +44,7 @@ def test_fasttext_input_reads_the_words_fasttext_vector(lm_tree):
     root = lm_tree("fasttext")
     feats, attrs = extract(root)
     assert attrs["open_vocabulary"]
-    bilm = BiLM.from_checkpoints("results/lm/tiny/forward/model.pt", "results/lm/tiny/backward/model.pt")
+    bilm = load_checkpoints("results/lm/tiny/forward/model.pt", "results/lm/tiny/backward/model.pt")
     assert "zebra" not in bilm.vocab and "xqzzy" not in bilm.vocab
     ref = fasttext.load_model("results/fasttext/cc.bin")  # independent oracle: the fasttext package
     want = layer0(bilm, [ref.get_word_vector(w) for w in SENTENCE + ["<unk>"]])
@@ -60,7 +60,7 @@ def test_fasttext_input_reads_the_words_fasttext_vector(lm_tree):
 def test_char_cnn_input_reads_the_words_characters(lm_tree, shared_data):
     lm_tree("char_cnn", shared_data)
     feats, _ = extract(Path.cwd())
-    bilm = BiLM.from_checkpoints("results/lm/tiny/forward/model.pt", "results/lm/tiny/backward/model.pt")
+    bilm = load_checkpoints("results/lm/tiny/forward/model.pt", "results/lm/tiny/backward/model.pt")
     chars = batch_char_ids([SENTENCE + ["<unk>"]], bilm.forward_lm.input_layer.max_chars)
     with torch.no_grad():
         f = bilm.forward_lm.input_layer.encode_chars(chars)[0]
@@ -84,7 +84,7 @@ def test_wrong_fasttext_model_is_refused(lm_tree, tmp_path):
     table = np.load("results/vectors/cc.npy")
     np.save("results/vectors/cc.npy", table[:, ::-1].copy())  # a table this .bin did not make
     with pytest.raises(InputFileError, match=r"cc.npy: rows do not match the fastText model"):
-        BiLM.from_checkpoints(root / "results/lm/tiny/forward/model.pt", root / "results/lm/tiny/backward/model.pt")
+        load_checkpoints(root / "results/lm/tiny/forward/model.pt", root / "results/lm/tiny/backward/model.pt")
 
 
 def test_directions_of_different_sizes_are_refused(lm_tree, capsys):
@@ -111,7 +111,7 @@ def test_char_cnn_table_input_reads_the_cnn_vector_of_the_word(lm_tree, shared_d
     from elmoc.commands.cnn_table import char_cnn_table
     from elmoc.data.vocab import Vocabulary
     from elmoc.lm import LanguageModel
-    from elmoc.pretrained import embed_sentences
+    from elmoc.pretrained.elmo import embed_sentences
     from elmoc.train.checkpoint import save_checkpoint
 
     root = lm_tree("char_cnn", shared_data)
@@ -128,8 +128,8 @@ def test_char_cnn_table_input_reads_the_cnn_vector_of_the_word(lm_tree, shared_d
             "model": LanguageModel.from_spec(spec, vocab).state_dict(), "step": 1, "tokens": 5, "final": True})
     feats, attrs = extract(root)
     assert attrs["open_vocabulary"]
-    bilm = BiLM.from_checkpoints("results/lm/tiny/forward/model.pt", "results/lm/tiny/backward/model.pt")
-    elmo = BiLM.from_checkpoints("results/lm/elmo/forward/model.pt", "results/lm/elmo/backward/model.pt")
+    bilm = load_checkpoints("results/lm/tiny/forward/model.pt", "results/lm/tiny/backward/model.pt")
+    elmo = load_checkpoints("results/lm/elmo/forward/model.pt", "results/lm/elmo/backward/model.pt")
     chars = batch_char_ids([SENTENCE + ["<unk>"]], elmo.forward_lm.input_layer.max_chars)
     with torch.no_grad():
         cnn = elmo.forward_lm.input_layer.encode_chars(chars)[0]

@@ -90,7 +90,7 @@ def test_training_resume_refuses_or_sets_aside_a_crafted_checkpoint(tmp_path, ti
 
 def test_model_directory_weights_are_read_weights_only(tmp_path):
     from elmoc.inputs import char_cnn_vectors
-    from elmoc.pretrained import FORMAT as MODEL_FORMAT, load_bilm
+    from elmoc.pretrained.loader import FORMAT as MODEL_FORMAT, load_bilm
 
     marker = tmp_path / "pwned"
     model_dir = tmp_path / "exported"

@@ -31,8 +31,9 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from elmoc.errors import ConfigError
-    from elmoc.features.export import export_features, read_sentences
-    from elmoc.pretrained import load_bilm
+    from elmoc.features.sentences import read_sentences
+    from elmoc.features.store import write_features
+    from elmoc.pretrained.loader import load_bilm
 
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}")
@@ -40,6 +41,6 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     sentences = read_sentences(args.input_file, tokenize=args.tokenize)
     bilm = load_bilm(args.model, args.device)
-    export_features(bilm, sentences, args.output_file, batch_size=args.batch_size, device=args.device,
-                    layers=args.layers)
+    write_features(bilm, sentences, args.output_file, batch_size=args.batch_size, device=args.device,
+                   layers=args.layers)
     return 0

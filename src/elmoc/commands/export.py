@@ -55,7 +55,7 @@ def command_line(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from elmoc.errors import ConfigError
-    from elmoc import pretrained
+    from elmoc.pretrained import bilm_tf, writer
 
     if bool(args.bilm_tf_options) != bool(args.bilm_tf_weights):
         raise ConfigError("give both --bilm-tf-options and --bilm-tf-weights")
@@ -65,23 +65,23 @@ def run(args: argparse.Namespace) -> int:
                 raise ConfigError("--format checkpoints needs --spec (the variant's spec.yaml) and --vocab")
             from elmoc.config import load_yaml
 
-            pretrained.bilm_tf_checkpoints(args.bilm_tf_options, args.bilm_tf_weights, args.output,
-                                           load_yaml(args.spec), args.vocab,
-                                           [args.direction] if args.direction else pretrained.DIRECTIONS)
+            bilm_tf.bilm_tf_checkpoints(args.bilm_tf_options, args.bilm_tf_weights, args.output,
+                                        load_yaml(args.spec), args.vocab,
+                                        [args.direction] if args.direction else bilm_tf.DIRECTIONS)
         else:
-            pretrained.convert_bilm_tf(args.bilm_tf_options, args.bilm_tf_weights, args.output, vocab=args.vocab)
+            bilm_tf.convert_bilm_tf(args.bilm_tf_options, args.bilm_tf_weights, args.output, vocab=args.vocab)
         return 0
     if args.format != "directory":
         raise ConfigError("--format checkpoints applies to --bilm-tf-options/--bilm-tf-weights")
     if args.variant:
         if args.forward or args.backward:
             raise ConfigError("give --variant or --forward/--backward, not both")
-        files = pretrained.lm_files(args.results, args.variant)
+        files = writer.lm_files(args.results, args.variant)
     elif args.forward and args.backward:
         files = {"forward": args.forward, "backward": args.backward}
     else:
         raise ConfigError("give --variant (or --forward and --backward)")
-    pretrained.export_model(files["forward"], files["backward"], args.output, fasttext_model=args.fasttext_model,
-                            boundaries=not args.no_boundaries, command=command_line(args),
-                            char_cnn_model=args.char_cnn_model)
+    writer.export_model(files["forward"], files["backward"], args.output, fasttext_model=args.fasttext_model,
+                        boundaries=not args.no_boundaries, command=command_line(args),
+                        char_cnn_model=args.char_cnn_model)
     return 0

@@ -37,13 +37,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from elmoc.features.export import BiLM, export_features, read_sentences
+    from elmoc.features.sentences import read_sentences
+    from elmoc.features.store import write_features
+    from elmoc.pretrained.loader import load_checkpoints
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    bilm = BiLM.from_checkpoints(args.forward, args.backward, args.vocab, fasttext_model=args.fasttext_model,
-                                 closed_vocabulary=args.closed_vocabulary, char_cnn_model=args.char_cnn_model)
+    bilm = load_checkpoints(args.forward, args.backward, args.vocab, fasttext_model=args.fasttext_model,
+                            closed_vocabulary=args.closed_vocabulary, char_cnn_model=args.char_cnn_model)
     sentences = read_sentences(args.sentences)
-    export_features(bilm, sentences, args.output, batch_size=args.batch_size,
-                    boundaries=not args.no_boundaries, device=args.device)
+    write_features(bilm, sentences, args.output, batch_size=args.batch_size,
+                   boundaries=not args.no_boundaries, device=args.device)
     return 0

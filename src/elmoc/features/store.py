@@ -1,12 +1,17 @@
-"""Read contextual features from an ``allennlp elmo --all`` style HDF5 file (spec 5.3).
+"""The feature file: contextual features in the ``allennlp elmo --all`` HDF5 layout
+(spec 5.3), written by :func:`write_features` (``elmoc extract``, ``elmoc embed``) and
+read by :class:`FeatureStore` (the downstream tasks).
 
 Layout: one float32 dataset per input line, keyed ``str(i)``, of shape
-``(num_layers, num_tokens, dim)``, plus a dataset ``sentence_to_index`` holding a
-JSON object that maps the sentence text (tokens joined by single spaces) to its
-key.  A task looks up each instance's tokens by their text, so the order of the
-sentences file does not matter, but every looked-up sentence must be present and
-have exactly as many feature rows as tokens: anything else is an
-:class:`~elmoc.errors.InputFileError`, never a silent misalignment.
+``(num_layers, num_tokens, dim)`` (``(num_tokens, dim)`` with ``--top``/``--average``),
+plus a dataset ``sentence_to_index``: a one-element variable-length string holding a
+JSON object that maps the sentence text (tokens joined by single spaces) to its key,
+and attributes ``num_layers``, ``dim``, ``boundaries``, ``open_vocabulary``.  A task
+looks up each instance's tokens by their text, so the order of the sentences file
+does not matter and a features file can serve any task whose sentences it contains,
+but every looked-up sentence must be present and have exactly as many feature rows as
+tokens: anything else is an :class:`~elmoc.errors.InputFileError`, never a silent
+misalignment.
 
 Small files are loaded into memory once; files bigger than ``max_memory_bytes``
 are read dataset by dataset on demand (the SST all-subtrees case).
@@ -16,11 +21,16 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
 from elmoc.errors import InputFileError
+
+if TYPE_CHECKING:
+    import torch
+
+    from elmoc.features.bilm import BiLM
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +42,46 @@ def sentence_key(tokens: Sequence[str]) -> str:
     return " ".join(tokens)
 
 
+def write_features(bilm: "BiLM", sentences: list[list[str]], output: str | Path, batch_size: int = 64,
+                   boundaries: bool | None = None, device: "str | torch.device" = "cpu",
+                   layers: str = "all") -> None:
+    """Write the feature file of ``sentences`` (line ``i`` -> dataset ``str(i)``) atomically.
+
+    ``layers``: ``all`` (dataset ``(layers, words, dim)``), ``top`` (``(words, dim)``,
+    the last layer) or ``average`` (``(words, dim)``, the mean of the layers), as the
+    ``--all/--top/--average`` flags of ``allennlp elmo``.  ``boundaries`` overrides
+    the model's setting.
+    """
+    import h5py
+
+    from elmoc.data.atomic import atomic_path
+    from elmoc.devices import resolve_device
+    from elmoc.features.embed import select_layers, sentence_features
+
+    select_layers(np.zeros((1, 1, 1), np.float32), layers)  # checks the name before any work
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    if boundaries is not None:
+        bilm.boundaries = boundaries
+    bilm = bilm.to(resolve_device(device)).eval()
+    with atomic_path(output) as tmp, h5py.File(tmp, "w") as h5:
+        for i, value in sentence_features(bilm, sentences, layers, batch_size, progress=True):
+            h5.create_dataset(str(i), data=value, dtype="float32")
+        mapping = {sentence_key(tokens): str(i) for i, tokens in enumerate(sentences)}
+        ds = h5.create_dataset(INDEX_KEY, (1,), dtype=h5py.string_dtype())
+        ds[0] = json.dumps(mapping)
+        h5.attrs["num_layers"] = bilm.num_layers
+        h5.attrs["dim"] = bilm.output_dim
+        h5.attrs["boundaries"] = bilm.boundaries
+        h5.attrs["open_vocabulary"] = bilm.open_vocabulary
+    log.info("wrote %d sentences x %d layers x %d dims to %s", len(sentences), bilm.num_layers, bilm.output_dim, output)
+
+
 class FeatureStore:
     """Per-sentence feature arrays from one HDF5 file.
 
     Args:
-        path: the HDF5 file written by ``elmoc extract``.
+        path: the HDF5 file written by :func:`write_features` (``elmoc extract``).
         max_memory_bytes: load everything into memory when the datasets total at
             most this many bytes; otherwise keep the file open and read lazily.
 

@@ -1,0 +1,230 @@
+"""The bi-LM of feature extraction: a forward and a backward LM read a batch of
+sentences and return every layer of both, per word (spec 5.3, 5.4).
+
+How the two directions are combined (ELMo-C's ``BiDirectionalRNN``): the forward LM
+reads the sentence, the backward LM reads it reversed; each returns its encoder
+layers (layer 0 = its own projected input); the backward layers are flipped back
+to the sentence order and concatenated after the forward ones.
+
+Sentence boundaries (spec P6, our choice): the LMs were trained on streams with
+``<s>``/``</s>`` around every sentence, so by default each sentence is wrapped in
+them before encoding and the boundary positions are dropped on output, as AllenNLP
+does for ELMo.  ``boundaries=False`` feeds the bare tokens (ELMo-C's wrapper).
+Every sentence starts from a zero state (spec 5.4: ``reset_hidden_state=true``).
+
+Open vocabulary (issue 12.1, paper sec. 3.2): words outside the LM vocabulary keep
+their identity.  A char-CNN input reads their characters; a FastText input reads
+the vector fastText composes from their n-grams (:mod:`elmoc.features.oov`).  Only
+inputs with no open vocabulary (trainable or random word tables) read ``<unk>``.
+The output layer is never built here.
+For subword LMs (ELMo-Sub: the checkpoint's spec has ``data.tokenizer``) the LM reads
+subwords and each word is represented by its first subword (spec 3.3).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import torch
+
+from elmoc.data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabulary
+from elmoc.errors import ConfigError, InputFileError
+from elmoc.inputs.char_cnn import CharCnnInput
+from elmoc.inputs.characters import batch_char_ids
+from elmoc.lm import LanguageModel
+from elmoc.nn.masking import reverse_padded
+from elmoc.registry import build
+
+if TYPE_CHECKING:
+    from elmoc.data.subword import SubwordEncoder
+    from elmoc.inputs.char_cnn_vectors import CharCnnVectors
+    from elmoc.inputs.fasttext_subwords import SubwordVectors
+
+
+class FeatureLM(LanguageModel):
+    """One direction of a bi-LM as used for features: input layer -> encoder, a
+    :class:`~elmoc.lm.LanguageModel` without its output layer (its ``encode`` runs it).
+
+    The output layer plays no role at extraction and is not built.  Words keep their
+    identity (issue 12.1, paper sec. 3.2): a char-CNN input reads every word's
+    characters; a FastText input reads its table row for vocabulary words and, for
+    the others, the vector fastText composes from their n-grams (``subwords``);
+    only inputs without an open vocabulary (trainable or random word tables, a
+    table without a fastText source) read ``<unk>``.
+
+    Args:
+        input_layer, encoder: built from the LM spec (weights loaded by the caller).
+        vocab: the LM vocabulary the ids refer to.
+        subwords: vectors of out-of-vocabulary words for a frozen-table input (fastText
+            n-grams, or the char-CNN that made a char-CNN table); see
+            :func:`elmoc.features.oov.oov_vectors_for`.
+    """
+
+    def __init__(self, input_layer: torch.nn.Module, encoder: torch.nn.Module, vocab: Vocabulary,
+                 subwords: "SubwordVectors | CharCnnVectors | None" = None):
+        super().__init__(input_layer, encoder, output_layer=None)
+        self.vocab = vocab
+        self.subwords = subwords
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any], state: dict[str, torch.Tensor], vocab: Vocabulary,
+                  where: str | Path, subwords: "SubwordVectors | CharCnnVectors | None" = None) -> "FeatureLM":
+        """Build input + encoder from ``spec`` and load their weights from ``state`` (a
+        LanguageModel state dict; ``output_layer.*`` entries are ignored)."""
+        for section in ("input", "encoder"):
+            if not isinstance(spec.get(section), dict):
+                raise InputFileError(where, f"the stored LM spec has no {section!r} section")
+        input_cfg = dict(spec["input"])
+        if input_cfg.get("type") == "char_cnn":
+            input_cfg.pop("weights", None)  # the char-CNN weights are in ``state``
+        input_layer = build("input", input_cfg, vocab=vocab)
+        encoder = build("encoder", spec["encoder"], input_dim=input_layer.output_dim)
+        model = cls(input_layer, encoder, vocab, subwords)
+        wanted = {k: v for k, v in state.items() if not k.startswith("output_layer.")}
+        missing, unexpected = model.load_state_dict(wanted, strict=False)
+        if missing or unexpected:
+            raise InputFileError(where, f"weights do not match the stored spec (missing {missing[:5]}, "
+                                 f"unexpected {unexpected[:5]}); the file was written by another version")
+        return model.eval()
+
+    @property
+    def open_vocabulary(self) -> bool:
+        """True when out-of-vocabulary words get their own input vector."""
+        return isinstance(self.input_layer, CharCnnInput) or self.subwords is not None
+
+    def token_vectors(self, ids: torch.Tensor, rows: Sequence[Sequence[str]] | None) -> torch.Tensor:
+        """Input vectors of a padded batch.
+
+        Shape:
+            ids: (batch, time) long vocabulary ids (``<unk>`` for unknown words);
+            rows: the same tokens as strings, row b holding ``lengths[b]`` tokens, or
+            None (subword LMs: ids are all there is).
+            returns: (batch, time, input_dim).
+        """
+        if rows is None:
+            return self.input_layer(ids)
+        if isinstance(self.input_layer, CharCnnInput):
+            chars = batch_char_ids(rows, self.input_layer.max_chars).to(ids.device)
+            if chars.shape[1] < ids.shape[1]:
+                chars = torch.nn.functional.pad(chars, (0, 0, 0, ids.shape[1] - chars.shape[1]))
+            return self.input_layer.encode_chars(chars)
+        vectors = self.input_layer(ids)
+        if self.subwords is None:
+            return vectors
+        unknown = [(b, t) for b, row in enumerate(rows) for t, w in enumerate(row)
+                   if w not in self.vocab]
+        if unknown:
+            words = sorted({rows[b][t] for b, t in unknown})
+            composed = torch.from_numpy(self.subwords.vectors(words)).to(vectors.device, vectors.dtype)
+            where = {w: i for i, w in enumerate(words)}
+            b_idx = torch.tensor([b for b, _ in unknown], device=vectors.device)
+            t_idx = torch.tensor([t for _, t in unknown], device=vectors.device)
+            picks = torch.tensor([where[rows[b][t]] for b, t in unknown], device=vectors.device)
+            vectors = vectors.clone()
+            vectors[b_idx, t_idx] = composed[picks]
+        return vectors
+
+
+class BiLM(torch.nn.Module):
+    """A forward and a backward :class:`FeatureLM` used together for features.
+
+    Load one with :mod:`elmoc.pretrained.loader` (``model.pt`` files or an exported
+    model directory).
+    """
+
+    def __init__(self, forward_lm: FeatureLM, backward_lm: FeatureLM, vocab: Vocabulary,
+                 subwords: "SubwordEncoder | None" = None, boundaries: bool = True):
+        super().__init__()
+        if forward_lm.encoder.num_layers != backward_lm.encoder.num_layers:
+            raise ConfigError("forward and backward LMs have different numbers of layers")
+        self.forward_lm = forward_lm
+        self.backward_lm = backward_lm
+        self.vocab = vocab
+        self.subwords = subwords  # ELMo-Sub: words are represented by their first subword
+        self.boundaries = boundaries
+
+    @property
+    def num_layers(self) -> int:
+        return self.forward_lm.encoder.num_layers
+
+    @property
+    def output_dim(self) -> int:
+        return self.forward_lm.encoder.output_dim + self.backward_lm.encoder.output_dim
+
+    @property
+    def open_vocabulary(self) -> bool:
+        return self.forward_lm.open_vocabulary
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, rows: Sequence[Sequence[str]] | None = None,
+                states: tuple[Any, Any] = (None, None)) -> tuple[torch.Tensor, tuple[Any, Any]]:
+        """Layer activations of both directions.
+
+        Shape:
+            ids: (batch, time) long, padded with ``<pad>`` after each sentence;
+            lengths: (batch,) long; rows: the tokens as strings (see
+            :meth:`FeatureLM.token_vectors`), or None for ids only;
+            states: the encoders' carried states (None = zeros, spec 5.4).
+            returns: (batch, layers, time, 2 * hidden) float32, zero at padding,
+            and the two encoders' final states.
+        """
+        mask = ids != PAD_ID
+        fwd = self.forward_lm.encode(ids, mask, states[0], vectors=self.forward_lm.token_vectors(ids, rows))
+        rev_ids = reverse_padded(ids, lengths)
+        rev_rows = None if rows is None else [list(r)[::-1] for r in rows]
+        bwd = self.backward_lm.encode(rev_ids, mask, states[1], vectors=self.backward_lm.token_vectors(rev_ids, rev_rows))
+        layers = []
+        for f, b in zip(fwd.layers, bwd.layers):
+            b = reverse_padded(b, lengths)
+            layers.append(torch.cat([f, b], dim=-1) * mask.unsqueeze(-1))
+        return torch.stack(layers, dim=1).float(), (fwd.state, bwd.state)
+
+    def embed(self, sentences: Sequence[Sequence[str]], device: str | torch.device | None = None,
+              states: tuple[Any, Any] = (None, None)) -> tuple[torch.Tensor, torch.Tensor, tuple[Any, Any]]:
+        """Per-word activations of a batch of tokenized sentences.
+
+        Shape: returns (batch, layers, words, 2 * hidden) float32 (zero after each
+        sentence's words), the word mask (batch, words) bool, and the final states.
+        """
+        if device is None:
+            device = next(self.parameters()).device
+        ids, lengths, positions, rows = encode_batch(self.vocab, sentences, self.boundaries, self.subwords)
+        acts, states = self(ids.to(device), lengths.to(device), rows, states)
+        width = max((len(p) for p in positions), default=0)
+        index = torch.zeros(len(positions), width, dtype=torch.long)
+        mask = torch.zeros(len(positions), width, dtype=torch.bool)
+        for b, pos in enumerate(positions):
+            index[b, : len(pos)] = torch.tensor(pos, dtype=torch.long)
+            mask[b, : len(pos)] = True
+        index, mask = index.to(acts.device), mask.to(acts.device)
+        gathered = torch.gather(acts, 2, index[:, None, :, None].expand(-1, acts.shape[1], -1, acts.shape[3]))
+        return gathered * mask[:, None, :, None], mask, states
+
+
+def encode_batch(vocab: Vocabulary, sentences: Sequence[Sequence[str]], boundaries: bool,
+                 subwords: "SubwordEncoder | None" = None
+                 ) -> tuple[torch.Tensor, torch.Tensor, list[list[int]], list[list[str]] | None]:
+    """Padded ids, lengths, per sentence the position of each word's representative,
+    and the tokens as strings.
+
+    Returns:
+        ids: (batch, time) long, ``<pad>`` after each sequence; lengths: (batch,) long;
+        word_positions: for sentence b, the time index standing for each of its words
+        (the word itself, or its first subword for subword LMs);
+        rows: row b's ``lengths[b]`` tokens as strings (with ``<s>``/``</s>``), or None
+        for subword LMs.
+    """
+    rows, positions, strings = [], [], []
+    offset = 1 if boundaries else 0
+    for tokens in sentences:
+        if subwords is not None:
+            ids, first = subwords.encode_words(tokens)
+        else:
+            ids, first = vocab.encode(tokens), list(range(len(tokens)))
+            strings.append([BOS] + list(tokens) + [EOS] if boundaries else list(tokens))
+        rows.append([BOS_ID] + ids + [EOS_ID] if boundaries else ids)
+        positions.append([offset + i for i in first])
+    lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
+    ids = torch.full((len(rows), int(lengths.max())), PAD_ID, dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+    return ids, lengths, positions, (None if subwords is not None else strings)

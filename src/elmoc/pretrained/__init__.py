@@ -1,0 +1,29 @@
+"""A trained bi-LM as a self-contained model directory (issue 13), and its uses.
+
+One job per module, each importing only the ones above it in this list:
+
+- :mod:`~elmoc.pretrained.loader`: the one loader (``model.pt`` files or a model directory -> ``BiLM``);
+- :mod:`~elmoc.pretrained.card`: the model card (``README.md``) of a directory;
+- :mod:`~elmoc.pretrained.writer`: ``elmoc export``: a trained variant -> a model directory;
+- :mod:`~elmoc.pretrained.bilm_tf`: the released bilm-tf ELMo -> a model directory or ``model.pt`` files;
+- :mod:`~elmoc.pretrained.elmo`: the ``Elmo`` module and ``embed_sentences`` (``from elmoc import ...``).
+
+Directory layout::
+
+    elmoc-model.json      format "elmoc-model-v1": the loadable input/encoder config
+                          (paths relative to the directory), boundaries, sizes, files
+    spec.yaml             the resolved LM spec the model was trained from (verbatim)
+    forward.pt            state dict of the forward LM's input layer + encoder
+    backward.pt           the same for the backward LM (torch.save of tensors only)
+    vocab.txt             the LM vocabulary (token<TAB>count); optional for char-CNN models
+    input_vectors.npy     frozen-table inputs: the (vocab, dim) input table
+    char_cnn.{json,pt}    char-CNN tables (ELMo-C-CNN): the CNN that made the table
+    fasttext*.{json,npy,txt}  FastText inputs: n-gram buckets etc. so words outside
+                          the vocabulary get fastText's vector (see
+                          :mod:`elmoc.inputs.fasttext_subwords`); not the whole .bin
+    tokenizer.json        subword LMs (ELMo-Sub): the BPE tokenizer
+    README.md             model card: data, tokens seen, sizes, heldout metric, time,
+                          hardware, the command that made it
+
+The output layer is not exported (features never use it).
+"""

@@ -1,0 +1,80 @@
+"""The model card (``README.md``) of a model directory: data, tokens seen, sizes,
+heldout metric, time, hardware and the command that made it."""
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from elmoc import __version__
+from elmoc.data.atomic import atomic_file
+from elmoc.features.bilm import BiLM
+from elmoc.pretrained.loader import DIRECTIONS
+
+
+def write_card(tmp: Path, spec: dict, payloads: dict, heldout: dict, bilm: BiLM, command: str | None) -> None:
+    data = spec.get("data") or {}
+    params = {d: sum(t.numel() for t in torch.load(tmp / f"{d}.pt", weights_only=True).values()) for d in DIRECTIONS}
+    lines = [f"# {spec.get('name', 'model')}", "", spec.get("description", "") or "", "",
+             "Load it with `elmoc.Elmo.from_pretrained(\"<this directory>\", num_output_representations=1)`",
+             "or `elmoc embed --model <this directory> sentences.txt out.hdf5 --all`.", "",
+             "| | forward | backward |", "|---|---|---|"]
+
+    def row(label: str, values: list[Any]) -> None:
+        lines.append(f"| {label} | " + " | ".join("n/a" if v is None else str(v) for v in values) + " |")
+
+    row("training data", [data.get("train")] * 2)
+    row("tokens seen", [payloads[d].get("tokens") for d in DIRECTIONS])
+    row("optimizer steps", [payloads[d].get("step") for d in DIRECTIONS])
+    row("final checkpoint", [payloads[d].get("final", False) for d in DIRECTIONS])
+    row("parameters (input + encoder, exported)", [f"{params[d]:,}" for d in DIRECTIONS])
+    row("heldout metric", [heldout[d].get("metric") for d in DIRECTIONS])
+    row("heldout value (after training)", [_fmt(heldout[d].get("after")) for d in DIRECTIONS])
+    row("training time (s)", [_fmt(heldout[d].get("seconds")) for d in DIRECTIONS])
+    row("hardware", [_hardware(heldout[d]) for d in DIRECTIONS])
+    row("threads x processes (from step)", [_layout(heldout[d].get("segments")) for d in DIRECTIONS])
+    if any(len(heldout[d].get("segments") or []) > 1 for d in DIRECTIONS):
+        lines += ["", "Resumed under another thread or process count: the weights equal neither layout's "
+                  "uninterrupted run bit for bit."]
+    lines += ["", f"Layers: {bilm.num_layers} (layer 0 = the encoder's projected input), "
+              f"output dim {bilm.output_dim} (forward + backward).",
+              f"Input: `{spec['input'].get('type')}`; encoder: `{json.dumps(spec['encoder'], sort_keys=True)}`.",
+              f"Words outside the vocabulary: {_oov_note(bilm)}.", "",
+              f"Exported with elmoc {__version__} (Python {platform.python_version()}, torch {torch.__version__}) by:",
+              "", "```", command or " ".join(["elmoc", *sys.argv[1:]]), "```", ""]
+    with atomic_file(tmp / "README.md") as f:
+        f.write("\n".join(lines))
+
+
+def _fmt(value: Any) -> Any:
+    return f"{value:.4f}" if isinstance(value, float) else value
+
+
+def _layout(segments: list[dict] | None) -> str | None:
+    """``heldout.json``'s ``segments`` as ``"2 x 1 (0); 4 x 2 (500)"``: threads x processes
+    (from step); None for a file written before elmoc recorded them."""
+    if not segments:
+        return None
+    return "; ".join(f"{s.get('threads')} x {s.get('processes')} ({s.get('step')})" for s in segments)
+
+
+def _hardware(heldout: dict) -> str | None:
+    parts = [f"{k} {heldout[k]}" for k in ("device", "hardware", "gpus", "threads") if heldout.get(k) is not None]
+    return ", ".join(parts) or None
+
+
+def _oov_note(bilm: BiLM) -> str:
+    lm = bilm.forward_lm
+    if bilm.subwords is not None:
+        return "split into BPE subwords (a word is represented by its first subword)"
+    if lm.subwords is not None and type(lm.subwords).__name__ == "CharCnnVectors":
+        return "the char-CNN vector of their characters (char_cnn.pt, the CNN that made the input table)"
+    if lm.subwords is not None:
+        return "fastText vectors composed from character n-grams (fasttext_buckets.npy)"
+    if lm.open_vocabulary:
+        return "read character by character (char-CNN)"
+    return "mapped to <unk>"

@@ -1,0 +1,162 @@
+"""The one loader of a trained bi-LM for features: :func:`build_bilm` makes the
+:class:`~elmoc.features.bilm.BiLM` from weights and configs; two readers feed it,
+one per format:
+
+- :func:`load_checkpoints`: the workflow's ``model.pt`` (or ``checkpoint.pt``) files of
+  both directions (a joint bi-LM's one file as both); ``elmoc extract``;
+- :func:`load_bilm`: a model directory written by ``elmoc export``
+  (:mod:`elmoc.pretrained.writer`; ``elmoc embed``, :class:`~elmoc.pretrained.elmo.Elmo`).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from elmoc.data.vocab import SPECIALS, Vocabulary
+from elmoc.devices import resolve_device
+from elmoc.errors import InputFileError
+from elmoc.features.bilm import BiLM, FeatureLM
+from elmoc.train.checkpoint import load_directions
+
+if TYPE_CHECKING:
+    from elmoc.data.subword import SubwordEncoder
+    from elmoc.inputs.char_cnn_vectors import CharCnnVectors
+    from elmoc.inputs.fasttext_subwords import SubwordVectors
+
+FORMAT = "elmoc-model-v1"
+MODEL_FILE = "elmoc-model.json"
+DIRECTIONS = ("forward", "backward")
+
+
+def build_bilm(spec: dict[str, Any], states: dict[str, dict[str, torch.Tensor]], where: dict[str, str | Path],
+               vocab: Vocabulary, composer: "SubwordVectors | CharCnnVectors | None" = None,
+               subword_encoder: "SubwordEncoder | None" = None, boundaries: bool = True) -> BiLM:
+    """Both directions' input layer + encoder from ``spec`` (its ``input`` and
+    ``encoder`` sections), their weights from ``states[direction]`` (read from
+    ``where[direction]``, named in errors).
+
+    ``composer``: vectors of out-of-vocabulary words (:func:`elmoc.features.oov.oov_vectors_for`);
+    ``subword_encoder``: ELMo-Sub's BPE tokenizer; ``boundaries``: wrap sentences in ``<s> ... </s>``.
+    """
+    lms = [FeatureLM.from_spec(spec, states[d], vocab, where[d], composer) for d in DIRECTIONS]
+    return BiLM(lms[0], lms[1], vocab, subword_encoder, boundaries=boundaries)
+
+
+# --------------------------------------------------------------------------- model.pt files
+
+
+def check_same_model(forward_spec: dict, backward_spec: dict, forward_path: str | Path,
+                     backward_path: str | Path) -> None:
+    """Refuse a forward and a backward LM of different variants or sizes (their specs
+    must agree; the direction is not part of the spec)."""
+    sections = sorted(k for k in set(forward_spec) | set(backward_spec)
+                      if k != "direction" and forward_spec.get(k) != backward_spec.get(k))
+    if sections:
+        raise InputFileError(backward_path, f"its LM spec differs from {forward_path} in {', '.join(sections)}: "
+                             "the two directions belong to different variants or sizes; pass both checkpoints "
+                             "of one variant")
+
+
+def read_checkpoints(forward: str | Path, backward: str | Path) -> tuple[dict[str, dict], dict[str, Any]]:
+    """Both directions' payloads (``{"forward": ..., "backward": ...}``, a joint
+    ``model.pt`` read once serving both) and their common spec."""
+    payloads = load_directions(forward, backward)
+    check_same_model(payloads["forward"]["spec"], payloads["backward"]["spec"], forward, backward)
+    return payloads, payloads["forward"]["spec"]
+
+
+def load_checkpoints(forward: str | Path, backward: str | Path, vocab_path: str | Path | None = None,
+                     fasttext_model: str | Path | None = None, closed_vocabulary: bool = False,
+                     char_cnn_model: str | Path | None = None) -> BiLM:
+    """The bi-LM of both directions' ``model.pt`` (or ``checkpoint.pt``) files; a joint
+    bi-LM's one file is passed as both.
+
+    ``fasttext_model``: the ``.bin`` whose n-grams compose out-of-vocabulary words for
+    a FastText input (default: the one the table was made from, when it exists;
+    :func:`~elmoc.features.oov.oov_vectors_for`; ``char_cnn_model`` likewise for char-CNN
+    tables).  ``closed_vocabulary``: map every unknown word to ``<unk>`` (the old behaviour).
+    """
+    from elmoc.features.oov import oov_vectors_for
+
+    payloads, spec = read_checkpoints(forward, backward)
+    vpath = vocab_path or payloads["forward"].get("vocab_path")
+    if vpath is None:
+        raise InputFileError(forward, "checkpoint records no vocabulary; pass --vocab")
+    vocab = Vocabulary.load(vpath)
+    tokenizer = (spec.get("data") or {}).get("tokenizer")
+    subword_encoder = None
+    if tokenizer:
+        from elmoc.data.subword import SubwordEncoder
+
+        subword_encoder = SubwordEncoder(tokenizer)
+    composer = None
+    if not closed_vocabulary and not tokenizer:
+        composer = oov_vectors_for(spec, vocab, fasttext_model, char_cnn_model)
+    return build_bilm(spec, {d: payloads[d]["model"] for d in DIRECTIONS},
+                      {"forward": forward, "backward": backward}, vocab, composer, subword_encoder)
+
+
+# --------------------------------------------------------------------------- model directory
+
+
+def read_model_meta(directory: str | Path) -> dict[str, Any]:
+    """The checked ``elmoc-model.json`` of a model directory."""
+    directory = Path(directory)
+    path = directory / MODEL_FILE
+    if not directory.is_dir():
+        raise InputFileError(directory, "model directory not found; write one with `elmoc export`")
+    if not path.is_file():
+        raise InputFileError(path, "missing: not an elmoc model directory (write one with `elmoc export`)")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputFileError(path, f"not valid JSON ({e}); export the model again") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else None
+        raise InputFileError(path, f"format {found!r} is not {FORMAT!r} (written by another elmoc version); "
+                             "export the model again with this version")
+    for key in ("input", "encoder", "boundaries", "files"):
+        if key not in meta:
+            raise InputFileError(path, f"has no {key!r} entry; export the model again")
+    return meta
+
+
+def load_bilm(directory: str | Path, device: str | torch.device = "cpu", check_files: bool = True) -> BiLM:
+    """The bi-LM of a model directory (nothing else is read)."""
+    from elmoc.train.safe_load import load_weights_only  # weights only: a crafted file runs no code
+
+    directory = Path(directory)
+    meta = read_model_meta(directory)
+    if check_files:
+        for name in meta["files"]:
+            if not (directory / name).is_file():
+                raise InputFileError(directory / name, "missing from the model directory; copy the whole "
+                                     "directory or export it again")
+    # a char-CNN model needs no vocabulary (word-id inputs then know only the specials)
+    vocab = Vocabulary.load(directory / meta["vocab"]) if meta.get("vocab") else Vocabulary(list(SPECIALS))
+    input_cfg = dict(meta["input"])
+    if input_cfg.get("type") == "fasttext":
+        input_cfg["vectors"] = str(directory / input_cfg["vectors"])
+    composer = None
+    if meta.get("oov_vectors") == "fasttext":
+        from elmoc.inputs.fasttext_subwords import SubwordVectors
+
+        composer = SubwordVectors.load(directory)
+    elif meta.get("oov_vectors") == "char_cnn":
+        from elmoc.inputs.char_cnn_vectors import CharCnnVectors
+
+        composer = CharCnnVectors.load(directory)
+    subword_encoder = None
+    if meta.get("tokenizer"):
+        from elmoc.data.subword import SubwordEncoder
+
+        subword_encoder = SubwordEncoder(directory / meta["tokenizer"])
+    where = {d: directory / f"{d}.pt" for d in DIRECTIONS}
+    states = {d: load_weights_only(where[d], what="a model directory's weights file", fix="export the model again")
+              for d in DIRECTIONS}
+    bilm = build_bilm({"input": input_cfg, "encoder": meta["encoder"]}, states, where, vocab, composer,
+                      subword_encoder, boundaries=bool(meta["boundaries"]))
+    return bilm.to(resolve_device(device))

@@ -1,0 +1,135 @@
+"""``elmoc export``: both directions of a trained variant as a model directory
+(layout in :mod:`elmoc.pretrained`), everything needed to embed any sentence on
+another machine; the directory is loaded back once before it is moved into place.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from elmoc import __version__
+from elmoc.data.atomic import atomic_directory, atomic_file
+from elmoc.data.vocab import Vocabulary
+from elmoc.errors import InputFileError
+from elmoc.features.bilm import BiLM
+from elmoc.features.oov import oov_vectors_for
+from elmoc.pretrained.card import write_card
+from elmoc.pretrained.loader import DIRECTIONS, FORMAT, MODEL_FILE, load_bilm, read_checkpoints
+
+log = logging.getLogger(__name__)
+
+
+def lm_files(results: str | Path, variant: str) -> dict[str, Path]:
+    """``results/lm/{variant}/{direction}/model.pt`` of both directions, or the one
+    ``results/lm/{variant}/joint/model.pt`` of a joint bi-LM as both (``checkpoint.pt``
+    where no final ``model.pt`` exists yet)."""
+    def pick(direction: str) -> Path | None:
+        folder = Path(results) / "lm" / variant / direction
+        final, partial = folder / "model.pt", folder / "checkpoint.pt"
+        if final.is_file():
+            return final
+        if partial.is_file():
+            log.warning("%s: no model.pt, exporting the last checkpoint.pt", folder)
+            return partial
+        return None
+
+    joint = pick("joint")
+    if joint is not None:
+        return {direction: joint for direction in DIRECTIONS}
+    out = {}
+    for direction in DIRECTIONS:
+        found = pick(direction)
+        if found is None:
+            raise InputFileError(Path(results) / "lm" / variant / direction / "model.pt",
+                                 f"not found (nor a joint model.pt); train variant {variant!r} first "
+                                 f"(snakemake results/lm/{variant}/{direction}/model.pt, or .../joint/model.pt)")
+        out[direction] = found
+    return out
+
+
+def export_model(forward: str | Path, backward: str | Path, output: str | Path,
+                 fasttext_model: str | Path | None = None, boundaries: bool = True,
+                 command: str | None = None, char_cnn_model: str | Path | None = None) -> Path:
+    """Write the model directory of a trained forward + backward LM.
+
+    Args:
+        forward, backward: the two ``model.pt`` (or ``checkpoint.pt``) files; a joint bi-LM's one file as both.
+        output: the directory to write (replaced atomically).
+        fasttext_model, char_cnn_model: frozen-table inputs: the ``.bin`` (or ELMo
+            ``model.pt``) the input table was made from (default: found beside the
+            table, as at extraction; :func:`~elmoc.features.oov.oov_vectors_for`).
+        boundaries: wrap sentences in ``<s> ... </s>`` when embedding (as extraction).
+        command: recorded in the model card (default: this process's command line).
+    """
+    payloads, spec = read_checkpoints(forward, backward)  # a joint model.pt serves both
+    vocab_path = payloads["forward"].get("vocab_path") or spec.get("vocab")
+    if not vocab_path:
+        raise InputFileError(forward, "checkpoint records no vocabulary")
+    vocab = Vocabulary.load(vocab_path)
+    input_cfg = dict(spec["input"])
+    tokenizer = (spec.get("data") or {}).get("tokenizer")
+    with atomic_directory(output) as tmp:
+        meta: dict[str, Any] = {"tokenizer": None, "oov_vectors": None, "vocab": "vocab.txt"}
+        vocab.save(tmp / "vocab.txt")
+        if input_cfg["type"] == "fasttext":
+            table = np.load(input_cfg["vectors"], mmap_mode="r")
+            with atomic_file(tmp / "input_vectors.npy", "wb", encoding=None) as f:
+                np.save(f, np.asarray(table, dtype=np.float32))
+            input_cfg["vectors"] = "input_vectors.npy"
+            composer = None if tokenizer else oov_vectors_for(spec, vocab, fasttext_model, char_cnn_model)
+            if composer is not None:
+                composer.save(tmp, vocab)
+                meta["oov_vectors"] = "char_cnn" if type(composer).__name__ == "CharCnnVectors" else "fasttext"
+        elif input_cfg["type"] == "char_cnn":
+            input_cfg.pop("weights", None)
+            if not isinstance(input_cfg["options"], dict):
+                input_cfg["options"] = json.loads(Path(input_cfg["options"]).read_text(encoding="utf-8"))
+        if tokenizer:
+            shutil.copyfile(tokenizer, tmp / "tokenizer.json")
+            meta["tokenizer"] = "tokenizer.json"
+        for direction, payload in payloads.items():
+            torch.save(_feature_state(payload["model"]), tmp / f"{direction}.pt")
+        from elmoc.config import dump_yaml
+
+        dump_yaml(spec, tmp / "spec.yaml")
+        heldout = {d: _read_json(Path(p).parent / "heldout.json") for d, p in zip(DIRECTIONS, (forward, backward))}
+        bilm = write_meta(tmp, spec.get("name", "model"), input_cfg, spec["encoder"], boundaries, meta)
+        write_card(tmp, spec, payloads, heldout, bilm, command)
+    log.info("exported %s + %s to %s", forward, backward, output)
+    return Path(output)
+
+
+def _feature_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.detach().cpu().clone() for k, v in state.items()
+            if k.startswith(("input_layer.", "encoder."))}
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def write_meta(tmp: Path, name: str, input_cfg: dict, encoder_cfg: dict, boundaries: bool,
+               meta: dict[str, Any]) -> BiLM:
+    """Write ``elmoc-model.json`` of the directory being written in ``tmp`` (``meta``: its
+    ``tokenizer``, ``oov_vectors`` and ``vocab`` entries) and return the directory loaded."""
+    files = sorted(p.name for p in tmp.iterdir()) + [MODEL_FILE, "README.md"]
+    record = {"format": FORMAT, "elmoc_version": __version__, "name": name, "input": input_cfg,
+              "encoder": encoder_cfg, "boundaries": bool(boundaries), **meta, "files": sorted(set(files))}
+    with atomic_file(tmp / MODEL_FILE) as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
+    bilm = load_bilm(tmp, check_files=False)  # proves the directory loads; sizes for the card
+    record.update(layers=bilm.num_layers, dim=bilm.output_dim)
+    with atomic_file(tmp / MODEL_FILE) as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
+    return bilm
