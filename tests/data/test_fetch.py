@@ -372,19 +372,24 @@ def test_tofu_needs_a_pins_file(tmp_path, remote):
 
 
 def test_download_json_entry(tmp_path, remote, capsys):
-    """The workflow passes the config's download entry as JSON (size and tofu included)."""
+    """The workflow passes the config's download entry as --section-json (size and tofu included);
+    --download-json, its old name, still works."""
     entry = {"source": remote.as_uri(), "sha256": "tofu", "size": 12, "members": [], "wheel": None}
     pins = tmp_path / "pins.yaml"
     assert main(["fetch", "--download-json", json.dumps(entry), "--pins", str(pins), "--out", str(tmp_path / "o")]) == 0
     assert yaml.safe_load(pins.read_text())[remote.as_uri()]["size"] == 12
     entry["size"] = 13
-    assert main(["fetch", "--download-json", json.dumps(entry), "--pins", str(tmp_path / "p2.yaml"),
+    assert main(["fetch", "--section-json", json.dumps(entry), "--pins", str(tmp_path / "p2.yaml"),
                  "--out", str(tmp_path / "o2")]) == 1
     assert "size mismatch" in capsys.readouterr().err and not (tmp_path / "p2.yaml").exists()
     for bad, named in (({"source": remote.as_uri(), "sha256": None, "sizes": 3}, "unknown key(s) ['sizes']"),
                        ({"source": remote.as_uri(), "sha256": None}, "not pinned")):
-        assert main(["fetch", "--download-json", json.dumps(bad), "--out", str(tmp_path / "o3")]) == 1
+        assert main(["fetch", "--section-json", json.dumps(bad), "--out", str(tmp_path / "o3")]) == 1
         assert named in capsys.readouterr().err
+    assert main(["fetch", "--section-json", "[1]", "--out", str(tmp_path / "o4")]) == 1
+    assert "--section-json (download entry) must be a JSON object" in capsys.readouterr().err
+    assert main(["fetch", "--section-json", json.dumps(entry), "--sha256", "none", "--out", str(tmp_path / "o5")]) == 1
+    assert "drop --sha256" in capsys.readouterr().err
 
 
 @pytest.fixture

@@ -91,8 +91,9 @@ def test_elmoc_spec_checks_both_ways(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pretrain.overrides.train.batch_size: -4 must be a positive integer" in err[0]
     spec = json.dumps({"train": {"batch_size": 8, "bptt": -20}})
-    assert main(["spec", "--spec-json", spec, "--output", str(out)]) == 1
-    assert "--spec-json train.bptt: -20 must be a positive integer" in capsys.readouterr().err
+    for flag in ("--section-json", "--spec-json"):  # the workflow's flag, and its old name
+        assert main(["spec", flag, spec, "--output", str(out)]) == 1
+        assert "--section-json train.bptt: -20 must be a positive integer" in capsys.readouterr().err
     assert not out.exists()
 
 

@@ -85,7 +85,7 @@ def test_paper_downloads_pass_with_pins_recorded_then_a_changed_file_is_refused(
     pins = yaml.safe_load(pins_file.read_text())
     assert pins == {files[name].as_uri(): {"sha256": hashlib.sha256(files[name].read_bytes()).hexdigest(),
                                            "size": files[name].stat().st_size} for name in TOFU}
-    assert "trusted on first use" in (first / "logs/fetch/elmo_weights.log").read_text()
+    assert "trusted on first use" in (first / "logs/fetch/downloads/elmo_weights.log").read_text()
 
     # second machine with the committed pins file: verified against it, nothing new recorded
     second = tmp_path / "machine2"
@@ -94,7 +94,7 @@ def test_paper_downloads_pass_with_pins_recorded_then_a_changed_file_is_refused(
     r = run_fetch_rules(configfile, second)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (second / "config/pins.yaml").read_text() == pins_file.read_text()
-    assert "trusted on first use" not in (second / "logs/fetch/elmo_weights.log").read_text()
+    assert "trusted on first use" not in (second / "logs/fetch/downloads/elmo_weights.log").read_text()
 
     # the weights change upstream (same length): a third machine with the pins file refuses them
     weights = files["elmo_weights"]
@@ -104,7 +104,7 @@ def test_paper_downloads_pass_with_pins_recorded_then_a_changed_file_is_refused(
     (third / "config/pins.yaml").write_text(pins_file.read_text())
     r = run_fetch_rules(configfile, third)
     assert r.returncode != 0
-    log = (third / "logs/fetch/elmo_weights.log").read_text()
+    log = (third / "logs/fetch/downloads/elmo_weights.log").read_text()
     errors = [line for line in log.splitlines() if "error:" in line]
     assert len(errors) == 1 and weights.as_uri() in errors[0] and "sha256 mismatch" in errors[0]
     assert f"expected {pins[weights.as_uri()]['sha256']}" in errors[0] and "config/pins.yaml" in errors[0]

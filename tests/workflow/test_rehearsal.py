@@ -43,8 +43,8 @@ def test_rehearsal_has_the_paper_shape(tmp_path):
     assert rehearsal["bench"]["enabled"] == paper["bench"]["enabled"]
     _, paper_rules = dry_run("config/paper.yaml", tmp_path / "paper")
     out, rehearsal_rules = dry_run("config/rehearsal.yaml", tmp_path / "rehearsal")
-    # the paper downloads its data (fetch, fetch_task_data); the rehearsal reads ../shared/data
-    assert rehearsal_rules == paper_rules - {"fetch", "fetch_task_data"}
+    # the paper downloads its data (fetch); the rehearsal reads ../shared/data
+    assert rehearsal_rules == paper_rules - {"fetch"}
     pretrain = [c for c in out.splitlines() if " train --spec " in c]
     # ELMo: released weights; ELMo-A and ELMo-Sub: one joint bi-LM each; ELMo-C and its 5 ablations x 2 directions
     assert len(pretrain) == 14

@@ -21,12 +21,12 @@ rule bench:
         slurm_partition=slurm_partition(bench_gpus()),
     params:
         elmoc=ELMOC,
-        options=bench_options(),
+        section=section_json(config["bench"]),
         with_gpus=with_gpus(bench_gpus()),
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.with_gpus} {params.elmoc} bench {params.options} --out-dir results/tables > {log} 2>&1"
+        "{params.with_gpus} {params.elmoc} bench --section-json {params.section:q} --out-dir results/tables > {log} 2>&1"
 
 
 FINAL_OUTPUT_HOOKS.append(lambda: ["results/tables/speed.md"] if config.get("bench", {}).get("enabled") else [])

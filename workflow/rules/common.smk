@@ -1,6 +1,7 @@
 # Helpers shared by the rule files (variant specs, target lists, commands), and the
 # functions of each rule file, so that rule files hold rules only (snakemake --lint).
 # Kept light (no torch import): cluster jobs re-parse this file.
+import glob
 import json
 import shlex
 import sys
@@ -34,8 +35,14 @@ def lm_spec(variant):
     return resolve_variant(config, variant, presets_dir=presets)
 
 
+def section_json(section):
+    """A config section (or entry) as the JSON every `elmoc <command> --section-json` takes:
+    the one way configuration reaches a command (the command parses and checks it)."""
+    return json.dumps(section, sort_keys=True)
+
+
 def lm_spec_json(wildcards):
-    return json.dumps(lm_spec(wildcards.variant), sort_keys=True)
+    return section_json(lm_spec(wildcards.variant))
 
 
 def lm_directions(variant):
@@ -164,25 +171,14 @@ def extra_final_outputs():
 
 
 # --- functions of data.smk ---
-import glob as _data_glob
-import shlex as _data_shlex
-import sys as _data_sys
-
-DATA_ELMOC = f"{_data_shlex.quote(_data_sys.executable)} -m elmoc.cli"
 DATA_DOWNLOADS = "resources/downloads"
+# resources/{place}/{download}/.fetch.json: the config section whose `downloads` it is
+DOWNLOAD_PLACES = {"downloads": "corpus", "tasks": "tasks"}
 
 
-def data_q(value):
-    return _data_shlex.quote(str(value))
-
-
-def data_download(name):
-    return config["corpus"]["downloads"][name]
-
-
-def download_json(section, name):
-    """A download entry of `section` (corpus or tasks) as JSON for `elmoc fetch --download-json`."""
-    return json.dumps(config[section]["downloads"][name], sort_keys=True)
+def download_json(wildcards):
+    """The download entry of `elmoc fetch` (corpus.downloads or tasks.downloads) as JSON."""
+    return section_json(config[DOWNLOAD_PLACES[wildcards.place]]["downloads"][wildcards.download])
 
 
 def data_path_inputs(paths):
@@ -196,7 +192,7 @@ def data_path_inputs(paths):
                 out.append(f"{DATA_DOWNLOADS}/{name}/.fetch.json")
                 break
         else:
-            out += sorted(_data_glob.glob(path)) if _data_glob.has_magic(path) else [path]
+            out += sorted(glob.glob(path)) if glob.has_magic(path) else [path]
     return sorted(set(out))
 
 
@@ -205,18 +201,9 @@ def data_corpus_inputs(wildcards):
     return data_path_inputs([s["path"] for s in sources])
 
 
-def data_corpus_args():
-    c = config["corpus"]
-    args = [f"--source {data_q(':'.join((s['format'], s['path'])))}" for s in c["sources"]]
-    args += [f"--heldout-source {data_q(':'.join((s['format'], s['path'])))}" for s in c.get("heldout_sources", [])]
-    args += [f"--shards {c['num_shards'] or 0}", f"--seed {c['seed']}"]
-    if not c.get("heldout_sources"):
-        args.append(f"--heldout {c['heldout']}")
-    if c.get("lowercase"):
-        args.append("--lowercase")
-    if c.get("max_length"):
-        args.append(f"--max-length {c['max_length']}")
-    return " ".join(args)
+def corpus_section_json():
+    """The corpus section without `downloads` (rule fetch's entries, no concern of `elmoc corpus`)."""
+    return section_json({k: v for k, v in config["corpus"].items() if k != "downloads"})
 
 
 def data_fasttext_model(name):
@@ -233,20 +220,11 @@ def data_fasttext_inputs(wildcards):
     return inputs
 
 
-def data_fasttext_args(wildcards):
-    model = data_fasttext_model(wildcards.model)
-    args = [f"--eval {data_q('='.join((k, v)))}" for k, v in sorted(config["fasttext"].get("eval", {}).items())]
-    if "train" in model:
-        args.append("--corpus results/corpus/train")
-        args += [f"--{k} {v}" for k, v in sorted(model["train"].items())]
-    else:
-        pre = model["pretrained"]
-        args.append(f"--pretrained {data_q(pre.get('url') or pre['path'])}")
-        args.append(f"--sha256 {pre.get('sha256') or 'none'}")
-        args.append(f"--cache {DATA_DOWNLOADS}/.cache")
-        if pre.get("member"):
-            args.append(f"--member {data_q(pre['member'])}")
-    return " ".join(args)
+def fasttext_section_json(wildcards):
+    """The fasttext section as one model's job sees it: `eval` and only this model under
+    `models` (so that editing another model does not rerun this one)."""
+    f = config["fasttext"]
+    return section_json({"eval": f.get("eval", {}), "models": {wildcards.model: data_fasttext_model(wildcards.model)}})
 
 
 def data_vocab_inputs(wildcards):
@@ -255,14 +233,6 @@ def data_vocab_inputs(wildcards):
     return ["results/corpus/train"]
 
 
-def data_vocab_args():
-    v = config["vocab"]
-    args = [f"--from-file {data_q(v['file'])}"] if v.get("file") else [
-        "--corpus results/corpus/train", f"--min-count {v['min_count']}"
-    ]
-    if v.get("max_size"):
-        args.append(f"--max-size {v['max_size']}")
-    return " ".join(args)
 
 
 # --- functions of tasks.smk ---
@@ -378,18 +348,6 @@ def bench_gpus():
     return bench_processes() if str(config["bench"].get("device", "cpu")).startswith("cuda") else 0
 
 
-def bench_options():
-    b = config.get("bench", {})
-    flags = {"--width-scale": b.get("width_scale"), "--vocab-scale": b.get("vocab_scale"),
-             "--memory-budget-mb": b.get("memory_budget_mb"), "--repeats": b.get("repeats"),
-             "--world": b.get("world"), "--table5-batch": b.get("table5_batch"), "--threads": b.get("threads")}
-    opts = [f"{k} {v}" for k, v in flags.items() if v is not None]
-    opts.append(f"--device {shlex.quote(str(b.get('device', 'cpu')))}")
-    if b.get("quick", False):
-        opts.append("--quick")
-    if not b.get("s3", True):
-        opts.append("--no-s3")
-    return " ".join(opts)
 
 
 # --- functions of export.smk ---

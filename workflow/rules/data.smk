@@ -1,30 +1,33 @@
 # Data stages (spec 1.2, 2.5): fetch -> corpus -> vocab / fasttext -> vectors.
 #
 #   resources/downloads/{download}/.fetch.json   elmoc fetch   (config corpus.downloads; pins_file)
+#   resources/tasks/{download}/.fetch.json       elmoc fetch   (config tasks.downloads; pins_file)
 #   results/corpus/{train/,heldout.txt,stats.json} elmoc corpus (config corpus)
 #   results/vocab/vocab.txt                      elmoc vocab    (config vocab)
 #   results/fasttext/{model}.bin, .eval.json     elmoc fasttext (config fasttext.models)
 #   results/vectors/{model}.npy                  elmoc vectors  (one per fastText model)
 #   results/vectors/random.npy                   elmoc vectors --random (ELMo-C-RND targets)
+# Each command gets its config section as --section-json (common.smk: section_json).
 
 
 rule fetch:
     output:
-        f"{DATA_DOWNLOADS}/{{download}}/.fetch.json",
+        "resources/{place}/{download}/.fetch.json",
+    wildcard_constraints:
+        place="|".join(DOWNLOAD_PLACES),
     params:
-        elmoc=DATA_ELMOC,
-        out=lambda w, output: str(Path(output[0]).parent),
+        elmoc=ELMOC,
         cache=f"{DATA_DOWNLOADS}/.cache",
-        download=lambda w: download_json("corpus", w.download),
+        section=download_json,
         pins=config["pins_file"],
     log:
-        "logs/fetch/{download}.log",
+        "logs/fetch/{place}/{download}.log",
     localrule: True
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} fetch --download-json {params.download:q} --pins {params.pins:q} --out {params.out}"
-        " --cache {params.cache} > {log} 2>&1"
+        "{params.elmoc} fetch --section-json {params.section:q} --pins {params.pins:q}"
+        " --out resources/{wildcards.place}/{wildcards.download} --cache {params.cache} > {log} 2>&1"
 
 
 rule corpus:
@@ -35,8 +38,8 @@ rule corpus:
         heldout="results/corpus/heldout.txt",
         stats="results/corpus/stats.json",
     params:
-        elmoc=DATA_ELMOC,
-        args=data_corpus_args(),
+        elmoc=ELMOC,
+        section=corpus_section_json(),
     resources:
         **DEFAULT_JOB,
     log:
@@ -46,7 +49,7 @@ rule corpus:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} corpus {params.args} --out results/corpus > {log} 2>&1"
+        "{params.elmoc} corpus --section-json {params.section:q} --out results/corpus > {log} 2>&1"
 
 
 rule vocab:
@@ -55,8 +58,8 @@ rule vocab:
     output:
         "results/vocab/vocab.txt",
     params:
-        elmoc=DATA_ELMOC,
-        args=data_vocab_args(),
+        elmoc=ELMOC,
+        section=section_json(config["vocab"]),
     resources:
         **DEFAULT_JOB,
     log:
@@ -66,7 +69,7 @@ rule vocab:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} vocab {params.args} --out {output} > {log} 2>&1"
+        "{params.elmoc} vocab --section-json {params.section:q} --corpus results/corpus/train --out {output} > {log} 2>&1"
 
 
 rule fasttext:
@@ -78,8 +81,9 @@ rule fasttext:
     wildcard_constraints:
         model="|".join(config["fasttext"].get("models", {})) or "NO_MODELS",
     params:
-        elmoc=DATA_ELMOC,
-        args=data_fasttext_args,
+        elmoc=ELMOC,
+        section=fasttext_section_json,
+        cache=f"{DATA_DOWNLOADS}/.cache",
     threads: lambda w: data_fasttext_model(w.model).get("train", {}).get("thread", 1)
     resources:
         **FASTTEXT_JOB,
@@ -90,7 +94,8 @@ rule fasttext:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} fasttext {params.args} --out {output.model} --eval-out {output.eval} > {log} 2>&1"
+        "{params.elmoc} fasttext --section-json {params.section:q} --name {wildcards.model} --corpus results/corpus/train"
+        " --cache {params.cache} --out {output.model} --eval-out {output.eval} > {log} 2>&1"
 
 
 rule vectors:
@@ -108,7 +113,7 @@ rule vectors:
     benchmark:
         "logs/benchmarks/vectors_{model}.tsv"
     params:
-        elmoc=DATA_ELMOC,
+        elmoc=ELMOC,
     conda:
         "../envs/elmoc.yaml"
     shell:
@@ -121,9 +126,8 @@ rule random_vectors:
     output:
         "results/vectors/random.npy",
     params:
-        elmoc=DATA_ELMOC,
-        dim=config["fasttext"]["random"]["dim"],
-        seed=config["fasttext"]["random"]["seed"],
+        elmoc=ELMOC,
+        section=section_json(config["fasttext"]["random"]),
     resources:
         **DEFAULT_JOB,
     log:
@@ -131,5 +135,5 @@ rule random_vectors:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} vectors --vocab {input.vocab} --random --dim {params.dim} --seed {params.seed}"
+        "{params.elmoc} vectors --vocab {input.vocab} --random --section-json {params.section:q}"
         " --out {output} > {log} 2>&1"

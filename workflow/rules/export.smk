@@ -22,14 +22,14 @@ rule released_lm:
         variant="|".join(released_variants()) or "NO_RELEASED_VARIANTS",
     params:
         elmoc=ELMOC,
-        options=lambda w: data_q(released_lm(w.variant)["options"]),
-        weights=lambda w: data_q(released_lm(w.variant)["weights"]),
+        options=lambda w: released_lm(w.variant)["options"],
+        weights=lambda w: released_lm(w.variant)["weights"],
     log:
         "logs/released_lm/{variant}.{direction}.log",
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} export --bilm-tf-options {params.options} --bilm-tf-weights {params.weights}"
+        "{params.elmoc} export --bilm-tf-options {params.options:q} --bilm-tf-weights {params.weights:q}"
         " --format checkpoints --spec {input.spec} --vocab {input.vocab} --direction {wildcards.direction}"
         " --output results/lm/{wildcards.variant} > {log} 2>&1"
 

@@ -16,7 +16,7 @@ rule lm_spec:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} spec --spec-json {params.spec:q} --output {output} > {log} 2>&1"
+        "{params.elmoc} spec --section-json {params.spec:q} --output {output} > {log} 2>&1"
 
 
 # checkpoint.pt (written every train.checkpoint_every steps or train.checkpoint_minutes, on

@@ -38,7 +38,7 @@ rule majority_baseline:
         "results/baselines/{task}/majority.json",
     params:
         elmoc=ELMOC,
-        section=lambda w: json.dumps(task_section(w.task), sort_keys=True),
+        section=lambda w: section_json(task_section(w.task)),
         scale=config.get("scale", "demo"),
     log:
         "logs/tables/majority.{task}.log",
@@ -135,7 +135,7 @@ rule config_dump:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} tables config --config-json {params.config:q} --output {output} > {log} 2>&1"
+        "{params.elmoc} tables config --section-json {params.config:q} --output {output} > {log} 2>&1"
 
 
 FINAL_OUTPUT_HOOKS.append(lambda: ["results/tables/downstream.md"] if task_results() else [])

@@ -3,26 +3,10 @@
 # -> results/tasks/{task}/{variant}/seed{seed}.json.  A task whose data is not configured
 # still gets its JSONs, with "status": "no data: set tasks.<task>.<key>", never silently.
 # Rules pass the task's (merged) config section as JSON, so --configfile/--config overrides count.
+# The task's downloads (tasks.downloads) are fetched by rule fetch (data.smk) into resources/tasks/.
 
 
 FINAL_OUTPUT_HOOKS.append(task_results)
-
-
-rule fetch_task_data:
-    output:
-        "resources/tasks/{download}/.fetch.json",
-    params:
-        elmoc=ELMOC,
-        download=lambda w: download_json("tasks", w.download),
-        pins=config["pins_file"],
-    log:
-        "logs/fetch_task_data/{download}.log",
-    localrule: True
-    conda:
-        "../envs/elmoc.yaml"
-    shell:
-        "{params.elmoc} fetch --download-json {params.download:q} --pins {params.pins:q}"
-        " --out resources/tasks/{wildcards.download} --cache resources/downloads/.cache > {log} 2>&1"
 
 
 rule task_sentences:
@@ -32,7 +16,7 @@ rule task_sentences:
         "results/tasks/{task}/sentences.txt",
     params:
         elmoc=ELMOC,
-        section=lambda w: json.dumps(task_section(w.task), sort_keys=True),
+        section=lambda w: section_json(task_section(w.task)),
     resources:
         **DEFAULT_JOB,
     log:
@@ -54,7 +38,7 @@ rule task_run:
         "results/tasks/{task}/{variant}/seed{seed}.json",
     params:
         elmoc=ELMOC,
-        section=lambda w: json.dumps(task_section(w.task), sort_keys=True),
+        section=lambda w: section_json(task_section(w.task)),
         inputs=task_run_args,
         scale=config.get("scale", "demo"),
         with_gpus=with_gpus(TASK_RUN["gpus"]),

@@ -18,13 +18,11 @@ rule bpe:
         "logs/bpe.log",
     params:
         elmoc=ELMOC,
-        merges=config["variants"]["bpe_merges"],
-        min_frequency=config["variants"]["bpe_min_frequency"],
+        section=section_json({k: config["variants"][k] for k in ("bpe_merges", "bpe_min_frequency")}),
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} bpe --corpus {input.corpus} --num-merges {params.merges}"
-        " --min-frequency {params.min_frequency} --out-dir results/bpe > {log} 2>&1"
+        "{params.elmoc} bpe --section-json {params.section:q} --corpus {input.corpus} --out-dir results/bpe > {log} 2>&1"
 
 
 rule cnn_table:

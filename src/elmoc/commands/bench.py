@@ -11,17 +11,27 @@ DESCRIPTION = (
     "Table 5: LSTM, LSTMx2, TRANS BASE, ELMO, TRANS LARGE and GPT (length 512) with every output layer. "
     "Also times the optimized ELMo LSTM against a per-step reference and reports the CONT share and the "
     "model FLOP utilization. Widths are multiplied by --width-scale and vocabularies by --vocab-scale "
-    "(1.0 = paper sizes, for a GPU). Prints Markdown; --out-dir also writes .md/.csv/.json files."
+    "(1.0 = paper sizes, for a GPU). Prints Markdown; --out-dir also writes .md/.csv/.json files. "
+    "The workflow passes the config's `bench` section as --section-json instead of the settings."
 )
+
+# config key of the `bench` section -> (flag, type); `quick` and `s3` are the booleans
+SECTION_KEYS = {"device": ("--device", str), "width_scale": ("--width-scale", float),
+                "vocab_scale": ("--vocab-scale", float), "memory_budget_mb": ("--memory-budget-mb", float),
+                "repeats": ("--repeats", int), "world": ("--world", int), "table5_batch": ("--table5-batch", int),
+                "threads": ("--threads", int)}
 
 
 def add_arguments(parser) -> None:
+    from elmoc.config_section import add_section_argument
+
+    add_section_argument(parser, "bench section")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run in well under a minute: widths x1/32, vocabularies x0.005, 2 repeats, "
                         "2 S2 probes, GPT length 64, S3 skipped")
     parser.add_argument("--tables", default="4,5,lstm",
                         help="comma-separated subset of 4, 5, lstm (default: all)")
-    parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    parser.add_argument("--device", default=None, help="torch device (default cpu)")
     parser.add_argument("--width-scale", type=float, default=None, help="width factor (default 0.125; quick 1/32)")
     parser.add_argument("--vocab-scale", type=float, default=None, help="vocabulary factor (default 0.05)")
     parser.add_argument("--memory-budget-mb", type=float, default=None, help="S2 memory budget (default 768)")
@@ -48,6 +58,9 @@ def run(args) -> int:
     from elmoc.bench.speed import BenchSettings, run_all
     from elmoc.errors import ConfigError
 
+    if args.section_json is not None:
+        _flags_from_section(args)
+    args.device = args.device or "cpu"
     tables = tuple(t.strip() for t in args.tables.split(",") if t.strip())
     bad = sorted(set(tables) - {"4", "5", "lstm"})
     if bad or not tables:
@@ -81,3 +94,17 @@ def run(args) -> int:
             tmp.write_text(text)
             os.replace(tmp, out / name)
     return 0
+
+
+def _flags_from_section(args) -> None:
+    """Fill the settings from --section-json (the config's `bench` section)."""
+    from elmoc.config_section import Section, refuse_with_section
+
+    refuse_with_section(args, {"--quick": args.quick, "--no-s3": args.no_s3,
+                               **{flag: getattr(args, key) for key, (flag, _) in SECTION_KEYS.items()}})
+    b = Section.parse(args.section_json, "bench")
+    for key, (_, kind) in SECTION_KEYS.items():
+        value = b.get(key, kind)
+        setattr(args, key, kind(value) if value is not None else None)
+    args.quick = b.get("quick", bool, False)
+    args.no_s3 = not b.get("s3", bool, True)

@@ -7,16 +7,21 @@ DESCRIPTION = (
     "Learns byte-pair-encoding merges (Hugging Face tokenizers, whitespace-split corpus tokens, "
     "'##' marks non-initial pieces) on every training shard, then writes OUT_DIR/tokenizer.json and "
     "OUT_DIR/vocab.txt (elmoc vocabulary format: <pad> <s> </s> <unk> first, then subwords in id "
-    "order with their corpus counts). Both files are written atomically."
+    "order with their corpus counts). Both files are written atomically. The workflow passes the "
+    "config's `variants` section (bpe_merges, bpe_min_frequency) as --section-json instead of "
+    "--num-merges and --min-frequency."
 )
 
 
 def add_arguments(parser) -> None:
+    from elmoc.config_section import add_section_argument
+
+    add_section_argument(parser, "variants section (bpe_merges, bpe_min_frequency)")
     parser.add_argument("--corpus", required=True, nargs="+",
                         help="training text: files or directories of shards (results/corpus/train)")
-    parser.add_argument("--num-merges", type=int, default=30000,
+    parser.add_argument("--num-merges", type=int, default=None,
                         help="BPE merges to learn (paper: about 30K; default 30000)")
-    parser.add_argument("--min-frequency", type=int, default=2,
+    parser.add_argument("--min-frequency", type=int, default=None,
                         help="minimum pair frequency for a merge (default 2)")
     parser.add_argument("--out-dir", required=True, help="output folder, e.g. results/bpe")
 
@@ -30,6 +35,15 @@ def run(args) -> int:
     from elmoc.data.subword import SubwordEncoder, train_bpe
     from elmoc.errors import InputFileError
 
+    merges, min_frequency = args.num_merges, args.min_frequency
+    if args.section_json is not None:
+        from elmoc.config_section import Section, refuse_with_section
+
+        refuse_with_section(args, {"--num-merges": merges, "--min-frequency": min_frequency})
+        v = Section.parse(args.section_json, "variants")
+        merges, min_frequency = v.get("bpe_merges", int), v.get("bpe_min_frequency", int)
+    merges = 30000 if merges is None else merges
+    min_frequency = 2 if min_frequency is None else min_frequency
     files: list[Path] = []
     for item in args.corpus:
         path = Path(item)
@@ -41,7 +55,7 @@ def run(args) -> int:
             raise InputFileError(path, "corpus file or directory not found")
     if not files:
         raise InputFileError(args.corpus[0], "no .txt shards found")
-    tokenizer = train_bpe(files, args.num_merges, args.min_frequency)
+    tokenizer = train_bpe(files, merges, min_frequency)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_file(out / "tokenizer.json") as f:

@@ -13,17 +13,22 @@ DESCRIPTION = (
     "fraction < 1 or sentence count) is cut off, and the rest is split into N shards. With "
     "--shards 0 each train file becomes one shard unshuffled and the heldout file comes from "
     "--heldout-source. Writes OUT/train/shard_NNN.txt, OUT/heldout.txt and OUT/stats.json, "
-    "atomically: on any error nothing is written."
+    "atomically: on any error nothing is written. The workflow passes the config's `corpus` section "
+    "as --section-json instead of the other options (sources, heldout_sources, num_shards, heldout, "
+    "lowercase, max_length, seed)."
 )
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--source", action="append", required=True, metavar="FORMAT:PATH_OR_GLOB",
+    from elmoc.config_section import add_section_argument
+
+    add_section_argument(parser, "corpus section")
+    parser.add_argument("--source", action="append", default=[], metavar="FORMAT:PATH_OR_GLOB",
                         help="training text (repeatable); quote globs")
     parser.add_argument("--heldout-source", action="append", default=[], metavar="FORMAT:PATH_OR_GLOB",
                         help="heldout text instead of a split of the sources (repeatable)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory, e.g. results/corpus")
-    parser.add_argument("--shards", type=int, default=1,
+    parser.add_argument("--shards", type=int, default=None,
                         help="number of train shards; 0 = one shard per train file, unshuffled (default 1)")
     parser.add_argument("--heldout", type=float, default=None,
                         help="heldout fraction (<1) or sentence count (>=1) of the pooled sentences "
@@ -31,7 +36,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--lowercase", action="store_true", help="lowercase all text")
     parser.add_argument("--max-length", type=int, default=None, metavar="TOKENS",
                         help="drop sentences longer than this (default: keep all)")
-    parser.add_argument("--seed", type=int, default=1, help="shuffle seed (default 1)")
+    parser.add_argument("--seed", type=int, default=None, help="shuffle seed (default 1)")
 
 
 def run(args) -> int:
@@ -39,6 +44,12 @@ def run(args) -> int:
     from elmoc.data.readers import parse_source
     from elmoc.errors import ConfigError
 
+    if args.section_json is not None:
+        args = _flags_from_section(args)
+    if not args.source:
+        raise ConfigError("give --source (repeatable) or --section-json")
+    args.shards = 1 if args.shards is None else args.shards
+    args.seed = 1 if args.seed is None else args.seed
     if args.shards < 0:
         raise ConfigError(f"--shards must be >= 0, got {args.shards}")
     heldout = args.heldout if args.heldout is not None else (0.0 if args.heldout_source else 0.05)
@@ -53,3 +64,26 @@ def run(args) -> int:
     )
     prepare_corpus(config, args.out)
     return 0
+
+
+def _flags_from_section(args):
+    """Fill the flags from --section-json (the config's `corpus` section)."""
+    from elmoc.config_section import Section, refuse_with_section
+
+    refuse_with_section(args, {"--source": args.source, "--heldout-source": args.heldout_source,
+                               "--shards": args.shards, "--heldout": args.heldout, "--lowercase": args.lowercase,
+                               "--max-length": args.max_length, "--seed": args.seed})
+    c = Section.parse(args.section_json, "corpus")
+
+    def sources(key: str) -> list[str]:
+        return [f"{s.get('format', str, required=True)}:{s.get('path', str, required=True)}" for s in c.entries(key)]
+
+    args.source = sources("sources")
+    args.heldout_source = sources("heldout_sources")
+    args.shards = c.get("num_shards", int, 0)
+    args.seed = c.get("seed", int, 1)
+    if not args.heldout_source:
+        args.heldout = c.get("heldout", float, 0.05)
+    args.lowercase = c.get("lowercase", bool, False)
+    args.max_length = c.get("max_length", int, None) or None
+    return args

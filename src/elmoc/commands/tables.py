@@ -12,7 +12,7 @@ DESCRIPTION = (
     "figures: heldout metric vs tokens and wall time, speed bars ours vs paper, S2 memory vs batch (PNG+PDF). "
     "pretrain / downstream: the flat tables (--inputs, --output). "
     "majority: the majority-class baseline of one task (--task, --section-json or --config). "
-    "config: the workflow's effective config (--config-json) as YAML (--output), for the report."
+    "config: the workflow's effective config (--section-json) as YAML (--output), for the report."
 )
 
 
@@ -29,9 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-csv", help="downstream: also write every single run as CSV here")
     parser.add_argument("--plot", help="pretrain: also draw training-loss curves (PNG)")
     parser.add_argument("--task", help="majority: task name (key under tasks:)")
-    parser.add_argument("--section-json", help="majority: the task section as JSON")
+    parser.add_argument("--section-json", "--config-json", dest="section_json",
+                        help="majority: the task section as JSON; config: the effective workflow config as JSON"
+                             " (--config-json: the old name)")
     parser.add_argument("--config", help="majority: workflow config with tasks.<task>")
-    parser.add_argument("--config-json", help="config: the effective workflow config as JSON")
     parser.add_argument("--scale", default="demo", choices=["demo", "cpu", "full"], help="majority: label")
 
 
@@ -49,9 +50,11 @@ def run(args: argparse.Namespace) -> int:
     from elmoc.data.atomic import atomic_file
 
     if args.kind == "paper":
-        from elmoc.tables.build import read_lm_runs, read_task_runs, table2, table3, table4, table5
+        from elmoc.tables.models import table2, table3
         from elmoc.tables.records import read_json
         from elmoc.tables.render import to_markdown, write
+        from elmoc.tables.runs import read_lm_runs, read_task_runs
+        from elmoc.tables.speed import table4, table5
 
         _need(args, "out-dir")
         lm_runs = read_lm_runs(args.heldout)
@@ -88,16 +91,16 @@ def run(args: argparse.Namespace) -> int:
 
         from elmoc.errors import ConfigError
 
-        _need(args, "config-json", "output")
+        _need(args, "section-json", "output")
         try:
-            config = json.loads(args.config_json)
+            config = json.loads(args.section_json)
         except json.JSONDecodeError as e:
-            raise ConfigError(f"--config-json is not valid JSON ({e})") from None
+            raise ConfigError(f"--section-json is not valid JSON ({e})") from None
         with atomic_file(args.output) as f:
             f.write("# The effective workflow config of this run (config files + --config overrides)\n")
             yaml.safe_dump(config, f, sort_keys=False, allow_unicode=True)
     elif args.kind == "pretrain":
-        from elmoc.tables.build import pretrain_table, write_table
+        from elmoc.tables.flat import pretrain_table, write_table
 
         _need(args, "inputs", "output")
         notes = ["cosine: mean cosine between predicted and target vectors (higher is better); "
@@ -115,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             learning_curves(args.inputs, args.plot)
         print(Path(args.output).read_text(encoding="utf-8"))
     else:
-        from elmoc.tables.build import downstream_table, write_table
+        from elmoc.tables.flat import downstream_table, write_table
 
         _need(args, "inputs", "output")
         df, runs = downstream_table(args.inputs)

@@ -7,18 +7,22 @@ DESCRIPTION = (
     "Row i is the fastText vector of vocabulary token i (get_word_vector: words outside the "
     "fastText vocabulary are composed from character n-grams); rows that are still all-zero get "
     "the vector of '<unk>' (if that is zero too, they stay zero and are counted in the log). "
-    "With --random: N(0,1) entries of size --dim from --seed (ELMo-C-RND targets). Written "
+    "With --random: N(0,1) entries of size --dim from --seed (ELMo-C-RND targets; the workflow "
+    "passes the config's `fasttext.random` section {dim, seed} as --section-json instead). Written "
     "atomically."
 )
 
 
 def add_arguments(parser) -> None:
+    from elmoc.config_section import add_section_argument
+
     parser.add_argument("--vocab", required=True, help="vocabulary file (results/vocab/vocab.txt)")
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", help="fastText .bin model")
     src.add_argument("--random", action="store_true", help="N(0,1) random table instead")
-    parser.add_argument("--dim", type=int, default=300, help="dimension of the --random table (default 300)")
-    parser.add_argument("--seed", type=int, default=1, help="seed of the --random table (default 1)")
+    parser.add_argument("--dim", type=int, default=None, help="dimension of the --random table (default 300)")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the --random table (default 1)")
+    add_section_argument(parser, "fasttext.random section (with --random)")
     parser.add_argument("--out", required=True, help="output .npy, e.g. results/vectors/cc.npy")
 
 
@@ -28,9 +32,19 @@ def run(args) -> int:
     from elmoc.data.vectors import fasttext_table, random_table, save_table
     from elmoc.data.vocab import Vocabulary
 
+    dim, seed = args.dim, args.seed
+    if args.section_json is not None:
+        from elmoc.config_section import Section, refuse_with_section
+        from elmoc.errors import ConfigError
+
+        refuse_with_section(args, {"--dim": dim, "--seed": seed, "--model": args.model})
+        if not args.random:
+            raise ConfigError("--section-json (fasttext.random) goes with --random")
+        r = Section.parse(args.section_json, "fasttext.random")
+        dim, seed = r.get("dim", int), r.get("seed", int)
     vocab = Vocabulary.load(args.vocab)
     if args.random:
-        table = random_table(len(vocab), args.dim, args.seed)
+        table = random_table(len(vocab), 300 if dim is None else dim, 1 if seed is None else seed)
     else:
         table, _ = fasttext_table(vocab, args.model)
     save_table(args.out, table)

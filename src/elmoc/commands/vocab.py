@@ -9,22 +9,38 @@ DESCRIPTION = (
     "descending count (ties by token), or, with --from-file, the first field of every line of an "
     "external list such as bilm-tf's vocab-2016-09-10.txt in file order (its <S> </S> <UNK> kept "
     "as ordinary entries, duplicates, blank lines and tokens with control characters skipped). "
-    "--max-size caps the total size including the 4 specials."
+    "--max-size caps the total size including the 4 specials. The workflow passes the config's "
+    "`vocab` section (file, min_count, max_size) as --section-json; --corpus then names the train "
+    "shards used when the section has no `file`."
 )
 
 
 def add_arguments(parser) -> None:
-    src = parser.add_mutually_exclusive_group(required=True)
+    from elmoc.config_section import add_section_argument
+
+    add_section_argument(parser, "vocab section")
+    src = parser.add_mutually_exclusive_group()
     src.add_argument("--corpus", metavar="TRAIN_DIR", help="directory of shard_*.txt (results/corpus/train)")
     src.add_argument("--from-file", metavar="PATH", help="external vocabulary list, one token per line")
     parser.add_argument("--out", required=True, help="output vocabulary, e.g. results/vocab/vocab.txt")
     parser.add_argument("--max-size", type=int, default=None, help="cap on the size incl. specials (default: none)")
-    parser.add_argument("--min-count", type=int, default=1, help="minimum corpus count (default 1; --corpus only)")
+    parser.add_argument("--min-count", type=int, default=None, help="minimum corpus count (default 1; --corpus only)")
 
 
 def run(args) -> int:
+    from elmoc.config_section import Section, refuse_with_section
     from elmoc.data.vocab import build_vocabulary
+    from elmoc.errors import ConfigError
 
-    build_vocabulary(args.out, corpus=args.corpus, from_file=args.from_file, max_size=args.max_size,
-                     min_count=args.min_count)
+    corpus, from_file, max_size, min_count = args.corpus, args.from_file, args.max_size, args.min_count
+    if args.section_json is not None:
+        refuse_with_section(args, {"--from-file": from_file, "--max-size": max_size, "--min-count": min_count})
+        v = Section.parse(args.section_json, "vocab")
+        from_file = v.get("file", str) or None
+        corpus = None if from_file else corpus
+        max_size, min_count = v.get("max_size", int) or None, v.get("min_count", int, 1)
+    if not corpus and not from_file:
+        raise ConfigError("give --corpus or --from-file (or --section-json with --corpus)")
+    build_vocabulary(args.out, corpus=corpus, from_file=from_file, max_size=max_size,
+                     min_count=1 if min_count is None else min_count)
     return 0

@@ -1,0 +1,82 @@
+"""A workflow config section handed to a command as ``--section-json``.
+
+The one way a rule passes configuration to ``elmoc <command>``: the JSON of the config
+section (or entry) the command reads. The command parses it here and reads each key
+through :meth:`Section.get`, which names the key in a one-line ``ConfigError`` when its
+value has the wrong type. Keys the command does not read are ignored (the workflow's
+schema has already checked them).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from elmoc.errors import ConfigError
+
+FLAG = "--section-json"
+
+
+def add_section_argument(parser, section: str, *aliases: str) -> None:
+    """Add ``--section-json`` (and deprecated ``aliases``) for the config section `section`."""
+    parser.add_argument(FLAG, *aliases, dest="section_json", default=None, metavar="JSON",
+                        help=f"the config's `{section}` as JSON (what the workflow passes)")
+
+
+def refuse_with_section(args, flags: dict[str, Any]) -> None:
+    """With ``--section-json``, the flags it replaces must not be given too.
+
+    Args:
+        flags: flag name -> its parsed value (None, False or [] when not given).
+    """
+    given = [flag for flag, value in flags.items() if value not in (None, False, [])]
+    if args.section_json is not None and given:
+        raise ConfigError(f"{FLAG} carries the whole config section; drop {', '.join(given)}")
+
+
+class Section:
+    """A config section: ``Section.parse(text, "corpus").get("seed", int, 1)``.
+
+    Args:
+        data: the section's keys and values.
+        name: its dotted place in the config (``corpus``, ``fasttext.models.cc``), for errors.
+    """
+
+    def __init__(self, data: dict[str, Any], name: str) -> None:
+        if not isinstance(data, dict):
+            raise ConfigError(f"config {name} must be a mapping, got {data!r}")
+        self.data = data
+        self.name = name
+
+    @classmethod
+    def parse(cls, text: str, name: str) -> Section:
+        """The section from the JSON text of ``--section-json``."""
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise ConfigError(f"{FLAG} ({name}) is not valid JSON ({e})") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{FLAG} ({name}) must be a JSON object, got {type(data).__name__}")
+        return cls(data, name)
+
+    def sub(self, key: str) -> Section:
+        """The mapping under `key` as a Section (required)."""
+        return Section(self.get(key, dict, required=True), f"{self.name}.{key}")
+
+    def entries(self, key: str) -> list[Section]:
+        """The list of mappings under `key` (empty when absent)."""
+        return [Section(item, f"{self.name}.{key}[{i}]") for i, item in enumerate(self.get(key, list, []))]
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = None, required: bool = False) -> Any:
+        """The value of `key` (`default` when absent or null), checked to be a `kind`."""
+        value = self.data.get(key)
+        if value is None:
+            if required:
+                raise ConfigError(f"config {self.name}.{key} is required")
+            return default
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if float in kinds:
+            kinds = (*kinds, int)
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            raise ConfigError(f"config {self.name}.{key} must be {names}, got {value!r}")
+        return value
