@@ -4,8 +4,10 @@ import pytest
 
 from elmoc.errors import InputFileError
 from elmoc.tables import paper
-from elmoc.tables.build import (downstream_table, pretrain_table, read_lm_runs, read_task_runs, table2, table3,
-                                table4, table5, write_table)
+from elmoc.tables.flat import downstream_table, pretrain_table, write_table
+from elmoc.tables.models import table2, table3
+from elmoc.tables.runs import read_lm_runs, read_task_runs
+from elmoc.tables.speed import table4, table5
 
 
 def _cells(table, label):

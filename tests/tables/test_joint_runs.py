@@ -7,7 +7,9 @@ import pytest
 
 from elmoc.cli import main
 from elmoc.errors import InputFileError
-from elmoc.tables.build import pretrain_table, read_lm_runs, read_task_runs, table2
+from elmoc.tables.flat import pretrain_table
+from elmoc.tables.models import table2
+from elmoc.tables.runs import read_lm_runs, read_task_runs
 from elmoc.tables.summary import lm_summary
 
 

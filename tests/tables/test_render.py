@@ -1,7 +1,9 @@
 import re
 
-from elmoc.tables.build import read_lm_runs, read_task_runs, table2, table3, table4, table5
+from elmoc.tables.models import table2, table3
 from elmoc.tables.render import Table, tex_escape, to_csv, to_latex, to_markdown, write
+from elmoc.tables.runs import read_lm_runs, read_task_runs
+from elmoc.tables.speed import table4, table5
 
 
 def _all_tables(results):

@@ -2,7 +2,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from elmoc.tables.build import read_lm_runs, read_task_runs
+from elmoc.tables.runs import read_lm_runs, read_task_runs
 from elmoc.tables.summary import lm_summary, majority_baseline, summary_text
 
 

@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from elmoc.data.atomic import atomic_file
-    from elmoc.tables.build import read_lm_runs, read_task_runs
+    from elmoc.tables.runs import read_lm_runs, read_task_runs
     from elmoc.tables.summary import summary_text
 
     text = summary_text(read_lm_runs(args.heldout), read_task_runs(args.tasks), read_task_runs(args.majority))

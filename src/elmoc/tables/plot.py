@@ -1,6 +1,6 @@
 """Figures (matplotlib, PNG + PDF): learning curves, speed bars ours vs paper, S2 memory.
 
-Every function takes already-read results (:class:`~elmoc.tables.build.LMRun`
+Every function takes already-read results (:class:`~elmoc.tables.runs.LMRun`
 lists, the bench JSON dict) and an output *stem*; it writes ``stem.png`` and
 ``stem.pdf`` atomically.  Missing results give an empty panel saying so, never an
 error, so a partial run still gets its figures.
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterable
 
 from elmoc.tables import paper
-from elmoc.tables.build import LMRun, read_lm_runs
+from elmoc.tables.runs import LMRun, read_lm_runs
 
 
 def _pyplot():

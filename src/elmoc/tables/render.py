@@ -1,7 +1,8 @@
 """One table, three formats: Markdown, CSV and LaTeX (booktabs).
 
 A :class:`Table` holds text cells (``None`` = a gap: nothing measured) plus a
-caption and notes; the builders in :mod:`elmoc.tables.build` fill it, the writers
+caption and notes; the layouts (:mod:`elmoc.tables.models`,
+:mod:`elmoc.tables.speed`, :mod:`elmoc.tables.flat`) fill it, the writers
 here only format.  A gap is written ``—`` in Markdown, an empty field in CSV and
 ``--`` in LaTeX, so a partial run gives a partial table, never an error.
 """

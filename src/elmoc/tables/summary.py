@@ -8,13 +8,12 @@ and each task's scores beside the majority-class and FastText baselines.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 
 from elmoc.tables import paper
-from elmoc.tables.build import (LMRun, by_variant, variant_heldout, variant_params, variant_seconds,
-                                variant_tokens_per_second)
+from elmoc.tables.runs import (LMRun, by_variant, variant_heldout, variant_params, variant_seconds,
+                               variant_tokens_per_second)
 
 REFERENCE = "elmo-c"
 BASELINE = "fasttext"  # the static-vector baseline's variant name (the workflow's task runs)
@@ -125,8 +124,3 @@ def majority_baseline(task, task_name: str, scale: str = "demo") -> dict:
     return {**record, "test": correct / len(test) if test else None, "label": str(top),
             "num_train": len(train), "num_test": len(test), "status": "ok"}
 
-
-def read_majority(paths: list[str | Path]) -> pd.DataFrame:
-    from elmoc.tables.build import read_task_runs
-
-    return read_task_runs(paths)
