@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,20 @@ from elmoc.data.atomic import atomic_file
 from elmoc.features.bilm import BiLM
 from elmoc.pretrained.loader import DIRECTIONS
 
+# a preset's paper-size figure in its description: "(76M)", "(196M at 793K words; ...)"
+PAPER_SIZE = re.compile(r"\s*\(\d+(?:\.\d+)?[KMB]\b[^()]*\)")
+
+
+def card_description(description: str | None) -> str:
+    """The spec's description without the preset's paper-size figures: a demo-sized
+    ``elmo-c`` is not "(76M)"; the card's sizes are the model's own, measured."""
+    return PAPER_SIZE.sub("", description or "").strip()
+
 
 def write_card(tmp: Path, spec: dict, payloads: dict, heldout: dict, bilm: BiLM, command: str | None) -> None:
     data = spec.get("data") or {}
     params = {d: sum(t.numel() for t in torch.load(tmp / f"{d}.pt", weights_only=True).values()) for d in DIRECTIONS}
-    lines = [f"# {spec.get('name', 'model')}", "", spec.get("description", "") or "", "",
+    lines = [f"# {spec.get('name', 'model')}", "", card_description(spec.get("description")), "",
              "Load it with `elmoc.Elmo.from_pretrained(\"<this directory>\", num_output_representations=1)`",
              "or `elmoc embed --model <this directory> sentences.txt out.hdf5 --all`.", "",
              "| | forward | backward |", "|---|---|---|"]
@@ -32,6 +42,8 @@ def write_card(tmp: Path, spec: dict, payloads: dict, heldout: dict, bilm: BiLM,
     row("optimizer steps", [payloads[d].get("step") for d in DIRECTIONS])
     row("final checkpoint", [payloads[d].get("final", False) for d in DIRECTIONS])
     row("parameters (input + encoder, exported)", [f"{params[d]:,}" for d in DIRECTIONS])
+    row("trainable parameters (whole LM in training)", [_count(heldout[d].get("trainable_parameters"))
+                                                        for d in DIRECTIONS])
     row("heldout metric", [heldout[d].get("metric") for d in DIRECTIONS])
     row("heldout value (after training)", [_fmt(heldout[d].get("after")) for d in DIRECTIONS])
     row("training time (s)", [_fmt(heldout[d].get("seconds")) for d in DIRECTIONS])
@@ -48,6 +60,10 @@ def write_card(tmp: Path, spec: dict, payloads: dict, heldout: dict, bilm: BiLM,
               "", "```", command or " ".join(["elmoc", *sys.argv[1:]]), "```", ""]
     with atomic_file(tmp / "README.md") as f:
         f.write("\n".join(lines))
+
+
+def _count(value: Any) -> Any:
+    return f"{value:,}" if isinstance(value, int) else value
 
 
 def _fmt(value: Any) -> Any:
