@@ -1,4 +1,4 @@
-"""HDF5 export in the `allennlp elmo --all` layout, read back with h5py."""
+"""The feature bi-LM (loaded from model.pt files) through the feature file writer, read back with h5py."""
 import json
 from collections import Counter
 
@@ -9,10 +9,10 @@ import torch
 
 from elmoc.data.vocab import BOS_ID, EOS_ID, Vocabulary
 from elmoc.errors import InputFileError
-from elmoc.features.sentences import read_sentences
+from elmoc.features.bilm import FeatureLM
 from elmoc.features.store import write_features
+from elmoc.lm import LanguageModel, LMBatch
 from elmoc.pretrained.loader import load_checkpoints
-from elmoc.lm import LMBatch
 from elmoc.train.loop import train
 
 H = 6
@@ -65,6 +65,19 @@ def test_layout_and_values(bilm, tmp_path):
         np.testing.assert_allclose(got[k, :, H:], bwd[k][0].flip(0)[1:-1].detach().numpy(), atol=1e-5)
 
 
+def test_one_encode_for_training_and_features(bilm):
+    """FeatureLM runs LanguageModel.encode; composed input vectors replace the input layer's."""
+    lm = bilm.forward_lm
+    assert isinstance(lm, FeatureLM) and FeatureLM.encode is LanguageModel.encode and lm.output_layer is None
+    ids = torch.tensor([[1, 4, 5, 2], [1, 6, 2, 0]])
+    mask = ids != 0
+    own = lm.input_layer(ids)
+    torch.testing.assert_close(lm.encode(ids).output, lm.encode(ids, mask, vectors=own).output)
+    other = torch.randn_like(own)
+    torch.testing.assert_close(lm.encode(ids, mask, vectors=other).output, lm.encoder(other, mask).output)
+    assert not torch.allclose(lm.encode(ids, mask, vectors=other).output, lm.encode(ids).output)
+
+
 def test_batching_does_not_change_features(bilm, tmp_path):
     sentences = [["the", "cat"], ["a", "dog", "ran", "on", "the", "mat", "the", "cat"]]
     write_features(bilm, sentences, tmp_path / "one.hdf5", batch_size=1)
@@ -72,13 +85,6 @@ def test_batching_does_not_change_features(bilm, tmp_path):
     with h5py.File(tmp_path / "one.hdf5") as a, h5py.File(tmp_path / "two.hdf5") as b:
         for key in ("0", "1"):
             np.testing.assert_allclose(a[key][()], b[key][()], atol=1e-5)
-
-
-def test_blank_line_is_an_error(tmp_path):
-    p = tmp_path / "s.txt"
-    p.write_text("a b\n\nc\n")
-    with pytest.raises(InputFileError, match=r"s.txt:2: blank line"):
-        read_sentences(p)
 
 
 def test_direction_mismatch_is_an_error(bilm):
