@@ -3,10 +3,11 @@
 #   snakemake --cores all                                   # offline CPU demo (config/config.yaml)
 #   snakemake --cores all --configfile config/shared-data.yaml
 #   snakemake --cores all --resources gpu=4 --configfile config/paper.yaml
-#   snakemake --workflow-profile workflow/profiles/slurm --configfile config/paper.yaml
+#   snakemake --workflow-profile profiles/slurm --configfile config/paper.yaml
 #
-# profiles/default/profile.yaml (beside this file) is loaded automatically; threads,
-# memory, time, GPUs and partitions of every job come from the config's `resources:`.
+# profiles/default/profile.yaml (beside this file) is loaded automatically, profiles/slurm when
+# named; threads, memory, time, GPUs and partitions of every job come from the config's
+# `resources:`.
 #
 # Thin by design: configuration, validation, and the rule files. Every rule calls
 # one `elmoc <command>`; the logic lives in src/elmoc.

@@ -9,7 +9,7 @@
 #    checkpoints every 5 steps) into two copies of the working tree;
 # 3. runs it locally in one copy (`snakemake --cores 2 --configfile ...`) and, at the same
 #    time, through the SLURM profile in the other, exactly as the README says:
-#       .venv/bin/snakemake --workflow-profile workflow/profiles/slurm --configfile <config>
+#       .venv/bin/snakemake --workflow-profile profiles/slurm --configfile <config>
 #    and cancels the forward pretraining job with `scancel` once it has written a
 #    checkpoint: that run must end (not hang) with the job failed, and a rerun of the same
 #    command must resume from the checkpoint and finish the workflow;
@@ -100,7 +100,7 @@ LOCAL_PID=$!
 
 # --- SLURM run 1: cancel the forward pretraining job after its first checkpoint ----------
 cd "$WORK/slurm"
-CMD=(.venv/bin/snakemake --workflow-profile workflow/profiles/slurm --configfile config/ci-slurm.yaml)
+CMD=(.venv/bin/snakemake --workflow-profile profiles/slurm --configfile config/ci-slurm.yaml)
 log "SLURM run 1: ${CMD[*]}"
 timeout "$SLURM_TIMEOUT" "${CMD[@]}" > "$WORK/slurm-run1.log" 2>&1 &
 RUN1=$!
@@ -274,7 +274,7 @@ EOF
     > "$WORK/local-timelimit.log" 2>&1 ) &
 LOCAL_PID=$!
 cd "$WORK/slurm"
-TL_CMD=(.venv/bin/snakemake "$TL_TARGET" --workflow-profile workflow/profiles/slurm --configfile config/ci-timelimit.yaml)
+TL_CMD=(.venv/bin/snakemake "$TL_TARGET" --workflow-profile profiles/slurm --configfile config/ci-timelimit.yaml)
 log "time-limit case: ${TL_CMD[*]}"
 timeout $((SLURM_TIMEOUT * 3)) "${TL_CMD[@]}" > "$WORK/slurm-timelimit.log" 2>&1 \
     || fail "the time-limit run failed (exit $?); see $WORK/slurm-timelimit.log and $WORK/slurm/$TL_LOG"

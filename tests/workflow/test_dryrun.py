@@ -45,7 +45,7 @@ def test_dry_run_slurm_profile(configfile, tmp_path):
     if "shared" in configfile and not (REPO_ROOT.parent / "shared" / "data").is_dir():
         pytest.skip("../shared/data is absent")
     tmp_path = workdir(tmp_path)
-    r = snakemake("-n", "--workflow-profile", str(REPO_ROOT / "workflow/profiles/slurm"),
+    r = snakemake("-n", "--workflow-profile", str(REPO_ROOT / "profiles/slurm"),
                   "--snakefile", str(REPO_ROOT / "Snakefile"), "--configfile", str(REPO_ROOT / configfile),
                   "--directory", str(tmp_path), cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -64,6 +64,14 @@ def test_bad_config_is_named(tmp_path, override, named):
                   "--directory", str(tmp_path), cwd=tmp_path)
     assert r.returncode != 0
     assert named in r.stdout + r.stderr
+
+
+def test_profiles_live_in_one_place():
+    """Both profiles are under profiles/ (default: loaded by itself; slurm: named); the SLURM
+    profile's old place, workflow/profiles/slurm, still names it, as a link."""
+    assert {p.name for p in (REPO_ROOT / "profiles").iterdir()} == {"default", "slurm"}
+    old = REPO_ROOT / "workflow/profiles/slurm"
+    assert old.is_symlink() and old.resolve() == (REPO_ROOT / "profiles/slurm").resolve()
 
 
 def test_default_profile_is_picked_up(tmp_path):

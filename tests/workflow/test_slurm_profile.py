@@ -1,6 +1,6 @@
-"""The sbatch lines the SLURM profile produces (workflow/profiles/slurm, docs/slurm.md).
+"""The sbatch lines the SLURM profile produces (profiles/slurm, docs/slurm.md).
 
-Runs the README's SLURM command (`snakemake --workflow-profile workflow/profiles/slurm`,
+Runs the README's SLURM command (`snakemake --workflow-profile profiles/slurm`,
 no --cores) with snakemake-executor-plugin-slurm against stand-in SLURM commands: the
 stand-in `sbatch` records the command line the plugin built and refuses the job, so the
 test sees exactly what a cluster would receive for a GPU pretraining job and a CPU job.
@@ -21,7 +21,7 @@ pytest.importorskip("snakemake_executor_plugin_slurm")
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-PROFILE = REPO / "workflow" / "profiles" / "slurm" / "profile.yaml"
+PROFILE = REPO / "profiles" / "slurm" / "profile.yaml"
 
 OVERLAY = {
     "tasks": {"run": []},
