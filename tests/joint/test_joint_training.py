@@ -20,8 +20,10 @@ import yaml
 from elmoc.data.batches import ShardBatches, iter_heldout, num_windows
 from elmoc.data.vocab import Vocabulary
 from elmoc.lm import BiLMBatch, LanguageModel
+from elmoc.outputs.continuous import CosineSums
+from elmoc.outputs.heldout import PerplexitySums
 from elmoc.train.checkpoint import load_checkpoint, load_directions
-from elmoc.train.loop import combine_directions, evaluate_heldout
+from elmoc.train.heldout import evaluate_heldout
 
 WORDS = "the cat sat on a mat while dog ran after red ball and bird sang over old green tree".split()
 BATCH, BPTT, EVAL_BATCH = 2, 5, 3
@@ -202,10 +204,10 @@ def test_joint_batches_are_both_directions_in_lockstep(tmp_path):
 def test_combined_heldout_metric():
     fwd = {"metric": "perplexity", "value": math.exp(2.0), "loss": 2.0, "eval_tokens": 10}
     bwd = {"metric": "perplexity", "value": math.exp(4.0), "loss": 4.0, "eval_tokens": 10}
-    both = combine_directions(fwd, bwd)
+    both = PerplexitySums.combine(fwd, bwd)
     assert both["value"] == pytest.approx(math.exp(3.0)) and both["loss"] == 3.0 and both["eval_tokens"] == 20
     assert both["forward"] == fwd and both["backward"] == bwd
     cos_f = {"metric": "cosine", "value": 0.5, "loss": -0.5, "eval_tokens": 6, "constant_baseline": 0.2}
     cos_b = {"metric": "cosine", "value": 0.3, "loss": -0.3, "eval_tokens": 6, "constant_baseline": 0.4}
-    both = combine_directions(cos_f, cos_b)
+    both = CosineSums.combine(cos_f, cos_b)
     assert both["value"] == pytest.approx(0.4) and both["constant_baseline"] == pytest.approx(0.3)

@@ -4,8 +4,9 @@ import pytest
 
 from elmoc.errors import InputFileError
 from elmoc.tables import paper
-from elmoc.tables.flat import downstream_table, pretrain_table, write_table
+from elmoc.tables.flat import downstream_table, frame_table, pretrain_table
 from elmoc.tables.models import table2, table3
+from elmoc.tables.render import write_files
 from elmoc.tables.runs import read_lm_runs, read_task_runs
 from elmoc.tables.speed import table4, table5
 
@@ -76,7 +77,7 @@ def test_downstream_mean_std_paper_and_status(results, tmp_path):
     assert row["ner"] == "no data: set tasks.ner.train"
     assert len(runs) == 12
     md = tmp_path / "t.md"
-    write_table(table, md, tmp_path / "t.csv", title="T")
+    write_files(frame_table(table, "t", "T"), md=md, csv=tmp_path / "t.csv")
     assert md.read_text().startswith("# T") and (tmp_path / "t.csv").read_text().startswith("variant,")
 
 

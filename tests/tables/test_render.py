@@ -52,3 +52,21 @@ def test_write_all_formats(results, tmp_path):
     assert sorted(p.name for p in paths) == ["table2.csv", "table2.html", "table2.md", "table2.tex"]
     assert (tmp_path / "table2.md").read_text().startswith("## Table 2")
     assert "<table>" in (tmp_path / "table2.html").read_text()
+
+
+def test_flat_view_is_written_by_the_same_writer(tmp_path):
+    """pretrain.md / downstream.md go through render.to_markdown / to_csv: a '#' heading, no
+    caption, empty gaps, each cell as its column's type prints (as pandas writes CSV)."""
+    import pandas as pd
+
+    from elmoc.tables.flat import frame_table
+    from elmoc.tables.render import write_files
+
+    df = pd.DataFrame({"variant": ["a", "b|c"], "steps": [10, 20], "after": [0.5, None],
+                       "threads": [1, None], "note": ["x, y", None]})
+    t = frame_table(df, "flat", "Flat", ["n1"])
+    assert to_markdown(t) == ("# Flat\n\n| variant | steps | after | threads | note |\n|---|---|---|---|---|\n"
+                              "| a | 10 | 0.5 | 1.0 | x, y |\n| b\\|c | 20 |  |  |  |\n\n- n1\n")
+    assert to_csv(t) == df.to_csv(index=False)
+    paths = write_files(t, md=tmp_path / "f.md", csv=None)
+    assert paths == [tmp_path / "f.md"] and not (tmp_path / "f.csv").exists()

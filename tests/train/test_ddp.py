@@ -26,7 +26,8 @@ from ddp_compare import free_port, max_abs_diff
 from elmoc.data.vocab import Vocabulary
 from elmoc.lm import LanguageModel, LMBatch
 from elmoc.train.checkpoint import load_checkpoint
-from elmoc.train.loop import evaluate_heldout, seed_everything, train
+from elmoc.train.heldout import evaluate_heldout
+from elmoc.train.loop import seed_everything, train
 from elmoc.train.optim import build_optimizer, clip_global_norm
 
 B, T, V, DIM, WORLD, STEPS = 4, 5, 30, 8, 2, 6

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from elmoc.train.checkpoint import load_checkpoint
-from elmoc.train.loop import TrainSettings, train
+from elmoc.train.loop import train
+from elmoc.train.settings import TrainSettings
 from elmoc.errors import ConfigError
 
 V, DIM, B, T = 40, 12, 4, 6

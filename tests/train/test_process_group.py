@@ -11,7 +11,7 @@ import torch.distributed as dist
 
 from elmoc.errors import ConfigError
 from elmoc.train.distributed import Distributed
-from elmoc.train.loop import TrainSettings
+from elmoc.train.settings import TrainSettings
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from elmoc.errors import ConfigError
-from elmoc.train.loop import TrainSettings
+from elmoc.train.settings import TrainSettings
 from elmoc.train.precision import apply_tf32, autocast_context
 
 

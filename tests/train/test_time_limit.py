@@ -14,7 +14,8 @@ from elmoc.errors import ConfigError
 from elmoc.train import loop, periodic
 from elmoc.train.checkpoint import load_checkpoint
 from elmoc.train.signals import TIME_LIMIT, Deadline
-from elmoc.train.loop import TrainSettings, train
+from elmoc.train.loop import train
+from elmoc.train.settings import TrainSettings
 
 SLURM_VARS = ("SLURM_JOB_END_TIME", "SLURM_JOB_ID")
 

@@ -100,36 +100,24 @@ def run(args: argparse.Namespace) -> int:
             f.write("# The effective workflow config of this run (config files + --config overrides)\n")
             yaml.safe_dump(config, f, sort_keys=False, allow_unicode=True)
     elif args.kind == "pretrain":
-        from elmoc.tables.flat import pretrain_table, write_table
+        from elmoc.tables.flat import pretrain_view
+        from elmoc.tables.render import to_markdown, write_files
 
         _need(args, "inputs", "output")
-        notes = ["cosine: mean cosine between predicted and target vectors (higher is better); "
-                 "perplexity: full-softmax heldout perplexity (lower is better).",
-                 "constant_baseline: mean cosine of the best constant prediction on the same heldout "
-                 "tokens; a CONT model must beat it (tiny-corpus FastText tables make it close to 1).",
-                 "direction joint: a joint bi-LM's one run (train.directions: joint): its perplexity is exp of "
-                 "the mean of the two directions' mean NLLs, tokens both directions', parameters its shared "
-                 "input and output layer once; after_forward / after_backward: each direction's value."]
-        write_table(pretrain_table(args.inputs), args.output, args.csv, title="Pretraining: heldout metric per LM",
-                    notes=notes)
+        table = pretrain_view(args.inputs)
+        write_files(table, md=args.output, csv=args.csv)
         if args.plot:
             from elmoc.tables.plot import learning_curves
 
             learning_curves(args.inputs, args.plot)
-        print(Path(args.output).read_text(encoding="utf-8"))
+        print(to_markdown(table))
     else:
-        from elmoc.tables.flat import downstream_table, write_table
+        from elmoc.tables.flat import downstream_view
+        from elmoc.tables.render import to_markdown, write_files
 
         _need(args, "inputs", "output")
-        df, runs = downstream_table(args.inputs)
-        notes = ["Cells: our test score in %, mean±std over seeds (n runs), then the paper's Table 2/3 value.",
-                 "srl: AllenNLP's span F1 (BIO spans, V ignored; what the paper printed); srl:conll05-f1: the "
-                 "official CoNLL-2005 script's argument F1 of the same runs (C-X merged into X; no paper value).",
-                 "[demo] marks toy-scale data or models; [cpu] real data splits with CPU-sized models: "
-                 "neither is comparable with the paper."]
-        write_table(df, args.output, args.csv, title="Downstream tasks (Table 2/3 layout)", notes=notes)
-        if args.runs_csv:
-            with atomic_file(args.runs_csv) as f:
-                runs.to_csv(f, index=False)
-        print(Path(args.output).read_text(encoding="utf-8"))
+        table, runs = downstream_view(args.inputs)
+        write_files(table, md=args.output, csv=args.csv)
+        write_files(runs, csv=args.runs_csv)
+        print(to_markdown(table))
     return 0

@@ -128,7 +128,6 @@ def _checkpoint_step(out_dir) -> int | None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    import inspect
     from pathlib import Path
 
     import torch
@@ -137,7 +136,8 @@ def _train(args: argparse.Namespace) -> int:
     from elmoc.data.batches import ShardBatches, iter_heldout, num_windows
     from elmoc.data.vocab import Vocabulary
     from elmoc.errors import ConfigError, InputFileError
-    from elmoc.train.loop import TrainSettings, train
+    from elmoc.train.loop import train
+    from elmoc.train.settings import TrainSettings
     from elmoc.train.signals import EXIT_INTERRUPTED
 
     if args.threads:
@@ -175,16 +175,11 @@ def _train(args: argparse.Namespace) -> int:
     def make_heldout():
         return iter_heldout(data["heldout"], vocab, eval_batch, settings.bptt, args.direction, stream_fn=stream_fn)
 
-    margin = {}
-    if "stop_margin_s" in inspect.signature(train).parameters:
-        margin["stop_margin_s"] = args.stop_margin
-    elif args.stop_margin is not None:
-        raise ConfigError("--stop-margin: this trainer cannot stop before a time limit; drop the option")
     steps_per_epoch = sum(num_windows((n - 1) // settings.batch_size, settings.bptt) for n in _shard_tokens(shards))
     result = train(spec, vocab, Path(args.output_dir), make_batches, make_heldout if data.get("heldout") else None,
                    direction=args.direction, vocab_path=str(vocab_path), device=args.device,
                    resume=not args.no_resume, steps_per_epoch=steps_per_epoch, spec_path=args.spec,
-                   stale_checkpoint=args.stale_checkpoint, **margin)
+                   stale_checkpoint=args.stale_checkpoint, stop_margin_s=args.stop_margin, settings=settings)
     return EXIT_INTERRUPTED if result.interrupted else 0
 
 

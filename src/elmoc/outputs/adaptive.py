@@ -29,6 +29,7 @@ from torch import nn
 from elmoc.errors import ConfigError
 from elmoc.nn.masking import valid_positions
 from elmoc.outputs.base import OutputLayer, OutputLoss
+from elmoc.outputs.heldout import PerplexitySums
 from elmoc.registry import register
 
 
@@ -49,7 +50,7 @@ class AdaptiveOutput(OutputLayer):
         hidden: (batch, time, hidden_dim); targets: (batch, time) long; mask: (batch, time) bool.
     """
 
-    heldout_metric = "perplexity"
+    heldout_reduction = PerplexitySums
 
     def __init__(
         self,

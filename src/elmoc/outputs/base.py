@@ -8,6 +8,8 @@ so a single training loop serves CONT, FIXED, SAMPLED, ADAPTIVE and SUBWORD alik
 (the fairseq-criterion idea).  ``loss_sum`` is summed over valid tokens and
 ``num_tokens`` counts them; the loop divides, so the mean is token-weighted and
 exact under data parallelism (see the trainer for the paper's per-replica mean).
+Heldout results reduce the same way for every layer: the layer names how
+(``heldout_reduction``, :mod:`elmoc.outputs.heldout`).
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+
+from elmoc.outputs.heldout import HeldoutSums
 
 
 @dataclass
@@ -37,9 +41,10 @@ class OutputLayer(nn.Module):
 
     Subclasses implement :meth:`forward` and, for heldout evaluation,
     :meth:`evaluate` (defaults to ``forward`` under ``torch.no_grad``).  The class
-    attribute ``heldout_metric`` names what :meth:`evaluate` measures:
-    ``"cosine"`` (mean cosine, higher is better) or ``"perplexity"``
-    (``exp(loss_sum/num_tokens)`` of a *full* softmax).
+    attribute ``heldout_reduction`` says how the sums of :meth:`evaluate`'s results
+    reduce to the heldout metric (:mod:`elmoc.outputs.heldout`): ``"perplexity"``
+    (``exp(loss_sum/num_tokens)`` of a *full* softmax), ``"cosine"`` (mean cosine,
+    higher is better) or, by default, ``"loss"``.
 
     Shape:
         hidden: (batch, time, input_dim) float encoder output.
@@ -47,7 +52,16 @@ class OutputLayer(nn.Module):
         mask: (batch, time) bool, True for tokens that count.
     """
 
-    heldout_metric: str = "loss"
+    heldout_reduction: type[HeldoutSums] = HeldoutSums
+
+    @property
+    def heldout_metric(self) -> str:
+        """The name of the heldout metric: ``"perplexity"``, ``"cosine"`` or ``"loss"``."""
+        return self.heldout_reduction.metric
+
+    def heldout_sums(self) -> HeldoutSums:
+        """Empty running sums for one heldout evaluation of this layer."""
+        return self.heldout_reduction(self)
 
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
         raise NotImplementedError

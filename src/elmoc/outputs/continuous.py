@@ -9,7 +9,8 @@ has exactly its own options) only define the per-token loss.
 Heldout evaluation is the same for every CONT layer: :meth:`evaluate` returns
 ``loss_sum = -sum(cos)`` over valid tokens, so the heldout metric ``cosine`` is
 ``-loss_sum / num_tokens`` (also logged as ``logs["cosine"]``) and is comparable
-across the three losses.
+across the three losses; :class:`CosineSums` reduces it, with the mean cosine of the
+best constant prediction as a baseline.
 """
 from __future__ import annotations
 
@@ -23,6 +24,43 @@ from elmoc.inputs.vector_table import lookup, store_table, stored_table, table_f
 from elmoc.nn.cosine import cosine_similarity
 from elmoc.nn.masking import masked_sum_and_count
 from elmoc.outputs.base import OutputLayer, OutputLoss
+from elmoc.outputs.heldout import HeldoutSums
+
+
+class CosineSums(HeldoutSums):
+    """Metric ``"cosine"``: the token-weighted mean cosine (higher is better), reported
+    with ``constant_baseline``, the mean cosine of the best *constant* prediction
+    (``|sum of unit targets| / N``): an LM must beat it; FastText tables from tiny corpora
+    make it close to 1.  ``scalars`` is ``[loss, tokens, cosine]``, ``vector`` the sum of
+    the unit-normalized targets (on the target table's device).
+    """
+
+    metric = "cosine"
+
+    def __init__(self, layer: "ContinuousOutput"):
+        super().__init__(layer)
+        self.table = layer.target_table
+        self.scalars.append(0.0)  # summed cosine
+        self.vector = torch.zeros(self.table.shape[1], dtype=torch.float64, device=self.table.device)
+
+    def add(self, out: OutputLoss, targets: torch.Tensor, mask: torch.Tensor) -> None:
+        super().add(out, targets, mask)
+        self.scalars[2] += float(out.logs["cosine"]) * float(out.num_tokens)
+        unit = self.table[targets[mask].to(self.table.device)].double()
+        self.vector += torch.nn.functional.normalize(unit, dim=-1).sum(0)
+
+    def finish(self, result: dict, scalars: list[float], vector: torch.Tensor | None) -> dict:
+        result["value"] = scalars[2] / scalars[1]
+        result["constant_baseline"] = float(vector.norm()) / scalars[1]
+        return result
+
+    @classmethod
+    def combined(cls, forward: dict, backward: dict) -> dict:
+        """The mean of the two directions' mean cosines (and constant baselines)."""
+        both = super().combined(forward, backward)
+        both["value"] = 0.5 * (forward["value"] + backward["value"])
+        both["constant_baseline"] = 0.5 * (forward["constant_baseline"] + backward["constant_baseline"])
+        return both
 
 
 class ContinuousOutput(OutputLayer):
@@ -42,7 +80,7 @@ class ContinuousOutput(OutputLayer):
         hidden: (batch, time, hidden_dim); targets: (batch, time) long; mask: (batch, time) bool.
     """
 
-    heldout_metric = "cosine"
+    heldout_reduction = CosineSums
     loss_name = "cosine"
 
     def __init__(

@@ -34,6 +34,7 @@ from elmoc.errors import ConfigError
 from elmoc.nn.host_copy import attach_host_copy, copy_to_device, host_copy
 from elmoc.nn.masking import valid_positions
 from elmoc.outputs.base import OutputLayer, OutputLoss
+from elmoc.outputs.heldout import PerplexitySums
 from elmoc.outputs.log_uniform import LogUniformSampler
 from elmoc.registry import register
 
@@ -52,7 +53,7 @@ class SampledSoftmaxBase(OutputLayer):
         hidden: (batch, time, hidden_dim); targets: (batch, time) long; mask: (batch, time) bool.
     """
 
-    heldout_metric = "perplexity"
+    heldout_reduction = PerplexitySums
 
     def __init__(self, vocab_size: int, num_samples: int, seed: int):
         super().__init__()

@@ -17,6 +17,7 @@ from torch import nn
 
 from elmoc.errors import ConfigError
 from elmoc.outputs.base import OutputLayer, OutputLoss
+from elmoc.outputs.heldout import PerplexitySums
 from elmoc.registry import register
 
 
@@ -34,7 +35,7 @@ class SubwordOutput(OutputLayer):
         hidden: (batch, time, hidden_dim); targets: (batch, time) long; mask: (batch, time) bool.
     """
 
-    heldout_metric = "perplexity"
+    heldout_reduction = PerplexitySums
 
     def __init__(
         self,

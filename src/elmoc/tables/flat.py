@@ -1,5 +1,7 @@
 """The flat views ``pretrain.md`` and ``downstream.md``: one row per LM run, one row per
-variant with a column per task; written by :func:`elmoc.tables.render.write_files`."""
+variant with a column per task (and the long table of every run); :func:`pretrain_view` and
+:func:`downstream_view` make them :class:`~elmoc.tables.render.Table` objects that
+:func:`elmoc.tables.render.write_files` writes like Tables 2-5."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,6 +12,7 @@ import pandas as pd
 from elmoc.errors import InputFileError
 from elmoc.tables import paper
 from elmoc.tables.cells import paper_cell, score_cell, task_order
+from elmoc.tables.render import Table
 from elmoc.tables.runs import read_lm_runs, read_task_runs
 
 
@@ -68,21 +71,37 @@ def downstream_table(paths: Iterable[str | Path]) -> tuple[pd.DataFrame, pd.Data
     return pd.DataFrame(table), long
 
 
-def write_table(df: pd.DataFrame, md_path: str | Path, csv_path: str | Path | None = None,
-                title: str | None = None, notes: Iterable[str] = ()) -> None:
-    """A flat DataFrame as Markdown (+ CSV), written atomically."""
-    from elmoc.data.atomic import atomic_file
+PRETRAIN_NOTES = [
+    "cosine: mean cosine between predicted and target vectors (higher is better); "
+    "perplexity: full-softmax heldout perplexity (lower is better).",
+    "constant_baseline: mean cosine of the best constant prediction on the same heldout "
+    "tokens; a CONT model must beat it (tiny-corpus FastText tables make it close to 1).",
+    "direction joint: a joint bi-LM's one run (train.directions: joint): its perplexity is exp of "
+    "the mean of the two directions' mean NLLs, tokens both directions', parameters its shared "
+    "input and output layer once; after_forward / after_backward: each direction's value."]
 
-    cols = [str(c) for c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join("" if pd.isna(v) else str(v) for v in r.tolist()) + " |")
-    text = (f"# {title}\n\n" if title else "") + "\n".join(lines) + "\n"
-    notes = list(notes)
-    if notes:
-        text += "\n" + "\n".join(f"- {n}" for n in notes) + "\n"
-    with atomic_file(md_path) as f:
-        f.write(text)
-    if csv_path is not None:
-        with atomic_file(csv_path) as f:
-            df.to_csv(f, index=False)
+DOWNSTREAM_NOTES = [
+    "Cells: our test score in %, mean±std over seeds (n runs), then the paper's Table 2/3 value.",
+    "srl: AllenNLP's span F1 (BIO spans, V ignored; what the paper printed); srl:conll05-f1: the "
+    "official CoNLL-2005 script's argument F1 of the same runs (C-X merged into X; no paper value).",
+    "[demo] marks toy-scale data or models; [cpu] real data splits with CPU-sized models: "
+    "neither is comparable with the paper."]
+
+
+def frame_table(df: pd.DataFrame, name: str, title: str = "", notes: Iterable[str] = ()) -> Table:
+    """A DataFrame as a flat :class:`~elmoc.tables.render.Table`: a ``#`` heading, no caption,
+    every cell ``str(value)`` of its column's type (as pandas writes CSV), NaN/None an empty gap."""
+    rows = [[None if pd.isna(v) else str(v) for v in row] for row in df.itertuples(index=False, name=None)]
+    return Table(name, title, "", [str(c) for c in df.columns], rows, list(notes), md_heading="#", md_gap="")
+
+
+def pretrain_view(paths: Iterable[str | Path]) -> Table:
+    """``pretrain.md``: :func:`pretrain_table` with its title and notes."""
+    return frame_table(pretrain_table(paths), "pretrain", "Pretraining: heldout metric per LM", PRETRAIN_NOTES)
+
+
+def downstream_view(paths: Iterable[str | Path]) -> tuple[Table, Table]:
+    """(``downstream.md``, every single run): :func:`downstream_table` with its title and notes."""
+    df, long = downstream_table(paths)
+    return (frame_table(df, "downstream", "Downstream tasks (Table 2/3 layout)", DOWNSTREAM_NOTES),
+            frame_table(long, "runs"))

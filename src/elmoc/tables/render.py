@@ -1,4 +1,5 @@
-"""One table, three formats: Markdown, CSV and LaTeX (booktabs).
+"""One table, four formats: Markdown, CSV, LaTeX (booktabs) and HTML; the only writer of
+every table elmoc prints (Tables 2-5, ``pretrain.md``, ``downstream.md``, the runs CSV).
 
 A :class:`Table` holds text cells (``None`` = a gap: nothing measured) plus a
 caption and notes; the layouts (:mod:`elmoc.tables.models`,
@@ -31,7 +32,9 @@ class Table:
         name: file stem (``table2``); title: heading; caption: the run's scale and
         what the cells mean; columns: header texts; rows: one list of cells per row,
         each a string or ``None`` (gap), ``len(row) == len(columns)``; notes: lines
-        printed under the table (marks such as ``†`` are explained here).
+        printed under the table (marks such as ``†`` are explained here); md_heading:
+        the Markdown heading mark (``#`` for a flat view written as its own file);
+        md_gap: how a gap prints in Markdown (empty in the flat views).
     """
 
     name: str
@@ -40,6 +43,8 @@ class Table:
     columns: list[str]
     rows: list[list[str | None]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    md_heading: str = "##"
+    md_gap: str = GAP_MD
 
     def __post_init__(self) -> None:
         for row in self.rows:
@@ -48,12 +53,13 @@ class Table:
 
 
 def to_markdown(table: Table) -> str:
+    """Heading, caption (when there is one), the pipe table, then the notes as a list."""
     def cell(v: str | None) -> str:
-        return GAP_MD if v is None else str(v).replace("|", "\\|")
+        return table.md_gap if v is None else str(v).replace("|", "\\|")
 
-    lines = [f"## {table.title}", "", table.caption, "",
-             "| " + " | ".join(cell(c) for c in table.columns) + " |",
-             "|" + "|".join("---" for _ in table.columns) + "|"]
+    lines = [f"{table.md_heading} {table.title}", ""] + ([table.caption, ""] if table.caption else [])
+    lines += ["| " + " | ".join(cell(c) for c in table.columns) + " |",
+              "|" + "|".join("---" for _ in table.columns) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.rows]
     if table.notes:
         lines += [""] + [f"- {n}" for n in table.notes]
@@ -61,6 +67,7 @@ def to_markdown(table: Table) -> str:
 
 
 def to_csv(table: Table) -> str:
+    """Header and rows only (no title, caption or notes); a gap is an empty field."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(table.columns)
@@ -108,16 +115,24 @@ def to_html(table: Table) -> str:
             f"</table><ul>{notes}</ul></body></html>\n")
 
 
-def write(table: Table, out_dir: str | Path) -> list[Path]:
-    """``out_dir/<name>.{md,csv,tex,html}``, each written atomically; returns the paths."""
+WRITERS = {"md": to_markdown, "csv": to_csv, "tex": to_latex, "html": to_html}
+
+
+def write_files(table: Table, **paths: str | Path | None) -> list[Path]:
+    """``write_files(table, md=..., csv=...)``: each given format (a key of :data:`WRITERS`)
+    to its path, written atomically; a ``None`` path is skipped.  Returns the paths written."""
     from elmoc.data.atomic import atomic_file
 
-    out_dir = Path(out_dir)
-    paths = []
-    for suffix, text in (("md", to_markdown(table)), ("csv", to_csv(table)), ("tex", to_latex(table)),
-                         ("html", to_html(table))):
-        path = out_dir / f"{table.name}.{suffix}"
+    written = []
+    for suffix, path in paths.items():
+        if path is None:
+            continue
         with atomic_file(path) as f:
-            f.write(text)
-        paths.append(path)
-    return paths
+            f.write(WRITERS[suffix](table))
+        written.append(Path(path))
+    return written
+
+
+def write(table: Table, out_dir: str | Path) -> list[Path]:
+    """``out_dir/<name>.{md,csv,tex,html}``, each written atomically; returns the paths."""
+    return write_files(table, **{suffix: Path(out_dir) / f"{table.name}.{suffix}" for suffix in WRITERS})

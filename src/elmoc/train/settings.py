@@ -1,0 +1,89 @@
+"""The ``train`` section of an LM spec, parsed once (:meth:`TrainSettings.from_config`).
+
+``elmoc train`` parses it and hands it to :func:`elmoc.train.loop.train`, which parses
+the spec's own section only when called without one (tests, the bench).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from elmoc.config import SEPARATE, is_joint
+from elmoc.errors import ConfigError
+from elmoc.train.schedule import check_type
+
+
+@dataclass
+class TrainSettings:
+    """The ``train`` section of an LM spec (defaults are the paper's ELMo-C values).
+
+    Attributes:
+        batch_size: global batch B (rows of the token stream), split over processes.
+        bptt: window length in tokens (20).
+        epochs: passes over the training shards.
+        max_steps: stop after this many optimizer steps (None: run all epochs).
+        clip_norm: global gradient-norm clip (1.0 for ELMo-C, 10.0 in bilm-tf).
+        loss_scale: multiply the loss before backward.  bilm-tf's total loss is
+            ``0.5 * (loss_fwd + loss_bwd) * unroll_steps`` (20): a joint bi-LM with
+            ``loss_scale: 20`` has exactly that gradient; a separate-direction run with
+            ``loss_scale: 20`` has twice bilm-tf's gradient for its direction (its loss
+            is one direction's mean, not half of it).
+        reset_state: start every window from zero state (the released ELMo-C config,
+            spec P1) instead of carrying the detached state (bilm-tf).
+        seed: seeds torch, numpy, python and the batch shuffling.
+        log_every, eval_every, checkpoint_every: in steps (0 = only at the end).
+        checkpoint_minutes: also save ``checkpoint.pt`` when this many minutes of wall
+            time passed since the last save (None: by steps only); measured on rank 0
+            and agreed by all processes (:mod:`elmoc.train.periodic`).
+        collective_timeout_minutes: how long a data-parallel process waits in a
+            collective for the others (60: rank 0 writing a multi-GB checkpoint while
+            the others wait must fit in it; NCCL's own default is 10 minutes).
+        eval_batch_size: rows per heldout batch (None: batch_size).
+        eval_max_windows: cap on heldout windows per evaluation (None: all).
+        precision: "fp32", "bf16" (autocast on CUDA; on CPU bf16 autocast too) or "tf32"
+            (opt-in: float32 tensors, CUDA matmuls and cuDNN on TensorFloat-32 tensor cores,
+            process-wide from the first step; the same as fp32 on CPU).
+        directions: "separate" (two runs, ``--direction forward`` and ``backward``) or
+            "joint" (one :class:`elmoc.lm.BidirectionalLM`, ``--direction joint``: shared
+            input and output layer, loss the mean of the two directions' means).
+    """
+
+    batch_size: int = 64
+    bptt: int = 20
+    epochs: int = 10
+    max_steps: int | None = None
+    clip_norm: float = 1.0
+    loss_scale: float = 1.0
+    reset_state: bool = True
+    seed: int = 1
+    log_every: int = 100
+    eval_every: int = 0
+    checkpoint_every: int = 1000
+    checkpoint_minutes: float | None = None
+    collective_timeout_minutes: float = 60.0
+    eval_batch_size: int | None = None
+    eval_max_windows: int | None = None
+    precision: str = "fp32"
+    directions: str = SEPARATE
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "TrainSettings":
+        if not isinstance(config, dict):
+            raise ConfigError(f"train must be a mapping of options, got {config!r}")
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(config) - names)
+        if unknown:
+            raise ConfigError(f"train: unknown option(s) {unknown}; accepted: {sorted(names)}")
+        for f in fields(cls):
+            if f.name in config:
+                check_type(f"train.{f.name}", config[f.name], str(f.type))
+        settings = cls(**config)
+        if settings.batch_size <= 0 or settings.bptt <= 0:
+            raise ConfigError("train: batch_size and bptt must be positive")
+        if (settings.checkpoint_minutes or 0) < 0 or settings.collective_timeout_minutes <= 0:
+            raise ConfigError("train.checkpoint_minutes must be >= 0 (or null) and train.collective_timeout_minutes "
+                              f"> 0; got {settings.checkpoint_minutes} and {settings.collective_timeout_minutes}")
+        if settings.precision not in ("fp32", "bf16", "tf32"):
+            raise ConfigError(f"train.precision must be 'fp32', 'bf16' or 'tf32', got {settings.precision!r}")
+        is_joint({"train": {"directions": settings.directions}})  # "separate" or "joint", else one line
+        return settings
