@@ -108,3 +108,18 @@ def test_every_reader_prints_one_line(tmp_path, capsys, argv):
     assert "Traceback" not in err[0]
     bad = (task, "'test'") if "{task}" in argv else (heldout, "'after'")
     assert str(bad[0]) in err[0] and f"field {bad[1]} must be a number or null" in err[0]
+
+
+def test_writer_checks_the_record_the_readers_read(tmp_path):
+    """`elmoc task` and `elmoc tables majority` write through write_task_record: what it writes
+    reads back as the same TaskRecord, and a record the tables would refuse fails when written."""
+    from elmoc.tables.records import write_task_record
+
+    path = tmp_path / "seed1.json"
+    record = write_task_record(path, {**TASK, "num_train": 10})
+    assert TaskRecord.from_json(path) == record and json.loads(path.read_text())["num_train"] == 10
+    assert path.read_text() == json.dumps({**TASK, "num_train": 10}, indent=1) + "\n"
+    missing = tmp_path / "no_scale.json"
+    with pytest.raises(InputFileError, match="no_scale.json: result record lacks the required field 'scale'"):
+        write_task_record(missing, {k: v for k, v in TASK.items() if k != "scale"})
+    assert not missing.exists()

@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.kind == "majority":
         import json
 
+        from elmoc.tables.records import write_task_record
         from elmoc.tables.summary import majority_baseline
         from elmoc.tasks.config import build_task, task_section_from_args
 
@@ -80,9 +81,7 @@ def run(args: argparse.Namespace) -> int:
         section, _ = task_section_from_args(args)
         task, _ = build_task(section)
         record = majority_baseline(task, args.task, args.scale)
-        with atomic_file(args.output) as f:
-            json.dump(record, f, indent=1)
-            f.write("\n")
+        write_task_record(args.output, record)
         print(json.dumps(record))
     elif args.kind == "config":
         import json

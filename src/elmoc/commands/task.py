@@ -34,7 +34,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    import json
     import logging
     import time
 
@@ -78,9 +77,7 @@ def run(args) -> int:
         record["inputs"] = {"features": args.features, "fasttext": args.fasttext}
         log.info("%s/%s seed %d: dev %s %.4f, test %.4f (%.0f s)", args.task, args.variant, args.seed,
                  task.metric_name, record["dev"], record["test"], record["seconds"])
-    from elmoc.data.atomic import atomic_file
+    from elmoc.tables.records import write_task_record
 
-    with atomic_file(args.output) as f:
-        json.dump(record, f, indent=1)
-        f.write("\n")
+    write_task_record(args.output, record)  # checked against the record type the tables read
     return 0

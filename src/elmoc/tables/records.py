@@ -116,8 +116,12 @@ class TaskRecord:
 
     @classmethod
     def from_json(cls, path: str | Path) -> "TaskRecord":
+        return cls.from_dict(read_json(path), path)
+
+    @classmethod
+    def from_dict(cls, data: dict, path: str | Path) -> "TaskRecord":
+        """The record of ``data`` (the JSON object of ``path``), checked as :meth:`from_json` does."""
         path = Path(path)
-        data = read_json(path)
         task, variant = _get(path, data, "task", "str"), _get(path, data, "variant", "str")
         seed, metric = _get(path, data, "seed", "int"), _get(path, data, "metric", "str")
         scale = _get(path, data, "scale", "str")
@@ -139,6 +143,20 @@ class TaskRecord:
             seconds=_get(path, data, "seconds", "number", nullable=True, default=None),
             threads=_get(path, data, "threads", "int", nullable=True, default=None),
             metric_label=_get(path, data, "metric_label", "str", default=metric), extra_scores=extras)
+
+
+def write_task_record(path: str | Path, data: dict) -> TaskRecord:
+    """Write a downstream result (``elmoc task``) or majority baseline (``elmoc tables majority``)
+    to ``path`` as indented JSON, atomically, after checking it as :class:`TaskRecord` reads it:
+    the writers and the readers share this one definition, so a record the tables would refuse
+    (no ``scale``, a string ``test``) fails where it is written.  Other keys are kept as given."""
+    from elmoc.data.atomic import atomic_file
+
+    record = TaskRecord.from_dict(data, path)
+    with atomic_file(path) as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+    return record
 
 
 @dataclass(frozen=True)
