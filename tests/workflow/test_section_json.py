@@ -97,6 +97,20 @@ def test_bench(monkeypatch):
     assert got[0][0] == typed[0][0] and got[0][2] == typed[0][2]  # the settings and the tables
 
 
+def test_extract(monkeypatch):
+    import importlib
+
+    loader = importlib.import_module("elmoc.pretrained.loader")
+    monkeypatch.setattr(loader, "load_checkpoints", lambda *a, **k: ("bilm", k["closed_vocabulary"]))
+    monkeypatch.setattr(importlib.import_module("elmoc.features.sentences"), "read_sentences", lambda path: [])
+    capture(monkeypatch, "elmoc.features.store", "write_features")
+    common = ["extract", "--forward", "f.pt", "--backward", "b.pt", "--sentences", "s.txt", "--output", "x.hdf5"]
+    for section, by_hand in (({"batch_size": 32, "boundaries": False, "closed_vocabulary": True},
+                              ["--batch-size", "32", "--no-boundaries", "--closed-vocabulary"]),
+                             ({"batch_size": 64, "boundaries": True, "closed_vocabulary": False}, [])):
+        assert call([*common, "--section-json", json.dumps(section)]) == call([*common, *by_hand])
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["corpus", "--section-json", '{"sources": [], "seed": "1"}', "--out", "o"], "config corpus.seed must be int"),
     (["corpus", "--section-json", '{"sources": [{"path": "x"}]}', "--out", "o"],

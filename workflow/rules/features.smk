@@ -28,12 +28,11 @@ rule extract:
         with_gpus=with_gpus(EXTRACT["gpus"]),
         device=device_for(EXTRACT["gpus"]),
         threads=EXTRACT["threads"],
-        batch_size=config["features"]["batch_size"],
-        boundaries="" if config["features"]["boundaries"] else "--no-boundaries",
-        closed="--closed-vocabulary" if config["features"]["closed_vocabulary"] else "",
+        # `temporary` only marks the output (toggling it must not rerun extraction)
+        section=section_json({k: v for k, v in config["features"].items() if k != "temporary"}),
     conda:
         "../envs/elmoc.yaml"
     shell:
         "{params.with_gpus} {params.elmoc} extract --forward {input.forward} --backward {input.backward}"
-        " --sentences {input.sentences} --output {output} --batch-size {params.batch_size}"
-        " {params.boundaries} {params.closed} --device {params.device} --threads {params.threads} > {log} 2>&1"
+        " --sentences {input.sentences} --section-json {params.section:q} --output {output}"
+        " --device {params.device} --threads {params.threads} > {log} 2>&1"

@@ -11,11 +11,16 @@ DESCRIPTION = (
     "sentence_to_index (JSON: sentence -> key), like `allennlp elmo --all`. Words outside "
     "the LM vocabulary keep their identity: char-CNN inputs read their characters, FastText "
     "inputs the vector fastText composes from their n-grams (the .bin the input table was "
-    "made from), char-CNN tables the vector of that char-CNN; only closed word tables read <unk>."
+    "made from), char-CNN tables the vector of that char-CNN; only closed word tables read <unk>. "
+    "The workflow passes the config's `features` section (batch_size, boundaries, closed_vocabulary) "
+    "as --section-json instead of those three options."
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from elmoc.config_section import add_section_argument
+
+    add_section_argument(parser, "features section")
     parser.add_argument("--forward", required=True, help="forward LM model.pt (or checkpoint.pt); a joint bi-LM's model.pt as both --forward and --backward")
     parser.add_argument("--backward", required=True, help="backward LM model.pt (or checkpoint.pt; the joint model.pt again)")
     parser.add_argument("--sentences", required=True, help="one whitespace-tokenized sentence per line")
@@ -27,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(ELMo-C-CNN; default: results/lm/elmo/joint/model.pt, else .../forward/model.pt, beside results/vectors/cnn.npy)")
     parser.add_argument("--closed-vocabulary", action="store_true",
                         help="map words outside the LM vocabulary to <unk> (the behaviour before issue 12)")
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
+    parser.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default 64)")
     parser.add_argument("--no-boundaries", action="store_true",
                         help="do not wrap sentences in <s> ... </s> before encoding")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
@@ -41,6 +46,16 @@ def run(args: argparse.Namespace) -> int:
     from elmoc.features.store import write_features
     from elmoc.pretrained.loader import load_checkpoints
 
+    if args.section_json is not None:
+        from elmoc.config_section import Section, refuse_with_section
+
+        refuse_with_section(args, {"--batch-size": args.batch_size, "--no-boundaries": args.no_boundaries,
+                                   "--closed-vocabulary": args.closed_vocabulary})
+        f = Section.parse(args.section_json, "features")
+        args.batch_size = f.get("batch_size", int)
+        args.no_boundaries = not f.get("boundaries", bool, True)
+        args.closed_vocabulary = f.get("closed_vocabulary", bool, False)
+    args.batch_size = 64 if args.batch_size is None else args.batch_size
     if args.threads:
         torch.set_num_threads(args.threads)
     bilm = load_checkpoints(args.forward, args.backward, args.vocab, fasttext_model=args.fasttext_model,
