@@ -1,7 +1,8 @@
 """The ``train`` section of an LM spec, parsed once (:meth:`TrainSettings.from_config`).
 
-``elmoc train`` parses it and hands it to :func:`elmoc.train.loop.train`, which parses
-the spec's own section only when called without one (tests, the bench).
+``elmoc train`` parses it (its batch factories need it) and hands it to
+:func:`elmoc.train.loop.train`, which parses the spec's section itself only when called
+without it (the tests).
 """
 from __future__ import annotations
 
