@@ -123,3 +123,25 @@ def test_writer_checks_the_record_the_readers_read(tmp_path):
     with pytest.raises(InputFileError, match="no_scale.json: result record lacks the required field 'scale'"):
         write_task_record(missing, {k: v for k, v in TASK.items() if k != "scale"})
     assert not missing.exists()
+
+
+def test_train_log_and_history_points_are_typed(tmp_path, write_lm):
+    """train_log.jsonl and heldout.json's history are read into typed points; a field of the
+    wrong type is one line naming the file, the line and the field."""
+    from elmoc.tables.records import HeldoutPoint, TrainLog, TrainPoint
+
+    path = write_lm(tmp_path, "elmo-c", "forward", params=1, tokens=100, seconds=2.0,
+                    log=[{"event": "train", "step": 1, "tokens": 50, "loss": 1.5, "tokens_per_s": 25.0},
+                         {"event": "other"}, {"event": "heldout", "value": 0.3, "step": 1, "tokens": 50}])
+    log = TrainLog.from_jsonl(path.with_name("train_log.jsonl"))
+    assert log.train == [TrainPoint(step=1, tokens=50, loss=1.5, tokens_per_s=25.0)]
+    assert log.heldout == [HeldoutPoint(value=0.3, tokens=50, step=1)]
+    assert HeldoutRecord.from_json(path).history[0] == HeldoutPoint(value=0.1, tokens=0, step=0, tag="before")
+    assert TrainLog.from_jsonl(tmp_path / "absent.jsonl") == TrainLog()
+    bad = path.with_name("train_log.jsonl")
+    bad.write_text('{"event": "train", "step": 1}\n{"event": "train", "tokens": "many"}\n')
+    with pytest.raises(InputFileError, match=r"train_log.jsonl:2: field 'tokens' must be an integer or null"):
+        TrainLog.from_jsonl(bad)
+    bad.write_text('[1, 2]\n')
+    with pytest.raises(InputFileError, match=r"train_log.jsonl:1: expected a JSON object per line"):
+        TrainLog.from_jsonl(bad)

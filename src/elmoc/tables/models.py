@@ -21,15 +21,13 @@ def scale_caption(lm_runs: list[LMRun], task_runs: pd.DataFrame) -> str:
     parts = []
     tokens = {}
     for r in lm_runs:
-        epochs = (r.spec.get("train") or {}).get("epochs")
-        if r.tokens and epochs:
-            tokens[r.variant] = r.tokens / epochs
+        if r.tokens and r.setting.epochs:
+            tokens[r.variant] = r.tokens / r.setting.epochs
     if tokens:
         lo, hi = min(tokens.values()), max(tokens.values())
         span = count(lo) if count(lo) == count(hi) else f"{count(lo)}-{count(hi)}"
         parts.append(f"pretraining corpus ≈{span} tokens per epoch")
-    sizes = sorted({(e.get("cell_size"), e.get("projection_size"))
-                    for e in ((r.spec.get("encoder") or {}) for r in lm_runs) if e.get("cell_size")})
+    sizes = sorted({(r.setting.cell_size, r.setting.projection_size) for r in lm_runs if r.setting.cell_size})
     if sizes:
         parts.append("LSTM cell/projection " + ", ".join(f"{c}/{p}" for c, p in sizes))
     hw = sorted({f"{r.record.device}, {r.record.threads} thread(s)" if r.record.threads else r.record.device
@@ -48,11 +46,7 @@ def scale_caption(lm_runs: list[LMRun], task_runs: pd.DataFrame) -> str:
 
 def _setting_differs(runs: list[LMRun]) -> bool:
     """Whether a variant's LM differs from the paper's size (cell 4096, projection 512)."""
-    for r in runs:
-        enc = r.spec.get("encoder") or {}
-        if enc.get("cell_size") not in (None, 4096) or enc.get("projection_size") not in (None, 512):
-            return True
-    return False
+    return any(r.setting.cell_size not in (None, 4096) or r.setting.projection_size not in (None, 512) for r in runs)
 
 
 
@@ -78,7 +72,7 @@ def table2(lm_runs: list[LMRun], task_runs: pd.DataFrame, majority: pd.DataFrame
         time = duration(seconds)
         if time is not None:
             time += f" {DAGGER}"  # never the paper's hardware: see the note
-        batches = sorted({(r.spec.get("train") or {}).get("batch_size") for r in runs} - {None})
+        batches = sorted({r.setting.batch_size for r in runs} - {None})
         batch = "/".join(map(str, batches)) or None
         if batch and p and batches != [paper_global_batch(p, any(r.direction == "joint" for r in runs))]:
             batch += f" {DAGGER}"

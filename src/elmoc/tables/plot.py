@@ -168,10 +168,10 @@ def learning_curves(heldout_paths: Iterable[str | Path], output: str | Path) -> 
     plt = _pyplot()
     curves: dict[str, list[tuple[str, list[int], list[float]]]] = {}
     for run in read_lm_runs(heldout_paths):
-        train = [r for r in run.log if r.get("event") == "train"]
+        train = [r for r in run.log.train if r.tokens is not None and r.loss is not None]
         label = f"{run.variant} ({run.direction})"
         curves.setdefault(run.metric or "loss", []).append(
-            (label, [r["tokens"] for r in train], [r["loss"] for r in train]))
+            (label, [r.tokens for r in train], [r.loss for r in train]))
     panels = sorted(curves)
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(6 * max(1, len(panels)), 4), squeeze=False)
     for ax, metric in zip(axes[0], panels):

@@ -4,7 +4,9 @@
   (``elmoc task``) or a majority baseline ``results/baselines/{task}/majority.json``
   (``elmoc tables majority``);
 * :class:`HeldoutRecord`: a pretraining run's ``results/lm/{variant}/{direction}/heldout.json``
-  (``elmoc train``, or the released ELMo's export).
+  (``elmoc train``, or the released ELMo's export);
+* :class:`TrainLog`: the ``train_log.jsonl`` beside it, its ``train`` and ``heldout`` events
+  (:class:`TrainPoint`, :class:`HeldoutPoint`); a missing log is an empty one.
 
 ``from_json(path)`` checks every field it uses: a required field that is missing, or
 any field of the wrong type (``"test": "high"``, ``"seed": [1]``, ``"after": "bad"``),
@@ -61,14 +63,14 @@ _WORDS = {"str": "a string", "int": "an integer", "number": "a number", "list": 
 
 
 def _get(path: Path, data: dict, key: str, kind: str, *, nullable: bool = False, default: Any = _MISSING,
-         where: str = "") -> Any:
+         where: str = "", line: int | None = None) -> Any:
     """``data[key]`` checked to be of ``kind`` (or null when ``nullable``); ``default`` when
     absent, an error when absent and no default is given."""
     name = f"{where}{key}"
     if key not in data:
         if default is _MISSING:
             raise InputFileError(path, f"result record lacks the required field {name!r} ({_WORDS[kind]}); "
-                                 "re-run the step that writes this file")
+                                 "re-run the step that writes this file", line)
         return default
     value = data[key]
     if value is None and nullable:
@@ -76,7 +78,7 @@ def _get(path: Path, data: dict, key: str, kind: str, *, nullable: bool = False,
     if not _is(value, kind):
         expected = _WORDS[kind] + (" or null" if nullable else "")
         raise InputFileError(path, f"field {name!r} must be {expected}, got {value!r} ({type(value).__name__}); "
-                             "fix the file or re-run the step that writes it")
+                             "fix the file or re-run the step that writes it", line)
     return float(value) if kind == "number" else value
 
 
@@ -160,6 +162,80 @@ def write_task_record(path: str | Path, data: dict) -> TaskRecord:
 
 
 @dataclass(frozen=True)
+class HeldoutPoint:
+    """One heldout evaluation: an entry of ``heldout.json``'s ``history`` or a ``heldout`` event
+    of ``train_log.jsonl``.  All optional: ``value``, ``seconds`` (number or null), ``tokens``,
+    ``step`` (int or null), ``tag`` (str or null: ``before``, ``step<N>``, ``after``)."""
+
+    value: float | None = None
+    tokens: int | None = None
+    step: int | None = None
+    seconds: float | None = None
+    tag: str | None = None
+
+    @classmethod
+    def from_dict(cls, entry: dict, path: Path, where: str = "", line: int | None = None) -> "HeldoutPoint":
+        def get(key: str, kind: str) -> Any:
+            return _get(path, entry, key, kind, nullable=True, default=None, where=where, line=line)
+
+        return cls(value=get("value", "number"), tokens=get("tokens", "int"), step=get("step", "int"),
+                   seconds=get("seconds", "number"), tag=get("tag", "str"))
+
+
+@dataclass(frozen=True)
+class TrainPoint:
+    """A ``train`` event of ``train_log.jsonl``: ``step``, ``tokens`` (int or null), ``loss``,
+    ``tokens_per_s`` (tokens over time since the run started or resumed) and ``seconds``
+    (wall time of training so far; absent in older logs), numbers or null; all optional."""
+
+    step: int | None = None
+    tokens: int | None = None
+    loss: float | None = None
+    tokens_per_s: float | None = None
+    seconds: float | None = None
+
+    @classmethod
+    def from_dict(cls, entry: dict, path: Path, line: int | None = None) -> "TrainPoint":
+        def get(key: str, kind: str) -> Any:
+            return _get(path, entry, key, kind, nullable=True, default=None, line=line)
+
+        return cls(step=get("step", "int"), tokens=get("tokens", "int"), loss=get("loss", "number"),
+                   tokens_per_s=get("tokens_per_s", "number"), seconds=get("seconds", "number"))
+
+
+@dataclass(frozen=True)
+class TrainLog:
+    """The ``train`` and ``heldout`` events of a ``train_log.jsonl``, in file order (other events
+    are skipped); each line must be a JSON object, each field of the right type."""
+
+    train: list[TrainPoint] = field(default_factory=list)
+    heldout: list[HeldoutPoint] = field(default_factory=list)
+
+    @classmethod
+    def from_jsonl(cls, path: str | Path) -> "TrainLog":
+        """The log at ``path``; a missing file is an empty log."""
+        path = Path(path)
+        if not path.exists():
+            return cls()
+        log = cls()
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputFileError(path, f"invalid JSON line: {e.msg}", i) from None
+            if not isinstance(entry, dict):
+                raise InputFileError(path, f"expected a JSON object per line, got {entry!r}", i)
+            event = entry.get("event")
+            if event == "train":
+                log.train.append(TrainPoint.from_dict(entry, path, i))
+            elif event == "heldout":
+                log.heldout.append(HeldoutPoint.from_dict(entry, path, line=i))
+        return log
+
+
+@dataclass(frozen=True)
 class HeldoutRecord:
     """One pretraining run's ``heldout.json``.
 
@@ -168,8 +244,7 @@ class HeldoutRecord:
     Optional: ``direction`` (str; the folder name), ``before`` and ``constant_baseline``
     (number or null; None), ``trainable_parameters`` and ``threads`` (int or null; None),
     ``processes`` (int; 1, for files that predate it), ``device`` (str; "cpu"),
-    ``history`` (list of objects with ``value``/``seconds`` numbers or null, ``tokens``/
-    ``step`` ints or null, ``tag`` str; []), ``forward``/``backward`` (a joint bi-LM's
+    ``history`` (list of :class:`HeldoutPoint` objects; []), ``forward``/``backward`` (a joint bi-LM's
     per-direction ``{"after": number|null, ...}``; None).  ``data`` is the whole file.
     """
 
@@ -186,7 +261,7 @@ class HeldoutRecord:
     threads: int | None = None
     processes: int = 1
     device: str = "cpu"
-    history: list[dict] = field(default_factory=list)
+    history: list[HeldoutPoint] = field(default_factory=list)
     directions_after: dict[str, float | None] = field(default_factory=dict)
     data: dict = field(default_factory=dict)
 
@@ -194,16 +269,11 @@ class HeldoutRecord:
     def from_json(cls, path: str | Path) -> "HeldoutRecord":
         path = Path(path)
         data = read_json(path)
-        history = _get(path, data, "history", "list", default=[])
-        for i, entry in enumerate(history):
-            where = f"history[{i}]."
+        history = []
+        for i, entry in enumerate(_get(path, data, "history", "list", default=[])):
             if not isinstance(entry, dict):
                 raise InputFileError(path, f"field 'history[{i}]' must be an object, got {entry!r}")
-            for key in ("value", "seconds"):
-                _get(path, entry, key, "number", nullable=True, default=None, where=where)
-            for key in ("tokens", "step"):
-                _get(path, entry, key, "int", nullable=True, default=None, where=where)
-            _get(path, entry, "tag", "str", nullable=True, default=None, where=where)
+            history.append(HeldoutPoint.from_dict(entry, path, where=f"history[{i}]."))
         per_direction = {}
         for name in ("forward", "backward"):
             part = _get(path, data, name, "object", nullable=True, default=None)

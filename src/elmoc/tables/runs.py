@@ -13,7 +13,6 @@ here formats a cell; the layouts (:mod:`elmoc.tables.models`, :mod:`elmoc.tables
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -21,38 +20,49 @@ from typing import Iterable
 import pandas as pd
 
 from elmoc.errors import InputFileError
-from elmoc.tables.records import HeldoutRecord, TaskRecord
-
-
-def read_jsonl(path: str | Path) -> list[dict]:
-    """Records of a ``train_log.jsonl``; a missing file is an empty log."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    records = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            raise InputFileError(path, f"invalid JSON line: {e.msg}", i) from None
-    return records
+from elmoc.tables.records import HeldoutRecord, TaskRecord, TrainLog, TrainPoint
 
 
 # --- pretraining runs -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LMSetting:
+    """What the tables say of a variant's setting, from its ``spec.yaml`` (``elmoc spec``) beside
+    the run folders; each ``None`` where the spec (or the file) lacks it."""
+
+    epochs: int | None = None
+    batch_size: int | None = None
+    cell_size: int | None = None
+    projection_size: int | None = None
+
+    @classmethod
+    def from_yaml(cls, path: Path) -> "LMSetting":
+        import yaml
+
+        if not path.exists():
+            return cls()
+        try:
+            spec = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise InputFileError(path, f"invalid YAML: {e}") from None
+        if not isinstance(spec, dict):
+            raise InputFileError(path, "an LM spec must be a mapping")
+        train, encoder = spec.get("train") or {}, spec.get("encoder") or {}
+        return cls(epochs=train.get("epochs"), batch_size=train.get("batch_size"),
+                   cell_size=encoder.get("cell_size"), projection_size=encoder.get("projection_size"))
 
 
 @dataclass
 class LMRun:
     """One trained direction (or a joint bi-LM's one run, direction ``"joint"``, whose
     heldout values, tokens, time and parameters cover both directions): its
-    :class:`~elmoc.tables.records.HeldoutRecord` plus its train log and the variant's spec."""
+    :class:`~elmoc.tables.records.HeldoutRecord` plus its train log and the variant's setting."""
 
     variant: str
     record: HeldoutRecord
-    log: list[dict] = field(default_factory=list)
-    spec: dict = field(default_factory=dict)
+    log: TrainLog = field(default_factory=TrainLog)
+    setting: LMSetting = field(default_factory=LMSetting)
 
     @property
     def direction(self) -> str:
@@ -84,9 +94,9 @@ class LMRun:
         """Training throughput from the run's log: the last ``train`` record's
         ``tokens_per_s`` (tokens over time since the run started or resumed); without a
         log, ``heldout.json``'s tokens / seconds."""
-        train = [r for r in self.log if r.get("event") == "train" and r.get("tokens_per_s")]
+        train = [r for r in self.log.train if r.tokens_per_s]
         if train:
-            return float(train[-1]["tokens_per_s"])
+            return train[-1].tokens_per_s
         if self.tokens and self.seconds:
             return self.tokens / self.seconds
         return None
@@ -99,50 +109,42 @@ class LMRun:
         (``seconds`` field, or ``tokens / tokens_per_s``); the final point uses the
         total training time.
         """
-        history = self.record.history or [r for r in self.log if r.get("event") == "heldout"]
-        train = [r for r in self.log if r.get("event") == "train"]
+        history = self.record.history or self.log.heldout
 
-        def elapsed(rec: dict) -> float | None:
-            if rec.get("seconds") is not None:
-                return float(rec["seconds"])
-            if rec.get("tokens_per_s"):
-                return rec["tokens"] / rec["tokens_per_s"]
+        def elapsed(rec: TrainPoint) -> float | None:
+            if rec.seconds is not None:
+                return rec.seconds
+            if rec.tokens_per_s and rec.tokens is not None:
+                return rec.tokens / rec.tokens_per_s
             return None
 
         points = []
         for h in history:
-            if h.get("value") is None or h.get("tokens") is None:
+            if h.value is None or h.tokens is None:
                 continue
-            if h.get("seconds") is not None:
-                t = float(h["seconds"])
-            elif h.get("tag") == "before" or h.get("step", 0) == 0:
+            step = h.step or 0
+            if h.seconds is not None:
+                t = h.seconds
+            elif h.tag == "before" or step == 0:
                 t = 0.0
-            elif h.get("tag") == "after" and self.seconds is not None:
+            elif h.tag == "after" and self.seconds is not None:
                 t = self.seconds
             else:
-                prior = [elapsed(r) for r in train if r.get("step", 0) <= h.get("step", 0)]
+                prior = [elapsed(r) for r in self.log.train if (r.step or 0) <= step]
                 prior = [p for p in prior if p is not None]
                 t = prior[-1] if prior else float("nan")
-            points.append((int(h["tokens"]), t, float(h["value"])))
+            points.append((h.tokens, t, h.value))
         return points
 
 
 def read_lm_runs(heldout_paths: Iterable[str | Path]) -> list[LMRun]:
     """``.../{variant}/{direction}/heldout.json`` -> runs (log and ``../spec.yaml`` if present)."""
-    import yaml
-
     runs = []
     for path in map(Path, heldout_paths):
         record = HeldoutRecord.from_json(path)
-        spec_path = path.parent.parent / "spec.yaml"
-        spec = {}
-        if spec_path.exists():
-            try:
-                spec = yaml.safe_load(spec_path.read_text(encoding="utf-8")) or {}
-            except yaml.YAMLError as e:
-                raise InputFileError(spec_path, f"invalid YAML: {e}") from None
         runs.append(LMRun(variant=path.parent.parent.name, record=record,
-                          log=read_jsonl(path.with_name("train_log.jsonl")), spec=spec))
+                          log=TrainLog.from_jsonl(path.with_name("train_log.jsonl")),
+                          setting=LMSetting.from_yaml(path.parent.parent / "spec.yaml")))
         kinds = {r.direction == "joint" for r in runs if r.variant == runs[-1].variant}
         if len(kinds) > 1:  # adding a joint run's time/params to a direction's would count one bi-LM twice
             raise InputFileError(path, f"variant {runs[-1].variant!r} has both a joint run and separate-direction "
