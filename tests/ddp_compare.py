@@ -1,10 +1,18 @@
 """Helpers of the data-parallel tests (tests/train/test_ddp.py, tests/joint/test_joint_ddp.py):
-a free TCP port for the gloo rendezvous, and the largest difference of two nested states."""
+a free TCP port for the gloo rendezvous, the largest difference of two nested states, and
+the 1-process reference of a data-parallel run whose output layer draws negatives per rank."""
 from __future__ import annotations
 
 import socket
+from typing import Any, Callable, Iterator
 
 import torch
+
+from elmoc.data.vocab import Vocabulary
+from elmoc.lm import BidirectionalLM, BiLMBatch, LanguageModel, LMBatch
+from elmoc.train.heldout import evaluate_heldout
+from elmoc.train.loop import detach_state, seed_everything
+from elmoc.train.optim import build_optimizer, clip_global_norm
 
 
 def free_port() -> int:
@@ -26,3 +34,50 @@ def max_abs_diff(a, b, where="") -> float:
         return float((a.double() - b.double()).abs().max()) if a.numel() else 0.0
     assert a == b, f"{where}: {a!r} != {b!r}"
     return 0.0
+
+
+def _rows_of(batch: LMBatch | BiLMBatch, rows: slice) -> LMBatch | BiLMBatch:
+    """The rows `rows` of a window (of both directions' windows for a joint batch)."""
+    if isinstance(batch, BiLMBatch):
+        return BiLMBatch(_rows_of(batch.forward, rows), _rows_of(batch.backward, rows))
+    return LMBatch(batch.inputs[rows], batch.targets[rows], batch.mask[rows])
+
+
+def reference_sampled(
+    model_class: type[LanguageModel] | type[BidirectionalLM],
+    spec: dict[str, Any],
+    vocab: Vocabulary,
+    make_batches: Callable[[dict | None, int, int], Iterator],
+    make_heldout: Callable[[], Iterator],
+    world: int,
+    draws_per_step: int = 1,
+) -> tuple[dict, dict, dict]:
+    """What `world` processes do, in one: the global batch of `make_batches(None, 0, 1)`,
+    rank r's rows (the r-th of `world` equal slices) scored with rank r's negatives, and the
+    per-rank mean losses averaged; the trainer's default clip_norm 1.0.
+
+    Rank r's negatives at step s start at draw `draws_per_step * s` of its stream
+    (seed, r): 1 for a one-direction LM, 2 for a joint bi-LM (forward, then backward).
+    Returns (model state_dict, optimizer state_dict, heldout record of the final model
+    on `make_heldout()` with carried state)."""
+    seed_everything(spec["train"]["seed"])
+    model = model_class.from_spec(spec, vocab)
+    batch_size = spec["train"]["batch_size"]
+    bundle = build_optimizer(spec["optimizer"], model, batch_size)
+    params = [p for p in model.parameters() if p.requires_grad]
+    layer, per = model.output_layer, batch_size // world
+    states = [None] * world
+    for step, (batch, _) in enumerate(make_batches(None, 0, 1)):
+        bundle.set_lr(step + 1)
+        bundle.zero_grad()
+        for r in range(world):
+            layer.set_process_rank(r)
+            layer.sampler.draws = draws_per_step * step
+            out, new_state = model(_rows_of(batch, slice(r * per, (r + 1) * per)), states[r])
+            (out.loss_sum / out.num_tokens.clamp(min=1.0) / world).backward()
+            states[r] = detach_state(model, new_state)
+        clip_global_norm(params, 1.0)
+        bundle.step()
+    layer.set_process_rank(0)
+    heldout = evaluate_heldout(model, make_heldout(), torch.device("cpu"), reset_state=False)
+    return model.state_dict(), bundle.state_dict(), heldout

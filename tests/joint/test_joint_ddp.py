@@ -13,14 +13,12 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from ddp_compare import free_port, max_abs_diff
+from ddp_compare import free_port, max_abs_diff, reference_sampled
 
 from elmoc.data.vocab import Vocabulary
 from elmoc.lm import BiLMBatch, BidirectionalLM, LMBatch
 from elmoc.train.checkpoint import load_checkpoint
-from elmoc.train.heldout import evaluate_heldout
-from elmoc.train.loop import detach_state, seed_everything, train
-from elmoc.train.optim import build_optimizer, clip_global_norm
+from elmoc.train.loop import train
 
 B, T, V, DIM, WORLD, STEPS = 4, 5, 30, 8, 2, 4
 LAYERS = ("sampled", "adaptive")
@@ -112,35 +110,6 @@ def _worker(rank, port, tmp):
     dist.destroy_process_group()
 
 
-def _reference_sampled(spec, vocab):
-    """One process, the global batch, each rank's rows scored with that rank's negatives
-    (rank r's draws 2*step (forward) and 2*step + 1 (backward)) and the per-rank joint
-    losses averaged: what 2 processes do."""
-    seed_everything(spec["train"]["seed"])
-    model = BidirectionalLM.from_spec(spec, vocab)
-    bundle = build_optimizer(spec["optimizer"], model, B)
-    params = [p for p in model.parameters() if p.requires_grad]
-    layer, per = model.output_layer, B // WORLD
-    states = [None] * WORLD
-    for step, (batch, _) in enumerate(make_batches(None, 0, 1)):
-        bundle.set_lr(step + 1)
-        bundle.zero_grad()
-        for r in range(WORLD):
-            layer.set_process_rank(r)
-            layer.sampler.draws = 2 * step
-            rows = slice(r * per, (r + 1) * per)
-            part = BiLMBatch(*(LMBatch(b.inputs[rows], b.targets[rows], b.mask[rows])
-                               for b in (batch.forward, batch.backward)))
-            out, new_state = model(part, states[r])
-            (out.loss_sum / out.num_tokens.clamp(min=1.0) / WORLD).backward()
-            states[r] = detach_state(model, new_state)
-        clip_global_norm(params, 1.0)  # the trainer's default clip_norm
-        bundle.step()
-    layer.set_process_rank(0)
-    heldout = evaluate_heldout(model, make_heldout(), torch.device("cpu"), reset_state=False)
-    return model.state_dict(), bundle.state_dict(), heldout
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = str(tmp_path_factory.mktemp("joint_ddp"))
@@ -158,7 +127,8 @@ def test_joint_two_gloo_processes_match_one(runs, layer):
     ddp = load_checkpoint(os.path.join(tmp, "ddp", layer, "checkpoint.pt"))
     ddp_heldout = json.load(open(os.path.join(tmp, "ddp", layer, "heldout.json")))
     if layer == "sampled":
-        model, optimizers, heldout = _reference_sampled(spec, vocab)
+        model, optimizers, heldout = reference_sampled(BidirectionalLM, spec, vocab, make_batches, make_heldout,
+                                                        WORLD, draws_per_step=2)
     else:
         train(spec, vocab, os.path.join(tmp, "single", layer), make_batches, make_heldout, direction="joint")
         single = load_checkpoint(os.path.join(tmp, "single", layer, "checkpoint.pt"))

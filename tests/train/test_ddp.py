@@ -21,14 +21,12 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from ddp_compare import free_port, max_abs_diff
+from ddp_compare import free_port, max_abs_diff, reference_sampled
 
 from elmoc.data.vocab import Vocabulary
 from elmoc.lm import LanguageModel, LMBatch
 from elmoc.train.checkpoint import load_checkpoint
-from elmoc.train.heldout import evaluate_heldout
-from elmoc.train.loop import seed_everything, train
-from elmoc.train.optim import build_optimizer, clip_global_norm
+from elmoc.train.loop import train
 
 B, T, V, DIM, WORLD, STEPS = 4, 5, 30, 8, 2, 6
 LAYERS = ("cont", "fixed", "sampled", "adaptive", "subword")
@@ -189,33 +187,6 @@ def _worker(rank, port, tmp):
     dist.destroy_process_group()
 
 
-def _reference_sampled(spec, vocab):
-    """One process, the global batch, each rank's rows scored with that rank's negatives
-    (stream (seed, rank, step)) and the per-rank mean losses averaged: what 2 processes do."""
-    seed_everything(spec["train"]["seed"])
-    model = LanguageModel.from_spec(spec, vocab)
-    bundle = build_optimizer(spec["optimizer"], model, B)
-    params = [p for p in model.parameters() if p.requires_grad]
-    layer, per = model.output_layer, B // WORLD
-    states = [None] * WORLD
-    for step, (batch, _) in enumerate(make_batches(None, 0, 1)):
-        bundle.set_lr(step + 1)
-        bundle.zero_grad()
-        for r in range(WORLD):
-            layer.set_process_rank(r)
-            layer.sampler.draws = step
-            rows = slice(r * per, (r + 1) * per)
-            part = LMBatch(batch.inputs[rows], batch.targets[rows], batch.mask[rows])
-            out, new_state = model(part, states[r])
-            (out.loss_sum / out.num_tokens.clamp(min=1.0) / WORLD).backward()
-            states[r] = model.encoder.detach_state(new_state)
-        clip_global_norm(params, 1.0)  # the trainer's default clip_norm
-        bundle.step()
-    layer.set_process_rank(0)
-    heldout = evaluate_heldout(model, make_heldout(), torch.device("cpu"), reset_state=False)
-    return model.state_dict(), bundle.state_dict(), heldout
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = str(tmp_path_factory.mktemp("ddp"))
@@ -234,7 +205,7 @@ def test_two_gloo_processes_match_one(runs, layer):
     ddp = load_checkpoint(os.path.join(tmp, "ddp", layer, "checkpoint.pt"))
     ddp_heldout = json.load(open(os.path.join(tmp, "ddp", layer, "heldout.json")))
     if layer in SAMPLED:
-        model, optimizers, heldout = _reference_sampled(spec, vocab)
+        model, optimizers, heldout = reference_sampled(LanguageModel, spec, vocab, make_batches, make_heldout, WORLD)
     else:
         train(spec, vocab, os.path.join(tmp, "single", layer), make_batches, make_heldout)
         single = load_checkpoint(os.path.join(tmp, "single", layer, "checkpoint.pt"))
