@@ -6,6 +6,7 @@ import re
 import tarfile
 
 import pytest
+import yaml
 
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.registry import build
@@ -53,6 +54,18 @@ def test_seeded_split_is_a_deterministic_partition(tmp_path):
     # the split is a permutation, not the file order (which the i % 5 rule alone would keep)
     assert [x.tokens[2] for x in splits["dev"]] != [str(i) for i in range(3, 50, 5)]
     assert task.missing_data() is None and task.num_classes == 2
+
+
+def test_the_demo_says_binary_and_granularity_leaves_binary_data_as_it_is(tmp_path, repo_root):
+    """config/config.yaml's sentiment task says 2-class; on json-tar data the value changes
+    nothing (the schema's default, 5-class, read the same instances into the same 2 classes)."""
+    section = yaml.safe_load((repo_root / "config/config.yaml").read_text())["tasks"]["sentiment"]
+    assert (section["format"], section["granularity"]) == ("json-tar", "2-class")
+    path = _tarball(tmp_path / "s.tgz", {MEMBERS[0]: _records(30), MEMBERS[1]: _records(20, start=30)})
+    binary, default = _task(path, granularity="2-class"), _task(path)
+    assert binary.num_classes == default.num_classes == 2
+    for split in ("train", "dev", "test"):
+        assert binary.read(split) == default.read(split)
 
 
 def test_majority_baseline_on_the_split(tmp_path):
