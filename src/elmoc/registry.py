@@ -1,7 +1,7 @@
 """One registry that maps config names to classes.
 
-Every configurable building block (input layers, encoders, output layers, tasks,
-optimizers) registers itself under a ``(kind, name)`` pair::
+Every configurable building block (input layers, encoders, output layers, tasks)
+registers itself under a ``(kind, name)`` pair::
 
     @register("output", "cosine")
     class CosineOutput(OutputLayer): ...
@@ -14,6 +14,11 @@ Config keys become constructor keyword arguments; a key the constructor does not
 accept is an error that lists the accepted keys.  ``context`` keyword arguments
 (dimensions and resources known only at build time) are passed only to
 constructors that accept them, so each class asks for exactly what it needs.
+
+Optimizers are not registered: the LM's ``optimizer`` section is read by
+:func:`elmoc.train.optim.build_optimizer` (a fixed set of types, each with its
+accepted options), and a task's trainer names ``adam`` or ``adadelta``
+(:mod:`elmoc.tasks.runner`).
 """
 from __future__ import annotations
 
