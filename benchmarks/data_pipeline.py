@@ -45,7 +45,7 @@ def make_corpus(directory: Path, num_shards: int, seed: int = 0) -> list[Path]:
 
 def measure(num_shards: int) -> dict:
     from elmoc.data.batches import ShardBatches
-    from elmoc.data.vocab import SPECIALS, Vocabulary
+    from elmoc.data.vocab.vocabulary import SPECIALS, Vocabulary
 
     vocab = Vocabulary(list(SPECIALS) + [f"w{i}" for i in range(VOCAB_WORDS)])
     with tempfile.TemporaryDirectory() as tmp:

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from elmoc.data.vocab import Vocabulary
+from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.lm import BidirectionalLM, BiLMBatch, LanguageModel, LMBatch
 from elmoc.train.heldout import evaluate_heldout
 from elmoc.train.loop import detach_state, seed_everything

@@ -190,7 +190,7 @@ def artifact_paths(spec: Any) -> list[str]:
 
 def dump_yaml(data: Any, path: str | Path) -> None:
     """Write YAML atomically."""
-    from elmoc.data.atomic import atomic_file
+    from elmoc.io.atomic import atomic_file
 
     with atomic_file(path) as f:
         yaml.safe_dump(data, f, sort_keys=False)

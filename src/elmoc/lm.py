@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from elmoc.data.vocab import PAD_ID, Vocabulary
+from elmoc.data.vocab.vocabulary import PAD_ID, Vocabulary
 from elmoc.encoders.base import Encoder, EncoderOutput
 from elmoc.config import JOINT, SEPARATE, is_joint  # noqa: F401  (re-exported)
 from elmoc.errors import ConfigError

@@ -42,7 +42,7 @@ class SizedVocab:
 
 
 def vocab_size_for(spec: dict[str, Any], word: int | None, subword: int | None) -> int:
-    from elmoc.data.vocab import Vocabulary
+    from elmoc.data.vocab.vocabulary import Vocabulary
 
     is_subword = spec.get("input", {}).get("type") == "subword" or "bpe" in str(spec.get("vocab", ""))
     explicit = subword if is_subword else word

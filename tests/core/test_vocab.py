@@ -2,7 +2,7 @@ from collections import Counter
 
 import pytest
 
-from elmoc.data.vocab import SPECIALS, UNK_ID, Vocabulary
+from elmoc.data.vocab.vocabulary import SPECIALS, UNK_ID, Vocabulary
 from elmoc.errors import InputFileError
 
 

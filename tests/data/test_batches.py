@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from elmoc.data.batches import BatchPosition, ShardBatches, iter_heldout, shard_order, shuffled_lines
-from elmoc.data.vocab import UNK_ID, Vocabulary
+from elmoc.data.vocab.vocabulary import UNK_ID, Vocabulary
 from elmoc.errors import ConfigError, InputFileError
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from elmoc.data.vocab import BOS_ID, EOS_ID, Vocabulary
+from elmoc.data.vocab.vocabulary import BOS_ID, EOS_ID, Vocabulary
 from elmoc.errors import InputFileError
 from elmoc.features.bilm import FeatureLM
 from elmoc.features.store import write_features

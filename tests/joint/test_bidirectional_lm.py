@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 import torch
 
-from elmoc.data.vocab import Vocabulary
+from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.errors import ConfigError
 from elmoc.lm import BiLMBatch, BidirectionalLM, LanguageModel, LMBatch, is_joint
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from elmoc.cli import main
-from elmoc.data.vocab import BOS, EOS, Vocabulary
+from elmoc.data.vocab.vocabulary import BOS, EOS, Vocabulary
 from elmoc.lm import BidirectionalLM
 from elmoc.train.checkpoint import save_checkpoint
 

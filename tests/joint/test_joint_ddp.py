@@ -15,7 +15,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from ddp_compare import free_port, max_abs_diff, reference_sampled
 
-from elmoc.data.vocab import Vocabulary
+from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.lm import BiLMBatch, BidirectionalLM, LMBatch
 from elmoc.train.checkpoint import load_checkpoint
 from elmoc.train.loop import train

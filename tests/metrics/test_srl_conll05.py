@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from elmoc.data.conll2012 import read_conll2012, srl_instances
 from elmoc.metrics.span_f1 import SpanF1, spans
 from elmoc.metrics.srl_conll05 import Conll05Score, arguments, props_column
+from elmoc.tasks.conll2012 import read_conll2012, srl_instances
 
 REPO = Path(__file__).resolve().parents[2]
 WHEEL = "allennlp-0.9.0-py3-none-any.whl"

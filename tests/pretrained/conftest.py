@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from lm_tree_helpers import WORDS, build_tree
 
-from elmoc.data.fasttext_model import FastTextTrainConfig, train_fasttext
+from elmoc.data.vectors.fasttext_model import FastTextTrainConfig, train_fasttext
 
 
 @pytest.fixture(scope="session")

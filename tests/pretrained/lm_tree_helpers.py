@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from elmoc.data.vectors import fasttext_table, save_table
-from elmoc.data.vocab import Vocabulary
+from elmoc.data.vectors.tables import fasttext_table, save_table
+from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.lm import LanguageModel
 from elmoc.train.checkpoint import save_checkpoint
 

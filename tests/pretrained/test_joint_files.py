@@ -27,7 +27,7 @@ def _joint_from_directions(root):
             state["backward_encoder." + key[len("encoder."):]] = value
     spec = {**fwd["spec"], "train": {**fwd["spec"]["train"], "directions": "joint"}}
     abs_spec = json.loads(json.dumps(spec).replace('"results/', f'"{root}/results/'))
-    from elmoc.data.vocab import Vocabulary
+    from elmoc.data.vocab.vocabulary import Vocabulary
 
     model = BidirectionalLM.from_spec(abs_spec, Vocabulary.load(root / "results/vocab/vocab.txt"))
     model.load_state_dict(state)  # strict: the joint layout

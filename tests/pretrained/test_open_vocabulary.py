@@ -12,8 +12,8 @@ from lm_tree_helpers import run_command
 
 
 from elmoc.errors import InputFileError
-from elmoc.pretrained.loader import load_checkpoints
 from elmoc.inputs.characters import batch_char_ids
+from elmoc.pretrained.loader import load_checkpoints
 
 SENTENCE = ["the", "zebra", "ran", "xqzzy"]  # zebra: fastText knows it; xqzzy: nobody does
 
@@ -109,7 +109,7 @@ def test_char_cnn_table_input_reads_the_cnn_vector_of_the_word(lm_tree, shared_d
     char-CNN's vector of its characters, at extraction and from an exported directory."""
     from lm_tree_helpers import H as width
     from elmoc.commands.cnn_table import char_cnn_table
-    from elmoc.data.vocab import Vocabulary
+    from elmoc.data.vocab.vocabulary import Vocabulary
     from elmoc.lm import LanguageModel
     from elmoc.pretrained.elmo import embed_sentences
     from elmoc.train.checkpoint import save_checkpoint

@@ -8,7 +8,7 @@ import numpy as np
 import yaml
 from lm_tree_helpers import run_command
 
-from elmoc.data.vocab import Vocabulary
+from elmoc.data.vocab.vocabulary import Vocabulary
 
 
 def test_released_weights_through_extract_and_cnn_table(elmo_fixture_dir, tmp_path, monkeypatch, repo_root):

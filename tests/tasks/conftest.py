@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
-from elmoc.data.vocab import SPECIALS, Vocabulary
+from elmoc.data.vocab.vocabulary import SPECIALS, Vocabulary
 
 
 def write_features(path: Path, sentences, num_layers: int = 3, dim: int = 8, seed: int = 0, wrong_length=None) -> Path:

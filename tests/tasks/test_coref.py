@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from elmoc.data.conll2012 import read_conll2012_file
 from elmoc.errors import ConfigError
 from elmoc.registry import build
+from elmoc.tasks.conll2012 import read_conll2012_file
 from elmoc.tasks.coref import (
     CorefModel,
     CorefTask,

@@ -19,7 +19,7 @@ def test_words_and_features_concatenated(tmp_path, features_writer, vectors_writ
     assert out.shape == (2, 3, 10) and embedder.output_dim == 10
     assert torch.all(out[1, 2] == 0)  # padding
     table = np.load(npy)
-    from elmoc.data.vocab import Vocabulary
+    from elmoc.data.vocab.vocabulary import Vocabulary
     v = Vocabulary.load(vocab)
     assert torch.allclose(out[0, 1, :4], torch.from_numpy(table[v.id("cat")]))  # lowercased lookup
     # the initial mix is the mean of the layers

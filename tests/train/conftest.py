@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from elmoc.data.vocab import Vocabulary
+from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.lm import LMBatch
 
 V, DIM, B, T = 40, 12, 4, 6

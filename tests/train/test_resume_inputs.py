@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from elmoc.data.vocab import Vocabulary
+from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.errors import InputFileError
 from elmoc.train.checkpoint import InputFingerprints, config_hash, load_checkpoint, set_aside_if_stale
 from elmoc.train.loop import train

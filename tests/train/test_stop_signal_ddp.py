@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from elmoc.data.vocab import Vocabulary
+from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.errors import ConfigError
 from elmoc.lm import LMBatch
 from elmoc.train.checkpoint import load_checkpoint

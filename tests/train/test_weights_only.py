@@ -60,7 +60,7 @@ def test_load_checkpoint_refuses_code(crafted):
 def test_commands_give_one_line_and_run_nothing(crafted, tmp_path, command):
     path, marker = crafted
     (tmp_path / "s.txt").write_text("a b\n")
-    from elmoc.data.vocab import Vocabulary
+    from elmoc.data.vocab.vocabulary import Vocabulary
 
     Vocabulary.from_counts({"a": 2, "b": 1}).save(tmp_path / "vocab.txt")
     args = {"extract": ["--forward", path, "--backward", path, "--sentences", tmp_path / "s.txt",

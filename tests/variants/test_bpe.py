@@ -1,6 +1,6 @@
 from elmoc.cli import main
-from elmoc.data.subword import SubwordEncoder
-from elmoc.data.vocab import Vocabulary
+from elmoc.data.vocab.subword import SubwordEncoder
+from elmoc.data.vocab.vocabulary import Vocabulary
 
 
 def test_bpe_command_writes_vocab_and_first_subwords(tmp_path):
@@ -46,7 +46,7 @@ def _tie_corpus(path):
 def test_bpe_training_is_deterministic(tmp_path):
     """tokenizers' own trainer numbers `##` symbols in hash order and breaks ties with those
     numbers, so its merge order changed from run to run; ours must not."""
-    from elmoc.data.subword import train_bpe
+    from elmoc.data.vocab.subword import train_bpe
 
     corpus = _tie_corpus(tmp_path / "ties.txt")
     runs = [train_bpe([corpus], num_merges=300, min_frequency=1).to_str() for _ in range(4)]
@@ -56,7 +56,7 @@ def test_bpe_training_is_deterministic(tmp_path):
 def test_bpe_merges_use_the_continuation_prefix(tmp_path):
     import json
 
-    from elmoc.data.subword import train_bpe
+    from elmoc.data.vocab.subword import train_bpe
 
     corpus = tmp_path / "c.txt"
     corpus.write_text("banana bandana cabana\n" * 3)
@@ -76,7 +76,7 @@ def test_bpe_merges_use_the_continuation_prefix(tmp_path):
 def test_bpe_rejects_private_use_characters(tmp_path):
     import pytest
 
-    from elmoc.data.subword import train_bpe
+    from elmoc.data.vocab.subword import train_bpe
     from elmoc.errors import InputFileError
 
     corpus = tmp_path / "c.txt"
@@ -88,7 +88,7 @@ def test_bpe_rejects_private_use_characters(tmp_path):
 def test_bpe_corpus_words_spelled_like_specials(tmp_path):
     """WikiText writes rare words as the literal token <unk>: BPE learns it from its
     characters, and it must map back to the special <unk> (id 3), not take another id."""
-    from elmoc.data.subword import train_bpe
+    from elmoc.data.vocab.subword import train_bpe
 
     corpus = tmp_path / "wiki.txt"
     corpus.write_text("the <unk> sat on the <unk> mat .\nthe cat </s> ran .\n" * 20)

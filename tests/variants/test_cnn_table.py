@@ -2,7 +2,7 @@ import numpy as np
 import torch
 
 from elmoc.cli import main
-from elmoc.data.vocab import Vocabulary
+from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.lm import LanguageModel
 from elmoc.train.checkpoint import save_checkpoint
 

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from elmoc.config import resolve_variant
-from elmoc.data.subword import SubwordEncoder, train_bpe
-from elmoc.data.vocab import Vocabulary
+from elmoc.data.vocab.subword import SubwordEncoder, train_bpe
+from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.lm import LanguageModel, LMBatch
 from elmoc.train.optim import build_optimizer, clip_global_norm
 

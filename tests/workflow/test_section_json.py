@@ -30,7 +30,7 @@ def call(argv):
 
 
 def test_corpus(monkeypatch):
-    capture(monkeypatch, "elmoc.data.corpus", "prepare_corpus")
+    capture(monkeypatch, "elmoc.data.corpus.prepare", "prepare_corpus")
     section = {"sources": [{"format": "lines", "path": "d/shard*"}, {"format": "raw", "path": "d/lee.cor"}],
                "heldout_sources": [], "num_shards": 4, "heldout": 0.05, "lowercase": False, "max_length": None,
                "seed": 1}
@@ -47,7 +47,7 @@ def test_corpus(monkeypatch):
 
 
 def test_vocab(monkeypatch):
-    capture(monkeypatch, "elmoc.data.vocab", "build_vocabulary")
+    capture(monkeypatch, "elmoc.data.vocab.vocabulary", "build_vocabulary")
     section = {"file": None, "max_size": 40000, "min_count": 2}
     assert call(["vocab", "--section-json", json.dumps(section), "--corpus", "c", "--out", "v"]) == call(
         ["vocab", "--corpus", "c", "--min-count", "2", "--max-size", "40000", "--out", "v"])
@@ -57,7 +57,7 @@ def test_vocab(monkeypatch):
 
 
 def test_fasttext(monkeypatch):
-    capture(monkeypatch, "elmoc.data.fasttext_model", "make_fasttext")
+    capture(monkeypatch, "elmoc.data.vectors.fasttext_model", "make_fasttext")
     evals = {"wordsim353": "w.tsv", "simlex999": "s.txt"}
     trained = {"eval": evals, "models": {"cc": {"train": {"dim": 50, "lr": 0.05, "thread": 1, "minCount": 2}}}}
     by_hand = ["--eval", "simlex999=s.txt", "--eval", "wordsim353=w.tsv", "--corpus", "c", "--dim", "50",
@@ -72,7 +72,7 @@ def test_fasttext(monkeypatch):
 
 
 def test_vectors_random(monkeypatch, tmp_path):
-    capture(monkeypatch, "elmoc.data.vectors", "random_table")
+    capture(monkeypatch, "elmoc.data.vectors.tables", "random_table")
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("<pad>\t0\n<s>\t0\n</s>\t0\n<unk>\t0\nthe\t3\n", encoding="utf-8")
     common = ["vectors", "--vocab", str(vocab), "--random", "--out", "r.npy"]
@@ -81,7 +81,7 @@ def test_vectors_random(monkeypatch, tmp_path):
 
 
 def test_bpe(monkeypatch, tmp_path):
-    capture(monkeypatch, "elmoc.data.subword", "train_bpe")
+    capture(monkeypatch, "elmoc.data.vocab.subword", "train_bpe")
     (tmp_path / "shard_000.txt").write_text("a b\n", encoding="utf-8")
     common = ["bpe", "--corpus", str(tmp_path), "--out-dir", str(tmp_path / "bpe")]
     assert call([*common, "--section-json", '{"bpe_merges": 20, "bpe_min_frequency": 1}']) == call(

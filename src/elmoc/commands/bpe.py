@@ -31,9 +31,9 @@ def run(args) -> int:
     from collections import Counter
     from pathlib import Path
 
-    from elmoc.data.atomic import atomic_file
-    from elmoc.data.subword import SubwordEncoder, train_bpe
+    from elmoc.data.vocab.subword import SubwordEncoder, train_bpe
     from elmoc.errors import InputFileError
+    from elmoc.io.atomic import atomic_file
 
     merges, min_frequency = args.num_merges, args.min_frequency
     if args.section_json is not None:

@@ -60,8 +60,8 @@ def run(args) -> int:
 
     import numpy as np
 
-    from elmoc.data.atomic import atomic_file
-    from elmoc.data.vocab import Vocabulary
+    from elmoc.data.vocab.vocabulary import Vocabulary
+    from elmoc.io.atomic import atomic_file
 
     vocab = Vocabulary.load(args.vocab)
     table = char_cnn_table(args.checkpoint, vocab, args.chunk)

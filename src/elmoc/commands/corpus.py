@@ -40,8 +40,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from elmoc.data.corpus import CorpusConfig, prepare_corpus
-    from elmoc.data.readers import parse_source
+    from elmoc.data.corpus.prepare import CorpusConfig, prepare_corpus
+    from elmoc.data.corpus.readers import parse_source
     from elmoc.errors import ConfigError
 
     if args.section_json is not None:

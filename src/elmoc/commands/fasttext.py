@@ -19,7 +19,7 @@ TRAIN_INT_FLAGS = ("dim", "epoch", "minn", "maxn", "minCount", "ws", "neg", "buc
 
 
 def add_arguments(parser) -> None:
-    from elmoc.data.fasttext_model import FastTextTrainConfig
+    from elmoc.data.vectors.fasttext_model import FastTextTrainConfig
 
     from elmoc.config_section import add_section_argument
 
@@ -44,7 +44,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from elmoc.data.fasttext_model import FastTextTrainConfig, make_fasttext
+    from elmoc.data.vectors.fasttext_model import FastTextTrainConfig, make_fasttext
     from elmoc.errors import ConfigError
 
     train = {k: getattr(args, k) for k in (*TRAIN_INT_FLAGS, "lr") if getattr(args, k) is not None}

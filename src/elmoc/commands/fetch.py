@@ -44,7 +44,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from elmoc.data.fetch import FetchSpec, fetch
+    from elmoc.data.download.fetch import FetchSpec, fetch
     from elmoc.errors import ConfigError
 
     if args.section_json is not None:

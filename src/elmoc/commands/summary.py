@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elmoc.data.atomic import atomic_file
+    from elmoc.io.atomic import atomic_file
     from elmoc.tables.runs import read_lm_runs, read_task_runs
     from elmoc.tables.summary import summary_text
 

@@ -47,7 +47,7 @@ def _need(args, *names: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from elmoc.data.atomic import atomic_file
+    from elmoc.io.atomic import atomic_file
 
     if args.kind == "paper":
         from elmoc.tables.models import table2, table3

@@ -35,7 +35,7 @@ def run(args) -> int:
         for tokens in task.sentences(task.read(split)):
             if tokens:
                 seen.setdefault(sentence_key(tokens), None)
-    from elmoc.data.atomic import atomic_file
+    from elmoc.io.atomic import atomic_file
 
     with atomic_file(args.output) as f:
         for sentence in seen:

@@ -134,7 +134,7 @@ def _train(args: argparse.Namespace) -> int:
 
     from elmoc.config import load_yaml
     from elmoc.data.batches import ShardBatches, iter_heldout, num_windows
-    from elmoc.data.vocab import Vocabulary
+    from elmoc.data.vocab.vocabulary import Vocabulary
     from elmoc.errors import ConfigError, InputFileError
     from elmoc.train.loop import train
     from elmoc.train.settings import TrainSettings
@@ -161,7 +161,7 @@ def _train(args: argparse.Namespace) -> int:
     eval_batch = settings.eval_batch_size or settings.batch_size
     stream_fn = None
     if data.get("tokenizer"):  # subword LMs (ELMo-Sub): segment the word corpus on the fly
-        from elmoc.data.subword import SubwordEncoder
+        from elmoc.data.vocab.subword import SubwordEncoder
 
         stream_fn = SubwordEncoder(data["tokenizer"]).stream
 

@@ -29,8 +29,8 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import logging
 
-    from elmoc.data.vectors import fasttext_table, random_table, save_table
-    from elmoc.data.vocab import Vocabulary
+    from elmoc.data.vectors.tables import fasttext_table, random_table, save_table
+    from elmoc.data.vocab.vocabulary import Vocabulary
 
     dim, seed = args.dim, args.seed
     if args.section_json is not None:

@@ -29,7 +29,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from elmoc.config_section import Section, refuse_with_section
-    from elmoc.data.vocab import build_vocabulary
+    from elmoc.data.vocab.vocabulary import build_vocabulary
     from elmoc.errors import ConfigError
 
     corpus, from_file, max_size, min_count = args.corpus, args.from_file, args.max_size, args.min_count

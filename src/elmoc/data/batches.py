@@ -50,7 +50,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from elmoc.data.vocab import BOS, EOS, UNK_ID, Vocabulary
+from elmoc.data.vocab.vocabulary import BOS, EOS, UNK_ID, Vocabulary
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.lm import JOINT, BiLMBatch, LMBatch
 
@@ -181,7 +181,7 @@ class ShardBatches:
         rank, world_size: data-parallel split; this rank gets ``B / world_size`` rows.
         position: resume from here (from :attr:`position` / :meth:`state_dict`).
         stream_fn: lines -> id stream with sentence boundaries, replacing the word
-            lookup (e.g. :meth:`elmoc.data.subword.SubwordEncoder.stream` for ELMo-Sub).
+            lookup (e.g. :meth:`elmoc.data.vocab.subword.SubwordEncoder.stream` for ELMo-Sub).
 
     Yields:
         LMBatch with inputs/targets (batch / world_size, time) long, mask bool;

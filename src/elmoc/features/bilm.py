@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
-from elmoc.data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabulary
+from elmoc.data.vocab.vocabulary import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabulary
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.inputs.char_cnn import CharCnnInput
 from elmoc.inputs.characters import batch_char_ids
@@ -36,7 +36,7 @@ from elmoc.nn.masking import reverse_padded
 from elmoc.registry import build
 
 if TYPE_CHECKING:
-    from elmoc.data.subword import SubwordEncoder
+    from elmoc.data.vocab.subword import SubwordEncoder
     from elmoc.inputs.char_cnn_vectors import CharCnnVectors
     from elmoc.inputs.fasttext_subwords import SubwordVectors
 

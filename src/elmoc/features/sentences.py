@@ -8,13 +8,13 @@ from elmoc.errors import InputFileError
 
 def read_sentences(path: str | Path, tokenize: bool = False) -> list[list[str]]:
     """One sentence per line, whitespace-tokenized (or raw text split by
-    :func:`elmoc.data.tokenize.tokenize` with ``tokenize``); a blank line is an error."""
+    :func:`elmoc.data.corpus.tokenize.tokenize` with ``tokenize``); a blank line is an error."""
     path = Path(path)
     if not path.is_file():
         raise InputFileError(path, "sentences file not found")
     if tokenize:
-        from elmoc.data.tokenize import tokenize as split_words
-    from elmoc.data.readers import read_lines
+        from elmoc.data.corpus.tokenize import tokenize as split_words
+    from elmoc.data.corpus.readers import read_lines
 
     sentences = []
     for lineno, line in read_lines(path, empty_ok=True):

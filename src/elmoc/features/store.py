@@ -54,9 +54,9 @@ def write_features(bilm: "BiLM", sentences: list[list[str]], output: str | Path,
     """
     import h5py
 
-    from elmoc.data.atomic import atomic_path
     from elmoc.devices import resolve_device
     from elmoc.features.embed import select_layers, sentence_features
+    from elmoc.io.atomic import atomic_path
 
     select_layers(np.zeros((1, 1, 1), np.float32), layers)  # checks the name before any work
     output = Path(output)

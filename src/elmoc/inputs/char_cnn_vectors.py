@@ -19,8 +19,8 @@ from typing import Container, Sequence
 import numpy as np
 import torch
 
-from elmoc.data.atomic import atomic_file
 from elmoc.errors import InputFileError
+from elmoc.io.atomic import atomic_file
 
 FORMAT = "elmoc-char-cnn-vectors-v1"
 FILES = ("char_cnn.json", "char_cnn.pt")
@@ -81,7 +81,7 @@ class CharCnnVectors:
         if meta.get("format") != FORMAT:
             raise InputFileError(directory / "char_cnn.json", f"not format {FORMAT!r}; export the model again")
         layer = build("input", {"type": "char_cnn", "options": meta["options"], "trainable": False})
-        from elmoc.train.safe_load import load_weights_only  # weights only: a crafted file runs no code
+        from elmoc.io.safe_load import load_weights_only  # weights only: a crafted file runs no code
 
         layer.load_state_dict(load_weights_only(directory / "char_cnn.pt", what="a char-CNN weights file",
                                                 fix="export the model again"))

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import torch
 
-from elmoc.data.vocab import BOS, EOS, PAD
+from elmoc.data.vocab.vocabulary import BOS, EOS, PAD
 
 BOS_CHAR, EOS_CHAR, BOW_CHAR, EOW_CHAR, PAD_CHAR = 256, 257, 258, 259, 260
 NUM_CHAR_IDS = 262  # 261 bilm-tf characters + the all-zero padding row

@@ -7,7 +7,7 @@ fastText knows the word, the n-gram buckets alone otherwise (fastText's
 ``get_word_vector``).  :class:`SubwordVectors` computes exactly those vectors from
 either source:
 
-* a fastText ``.bin`` (:class:`elmoc.data.fasttext_bin.FastTextModel`, memory-mapped);
+* a fastText ``.bin`` (:class:`elmoc.data.vectors.fasttext_bin.FastTextModel`, memory-mapped);
 * the arrays an exported model directory holds instead of the whole ``.bin``
   (:meth:`save` / :meth:`load`): the n-gram bucket table, the n-gram settings, and
   the composed vectors of the fastText dictionary words that are not in the LM
@@ -29,8 +29,8 @@ from typing import Container, Sequence
 
 import numpy as np
 
-from elmoc.data.atomic import atomic_file
 from elmoc.errors import InputFileError
+from elmoc.io.atomic import atomic_file
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class SubwordVectors:
 
     @classmethod
     def from_bin(cls, path: str | Path) -> "SubwordVectors":
-        from elmoc.data.fasttext_bin import FastTextModel
+        from elmoc.data.vectors.fasttext_bin import FastTextModel
 
         model = FastTextModel.load(path)
         return cls(model.dim, str(path), model=model, minn=model.minn, maxn=model.maxn)
@@ -70,7 +70,7 @@ class SubwordVectors:
         """fastText vectors of ``words``.  Shape: returns float32 (len(words), dim)."""
         if self._model is not None:
             return np.asarray(self._model.word_vectors(list(words)), dtype=np.float32).reshape(len(words), self.dim)
-        from elmoc.data.fasttext_bin import average_rows, ngram_buckets
+        from elmoc.data.vectors.fasttext_bin import average_rows, ngram_buckets
 
         out = np.zeros((len(words), self.dim), dtype=np.float32)
         bucket = self._buckets.shape[0]
@@ -155,7 +155,7 @@ def check_table_matches(table: np.ndarray, tokens: Sequence[str], subwords: Subw
                         table_path: str | Path, sample: int = 16) -> None:
     """Refuse a fastText model that did not make ``table``: compare a few rows.
 
-    Rows that are all zero (replaced by ``<unk>`` in :func:`elmoc.data.vectors.table_from_model`)
+    Rows that are all zero (replaced by ``<unk>`` in :func:`elmoc.data.vectors.tables.table_from_model`)
     and the four specials are skipped.
     """
     picked = [i for i in range(4, len(tokens))][:: max(1, (len(tokens) - 4) // sample)][:sample]

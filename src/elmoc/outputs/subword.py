@@ -5,7 +5,7 @@ embedding (tied, as the paper) and a trainable bias; when ``hidden_dim`` differs
 from the table width a ``Linear(hidden_dim -> dim)`` is inserted.  Training and
 evaluation are the same exact softmax; the heldout metric is *subword* perplexity
 (not comparable with word-level perplexities).  Word features downstream use each
-word's first subword (:mod:`elmoc.data.subword`).
+word's first subword (:mod:`elmoc.data.vocab.subword`).
 """
 from __future__ import annotations
 

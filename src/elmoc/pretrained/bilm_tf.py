@@ -11,8 +11,8 @@ from typing import Any, Sequence
 
 import torch
 
-from elmoc.data.atomic import atomic_directory, atomic_file
-from elmoc.data.vocab import Vocabulary
+from elmoc.data.vocab.vocabulary import Vocabulary
+from elmoc.io.atomic import atomic_directory, atomic_file
 from elmoc.pretrained.card import write_card
 from elmoc.pretrained.loader import DIRECTIONS
 from elmoc.pretrained.writer import write_meta

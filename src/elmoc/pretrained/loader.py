@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from elmoc.data.vocab import SPECIALS, Vocabulary
+from elmoc.data.vocab.vocabulary import SPECIALS, Vocabulary
 from elmoc.devices import resolve_device
 from elmoc.errors import InputFileError
 from elmoc.features.bilm import BiLM, FeatureLM
 from elmoc.train.checkpoint import load_directions
 
 if TYPE_CHECKING:
-    from elmoc.data.subword import SubwordEncoder
+    from elmoc.data.vocab.subword import SubwordEncoder
     from elmoc.inputs.char_cnn_vectors import CharCnnVectors
     from elmoc.inputs.fasttext_subwords import SubwordVectors
 
@@ -89,7 +89,7 @@ def load_checkpoints(forward: str | Path, backward: str | Path, vocab_path: str 
     tokenizer = (spec.get("data") or {}).get("tokenizer")
     subword_encoder = None
     if tokenizer:
-        from elmoc.data.subword import SubwordEncoder
+        from elmoc.data.vocab.subword import SubwordEncoder
 
         subword_encoder = SubwordEncoder(tokenizer)
     composer = None
@@ -126,7 +126,7 @@ def read_model_meta(directory: str | Path) -> dict[str, Any]:
 
 def load_bilm(directory: str | Path, device: str | torch.device = "cpu", check_files: bool = True) -> BiLM:
     """The bi-LM of a model directory (nothing else is read)."""
-    from elmoc.train.safe_load import load_weights_only  # weights only: a crafted file runs no code
+    from elmoc.io.safe_load import load_weights_only  # weights only: a crafted file runs no code
 
     directory = Path(directory)
     meta = read_model_meta(directory)
@@ -151,7 +151,7 @@ def load_bilm(directory: str | Path, device: str | torch.device = "cpu", check_f
         composer = CharCnnVectors.load(directory)
     subword_encoder = None
     if meta.get("tokenizer"):
-        from elmoc.data.subword import SubwordEncoder
+        from elmoc.data.vocab.subword import SubwordEncoder
 
         subword_encoder = SubwordEncoder(directory / meta["tokenizer"])
     where = {d: directory / f"{d}.pt" for d in DIRECTIONS}

@@ -24,7 +24,7 @@ def _pyplot():
 
 
 def _save(fig, stem: str | Path) -> list[Path]:
-    from elmoc.data.atomic import atomic_path
+    from elmoc.io.atomic import atomic_path
 
     plt = _pyplot()
     out = []
@@ -163,7 +163,7 @@ def memory_vs_batch(bench: dict | None, stem: str | Path) -> list[Path]:
 def learning_curves(heldout_paths: Iterable[str | Path], output: str | Path) -> None:
     """Training loss against tokens seen (``train_log.jsonl`` beside each ``heldout.json``),
     one line per (variant, direction), one panel per metric kind; one PNG."""
-    from elmoc.data.atomic import atomic_path
+    from elmoc.io.atomic import atomic_path
 
     plt = _pyplot()
     curves: dict[str, list[tuple[str, list[int], list[float]]]] = {}

@@ -152,7 +152,7 @@ def write_task_record(path: str | Path, data: dict) -> TaskRecord:
     to ``path`` as indented JSON, atomically, after checking it as :class:`TaskRecord` reads it:
     the writers and the readers share this one definition, so a record the tables would refuse
     (no ``scale``, a string ``test``) fails where it is written.  Other keys are kept as given."""
-    from elmoc.data.atomic import atomic_file
+    from elmoc.io.atomic import atomic_file
 
     record = TaskRecord.from_dict(data, path)
     with atomic_file(path) as f:

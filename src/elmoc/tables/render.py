@@ -121,7 +121,7 @@ WRITERS = {"md": to_markdown, "csv": to_csv, "tex": to_latex, "html": to_html}
 def write_files(table: Table, **paths: str | Path | None) -> list[Path]:
     """``write_files(table, md=..., csv=...)``: each given format (a key of :data:`WRITERS`)
     to its path, written atomically; a ``None`` path is skipped.  Returns the paths written."""
-    from elmoc.data.atomic import atomic_file
+    from elmoc.io.atomic import atomic_file
 
     written = []
     for suffix, path in paths.items():

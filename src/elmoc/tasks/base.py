@@ -97,9 +97,9 @@ class TaskModel(nn.Module):
 
 
 def read_lines(path: str | Path, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of a data file (:func:`elmoc.data.readers.read_lines`);
+    """``(line number, text)`` of a data file (:func:`elmoc.data.corpus.readers.read_lines`);
     undecodable bytes are an InputFileError with the line."""
-    from elmoc.data.readers import read_lines as _read_lines
+    from elmoc.data.corpus.readers import read_lines as _read_lines
 
     return _read_lines(path, encoding, "set the task's encoding option (e.g. cp1252) if the file uses another one",
                        empty_ok=True)

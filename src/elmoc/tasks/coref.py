@@ -2,7 +2,7 @@
 
 Data: CoNLL-2012 ``*_gold_conll`` files (a file or a directory), one instance per
 document part, with its sentences, speakers, genre and gold clusters
-(:mod:`elmoc.data.conll2012`).
+(:mod:`elmoc.tasks.conll2012`).
 
 Model (e2e-coref ``best`` configuration; defaults below are the paper values):
 
@@ -54,11 +54,11 @@ from typing import Any, Iterable, Sequence
 import torch
 from torch import nn
 
-from elmoc.data.conll2012 import ConllDocument, read_conll2012
 from elmoc.errors import ConfigError
 from elmoc.metrics.coref import CorefScores
 from elmoc.registry import register
 from elmoc.tasks.base import Metric, Task, TaskModel, TaskOutput
+from elmoc.tasks.conll2012 import ConllDocument, read_conll2012
 from elmoc.tasks.layers import MaskedLSTM, masked_softmax
 
 GENRES = ("bc", "bn", "mz", "nw", "pt", "tc", "wb")  # OntoNotes genres; anything else shares one extra row

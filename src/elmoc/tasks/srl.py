@@ -1,7 +1,7 @@
 """Semantic role labelling on CoNLL-2012 with He et al. (2017)'s deep BIO tagger (spec 6).
 
 Data: CoNLL-2012 ``*_gold_conll`` files (a file or a directory searched
-recursively), one instance per predicate (:func:`elmoc.data.conll2012.srl_instances`).
+recursively), one instance per predicate (:func:`elmoc.tasks.conll2012.srl_instances`).
 
 Model (AllenNLP's ``srl_elmo`` configuration, the one the paper ran):
 token embedder (scalar mix of LM layers with dropout, and/or FastText vectors for
@@ -32,7 +32,6 @@ from typing import Any, Iterable, Sequence
 import torch
 from torch import nn
 
-from elmoc.data.conll2012 import SrlInstance, read_conll2012, srl_instances
 from elmoc.errors import ConfigError
 from elmoc.metrics.base import Metric
 from elmoc.metrics.span_f1 import SpanF1
@@ -41,6 +40,7 @@ from elmoc.nn.alternating_lstm import AlternatingHighwayLstm
 from elmoc.nn.viterbi import allowed_transitions, constraint_scores, viterbi_decode
 from elmoc.registry import register
 from elmoc.tasks.base import Task, TaskModel, TaskOutput
+from elmoc.tasks.conll2012 import SrlInstance, read_conll2012, srl_instances
 
 IGNORE_TAG = -100  # gold tags not seen in training: no loss, still scored by the metric
 

@@ -23,7 +23,7 @@ Data formats (``format`` option):
   offline demo.  ``train`` is the tarball, ``members`` the JSON files in it.  A
   record with empty text and ``"class": null`` is skipped (each of those files
   ends with one).  Texts are tokenized like the demo corpus's raw text
-  (:func:`elmoc.data.tokenize.tokenize`); binary.  The sentences of all members
+  (:func:`elmoc.data.corpus.tokenize.tokenize`); binary.  The sentences of all members
   are pooled, put in the order of a permutation seeded by ``split_seed``, and
   split by the rule above (3/5 train, 1/5 dev, 1/5 test): an in-domain random
   split, so that every split mixes the three review sources.
@@ -49,7 +49,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from elmoc.data.tokenize import tokenize
+from elmoc.data.corpus.tokenize import tokenize
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.metrics.accuracy import Accuracy
 from elmoc.registry import register
@@ -168,7 +168,7 @@ def read_labelled_json_tar(path: str | Path, members: Sequence[str]) -> list[Sen
     """``{"text": str, "class": 0|1}`` records of JSON list files inside a tarball -> binary instances.
 
     Members are read in the given order, records in file order; texts are
-    tokenized with :func:`elmoc.data.tokenize.tokenize`.  A record with empty text
+    tokenized with :func:`elmoc.data.corpus.tokenize.tokenize`.  A record with empty text
     and a null class is skipped; anything else that is not a non-empty text with
     class 0 or 1 is an InputFileError naming the tarball, the member and the record.
     """

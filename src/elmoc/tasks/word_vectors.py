@@ -3,7 +3,7 @@
 Two sources:
 
 * a fastText binary model (``results/fasttext/{name}.bin``, read by
-  :mod:`elmoc.data.fasttext_bin`): every word gets a vector, out-of-vocabulary
+  :mod:`elmoc.data.vectors.fasttext_bin`): every word gets a vector, out-of-vocabulary
   words from their character n-grams (best coverage);
 * a ``.npy`` table aligned with a vocabulary file (``results/vectors/{name}.npy`` +
   ``results/vocab/vocab.txt``): words outside the vocabulary get the ``<unk>`` row.
@@ -39,7 +39,7 @@ def load_word_vectors(words: Sequence[str], path: str | Path, vocab_path: str | 
     if not path.is_file():
         raise InputFileError(path, "word-vector file not found; build it with `elmoc fasttext` / `elmoc vectors`")
     if path.suffix == ".bin":
-        from elmoc.data.fasttext_bin import FastTextModel
+        from elmoc.data.vectors.fasttext_bin import FastTextModel
 
         model = FastTextModel.load(path)
         table = model.word_vectors(list(words))
@@ -49,7 +49,7 @@ def load_word_vectors(words: Sequence[str], path: str | Path, vocab_path: str | 
     if path.suffix == ".npy":
         if vocab_path is None:
             raise ConfigError(f"{path} is a .npy table: also give the vocabulary it follows (--vocab results/vocab/vocab.txt)")
-        from elmoc.data.vocab import UNK_ID, Vocabulary
+        from elmoc.data.vocab.vocabulary import UNK_ID, Vocabulary
 
         vocab = Vocabulary.load(vocab_path)
         try:

@@ -66,9 +66,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from elmoc.data.atomic import atomic_path
 from elmoc.errors import InputFileError
-from elmoc.train.safe_load import LEGACY_NUMPY_GLOBALS, load_weights_only
+from elmoc.io.atomic import atomic_path
+from elmoc.io.safe_load import LEGACY_NUMPY_GLOBALS, load_weights_only
 
 log = logging.getLogger(__name__)
 
@@ -382,7 +382,7 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
 
 
 def stale_temp_glob(name: str) -> str:
-    """Glob of the temp files :func:`elmoc.data.atomic.atomic_path` makes for ``name``."""
+    """Glob of the temp files :func:`elmoc.io.atomic.atomic_path` makes for ``name``."""
     p = Path(name)
     return f".{p.stem}.*.tmp{p.suffix}"
 
@@ -402,7 +402,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", 
     """Read a ``checkpoint.pt`` or a ``model.pt`` (see the module docstring).  ``mmap``
     maps the tensors instead of reading them (for a look at the metadata only).
 
-    The file is read weights-only (:func:`elmoc.train.safe_load.load_weights_only`): a
+    The file is read weights-only (:func:`elmoc.io.safe_load.load_weights_only`): a
     pickle that names anything but tensors and plain containers (the numpy RNG array of
     an older checkpoint aside) is refused with one line, and no code in it runs.
     """

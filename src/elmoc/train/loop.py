@@ -36,7 +36,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from elmoc.data.vocab import Vocabulary
+from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.errors import ConfigError
 from elmoc.lm import JOINT, BidirectionalLM, BiLMBatch, LanguageModel, LMBatch, is_joint
 from elmoc.outputs.base import OutputLoss

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from elmoc.data.atomic import atomic_file
+from elmoc.io.atomic import atomic_file
 from elmoc.lm import JOINT
 
 log = logging.getLogger("elmoc.train.loop")  # the trainer's lines, as they always were

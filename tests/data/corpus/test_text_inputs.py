@@ -1,6 +1,6 @@
 """Text files that are not UTF-8: one line naming the file and the line, never a traceback.
 
-All text is read through :func:`elmoc.data.readers.read_lines` (vocabularies,
+All text is read through :func:`elmoc.data.corpus.readers.read_lines` (vocabularies,
 corpus sources, word-similarity sets, task data).
 """
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from elmoc.cli import main
-from elmoc.data.readers import read_lines
-from elmoc.data.vocab import Vocabulary
-from elmoc.data.word_similarity import read_similarity_file
+from elmoc.data.corpus.readers import read_lines
+from elmoc.data.vectors.word_similarity import read_similarity_file
+from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.errors import InputFileError
 from elmoc.tasks.base import read_lines as task_read_lines
 

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from elmoc.cli import main
-from elmoc.data.fasttext_model import FastTextTrainConfig, evaluate_fasttext, train_fasttext
-from elmoc.data.vectors import fasttext_table, load_table, random_table, table_from_model
-from elmoc.data.vocab import Vocabulary
-from elmoc.data.word_similarity import read_similarity_file, spearman
+from elmoc.data.vectors.fasttext_model import FastTextTrainConfig, evaluate_fasttext, train_fasttext
+from elmoc.data.vectors.tables import fasttext_table, load_table, random_table, table_from_model
+from elmoc.data.vectors.word_similarity import read_similarity_file, spearman
+from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.errors import ConfigError, InputFileError
 
 TINY = dict(dim=16, lr=0.025, epoch=2, minCount=1, bucket=20000, thread=1, seed=1)
@@ -164,7 +164,7 @@ def test_training_is_isolated_from_the_calling_process_heap(shard_dir, tmp_path,
     for _ in range(3):
         garbage = torch.full((2048, 2048), float("nan"))
         del garbage
-    with caplog.at_level(logging.WARNING, logger="elmoc.data.fasttext_model"):
+    with caplog.at_level(logging.WARNING, logger="elmoc.data.vectors.fasttext_model"):
         train_fasttext(sorted(shard_dir.glob("*.txt")), tmp_path / "iso.bin", FastTextTrainConfig(minn=2, maxn=3, **TINY))
     assert not [r for r in caplog.records if "diverged" in r.getMessage()]
     assert (tmp_path / "iso.bin").stat().st_size > 0

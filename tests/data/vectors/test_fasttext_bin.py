@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from elmoc.cli import main
-from elmoc.data.fasttext_bin import FastTextModel, average_rows, fnv1a_32, ngram_buckets
-from elmoc.data.fasttext_model import FastTextTrainConfig, evaluate_fasttext, train_fasttext
-from elmoc.data.vectors import fasttext_table
-from elmoc.data.vocab import Vocabulary
+from elmoc.data.vectors.fasttext_bin import FastTextModel, average_rows, fnv1a_32, ngram_buckets
+from elmoc.data.vectors.fasttext_model import FastTextTrainConfig, evaluate_fasttext, train_fasttext
+from elmoc.data.vectors.tables import fasttext_table
+from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.errors import InputFileError
 from elmoc.tasks.word_vectors import load_word_vectors
 

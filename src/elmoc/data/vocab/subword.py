@@ -6,7 +6,7 @@ of a word carry the ``##`` continuing-subword prefix, so the first subword of ea
 word is simply the piece without it (word features downstream use it, following
 the paper and Devlin et al.).  The four elmoc specials are the first four ids
 (``<pad>``=0, ``<s>``=1, ``</s>``=2, ``<unk>``=3), so the subword vocabulary file
-is an ordinary :class:`elmoc.data.vocab.Vocabulary`; ``<unk>`` covers characters
+is an ordinary :class:`elmoc.data.vocab.vocabulary.Vocabulary`; ``<unk>`` covers characters
 never seen in training, so every id is in range (the paper's code had an
 out-of-range unknown id, P15).
 
@@ -20,7 +20,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from elmoc.data.vocab import SPECIALS, UNK, Vocabulary
+from elmoc.data.vocab.vocabulary import SPECIALS, UNK, Vocabulary
 from elmoc.errors import ConfigError, InputFileError
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ class SubwordEncoder:
         """
         import numpy as np
 
-        from elmoc.data.vocab import BOS_ID, EOS_ID
+        from elmoc.data.vocab.vocabulary import BOS_ID, EOS_ID
 
         pieces: list[int] = []
         for ids in self.encode_lines(list(lines)):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from elmoc.cli import main
-from elmoc.data.vocab import SPECIALS, Vocabulary, count_tokens
+from elmoc.data.vocab.vocabulary import SPECIALS, Vocabulary, count_tokens
 from elmoc.errors import InputFileError
 
 
@@ -84,7 +84,7 @@ def test_control_character_is_never_a_vocabulary_entry(tmp_path, caplog):
     assert e.value.line == 3 and e.value.path.endswith("shard_000.txt")
     ext = tmp_path / "list.txt"
     ext.write_text("the 10\nca\x01t 3\n\x00\ncat 2\n", encoding="utf-8")
-    with caplog.at_level("WARNING", logger="elmoc.data.vocab"):
+    with caplog.at_level("WARNING", logger="elmoc.data.vocab.vocabulary"):
         assert Vocabulary.from_external_file(ext).tokens == list(SPECIALS) + ["the", "cat"]
     assert [r.getMessage() for r in caplog.records] == [
         f"{ext}:2: skipped 2 token(s) holding a control character, the first a control character U+0001 on this line"]

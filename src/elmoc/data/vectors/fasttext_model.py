@@ -18,7 +18,7 @@ process did before cannot make it worse: in a process whose freed heap held NaNs
 the first attempt diverged every time.
 
 A pretrained model (the paper's ``crawl-300d-2M-subword.bin``, shipped inside a
-zip) is fetched with :mod:`elmoc.data.fetch` and linked (hard link, else symbolic
+zip) is fetched with :mod:`elmoc.data.download.fetch` and linked (hard link, else symbolic
 link) to the output path rather than copied: it is several GB.
 """
 from __future__ import annotations
@@ -34,11 +34,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from elmoc.data.atomic import atomic_file, atomic_path
-from elmoc.data.fasttext_bin import FastTextModel
-from elmoc.data.fetch import FetchSpec, extract_members, obtain
-from elmoc.data.word_similarity import evaluate_pairs, read_similarity_file
+from elmoc.data.download.fetch import FetchSpec, extract_members, obtain
+from elmoc.data.vectors.fasttext_bin import FastTextModel
+from elmoc.data.vectors.word_similarity import evaluate_pairs, read_similarity_file
 from elmoc.errors import ConfigError, InputFileError
+from elmoc.io.atomic import atomic_file, atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def _train_in_fresh_process(corpus: str, params: dict, dest: str) -> str:
     diverged every time; in a fresh process it did not), so training must not depend
     on what the calling process did before (a test session, a notebook, a trainer).
     """
-    code = ("import json, sys; from elmoc.data.fasttext_model import _train_child; "
+    code = ("import json, sys; from elmoc.data.vectors.fasttext_model import _train_child; "
             "print(json.dumps(_train_child(*json.loads(sys.argv[1]))))")
     done = subprocess.run([sys.executable, "-c", code, json.dumps([corpus, params, dest])],
                           capture_output=True, text=True)
@@ -224,7 +224,7 @@ def pretrained_fasttext(spec: FetchSpec, out: str | Path, cache: str | Path) -> 
         member_dir = Path(cache) / f"{fetched.name}.extracted"
         target = member_dir / Path(spec.members[0]).name
         if not target.is_file():
-            from elmoc.data.atomic import atomic_directory
+            from elmoc.io.atomic import atomic_directory
 
             with atomic_directory(member_dir) as tmp:
                 extract_members(fetched, spec.members, tmp)
@@ -265,7 +265,7 @@ def make_fasttext(
     """``elmoc fasttext``: train on the shards under ``corpus`` (with ``config``) or fetch
     ``pretrained`` (pinned by ``sha256``; ``member`` = the .bin inside a zip) into ``out``,
     then evaluate it on ``datasets`` into ``eval_out`` (default: ``out`` with ``.eval.json``)."""
-    from elmoc.data.corpus import shard_paths
+    from elmoc.data.corpus.prepare import shard_paths
 
     out = Path(out)
     if (corpus is None) == (pretrained is None):

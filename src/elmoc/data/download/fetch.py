@@ -18,7 +18,7 @@ server's ``Content-Length`` is an error whatever the pins.
 Policy for files that are not pinned (``sha256=None`` and ``size=None``):
 
 * ``sha256: tofu`` (trust on first use, for files whose publisher gives no
-  checksum): the pin is looked up in a pins file (:mod:`elmoc.data.pins`, given
+  checksum): the pin is looked up in a pins file (:mod:`elmoc.data.download.pins`, given
   as ``pins``); the first fetch records the file's sha256 and size there, every
   later fetch checks against that record;
 * an http(s)/file URL is **refused** (a :class:`ConfigError` saying how to pin it)
@@ -53,9 +53,9 @@ import zipfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from elmoc.data.atomic import public_mode, atomic_directory
-from elmoc.data.pins import Pin, PinsFile
+from elmoc.data.download.pins import Pin, PinsFile
 from elmoc.errors import ConfigError, InputFileError
+from elmoc.io.atomic import public_mode, atomic_directory
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ from typing import Iterator
 
 import yaml
 
-from elmoc.data.atomic import atomic_file
 from elmoc.errors import InputFileError
+from elmoc.io.atomic import atomic_file
 
 log = logging.getLogger(__name__)
 

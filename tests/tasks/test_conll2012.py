@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from elmoc.data.conll2012 import (
+from elmoc.tasks.conll2012 import (
     continuation_without_base,
     read_conll2012,
     read_conll2012_file,
@@ -176,7 +176,7 @@ def test_srl_column_without_predicate_is_kept_like_allennlp(shared_data, tmp_pat
     assert lines[say].split()[11] == "(V*)"
     lines[say] = lines[say].replace("(V*)", "  * ", 1)
     path = write(tmp_path, "\n".join(lines) + "\n", "p2.5_c2e_0034.gold_conll")
-    with caplog.at_level("WARNING", logger="elmoc.data.conll2012"):
+    with caplog.at_level("WARNING", logger="elmoc.tasks.conll2012"):
         docs = read_conll2012_file(path)
     original = read_conll2012_file(shared_data / "fixtures/allennlp/conll_2012/subdomain/example.gold_conll")
     assert [len(d.sentences) for d in docs] == [len(d.sentences) for d in original]

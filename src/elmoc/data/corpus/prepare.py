@@ -19,7 +19,7 @@ Two modes:
   ``heldout_sources`` (e.g. ``news.en-00099-of-00100``).  Memory: one line.
 
 Cleaning: control characters (NUL, ...) become spaces as the files are read,
-with a warning per file (:mod:`elmoc.data.readers`), so they never reach a token;
+with a warning per file (:mod:`elmoc.data.corpus.readers`), so they never reach a token;
 whitespace is normalised (``" ".join(s.split())``), empty sentences are
 dropped, optional lowercasing, and sentences longer than ``max_length`` tokens are
 dropped (not truncated: a cut sentence would teach the LM a wrong ``</s>``).
@@ -36,9 +36,9 @@ from typing import Iterator, TextIO
 
 import numpy as np
 
-from elmoc.data.atomic import atomic_directory
-from elmoc.data.readers import FORMATS, expand_source, read_sentences
+from elmoc.data.corpus.readers import FORMATS, expand_source, read_sentences
 from elmoc.errors import ConfigError, InputFileError
+from elmoc.io.atomic import atomic_directory
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from elmoc.data.readers import read_lines
+from elmoc.data.corpus.readers import read_lines
 from elmoc.errors import InputFileError
 
 

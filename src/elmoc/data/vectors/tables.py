@@ -1,7 +1,7 @@
 """Word-vector tables aligned with the vocabulary (spec 2.5, P5).
 
 ``fasttext_table``: row ``i`` is fastText's ``get_word_vector(vocab.tokens[i])``
-(computed by :mod:`elmoc.data.fasttext_bin`, the one ``.bin`` reader).
+(computed by :mod:`elmoc.data.vectors.fasttext_bin`, the one ``.bin`` reader).
 For a word outside the model's vocabulary fastText composes the vector from the
 word's character n-grams, so every string gets one; a row that is still exactly
 zero (no n-grams, e.g. a model trained with ``maxn=0``) is replaced by the
@@ -21,17 +21,17 @@ from pathlib import Path
 
 import numpy as np
 
-from elmoc.data.atomic import atomic_file
-from elmoc.data.fasttext_bin import FastTextModel
-from elmoc.data.vocab import UNK, Vocabulary
+from elmoc.data.vectors.fasttext_bin import FastTextModel
+from elmoc.data.vocab.vocabulary import UNK, Vocabulary
 from elmoc.errors import ConfigError, InputFileError
+from elmoc.io.atomic import atomic_file
 
 log = logging.getLogger(__name__)
 
 
 def fasttext_table(vocab: Vocabulary, model_path: str | Path) -> tuple[np.ndarray, dict]:
     """Vectors of every vocabulary token from a fastText ``.bin``
-    (read by :mod:`elmoc.data.fasttext_bin`, which refuses a truncated or corrupt file).
+    (read by :mod:`elmoc.data.vectors.fasttext_bin`, which refuses a truncated or corrupt file).
 
     Returns:
         table: float32 (vocab, dim).

@@ -8,7 +8,7 @@ Formats (the ``format`` of a corpus source):
   split into sentences after every ``.``, ``?`` or ``!`` *token*.
 * ``raw``: untokenized text, one document or paragraph per line (gensim's
   ``lee_background.cor``): sentence-split and tokenized by
-  :mod:`elmoc.data.tokenize`.
+  :mod:`elmoc.data.corpus.tokenize`.
 
 Files are read as bytes and decoded line by line, so undecodable input is
 reported with its 1-based line number; a missing or empty file is an error.
@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import Callable, Iterator
 
-from elmoc.data.tokenize import split_sentences, tokenize
+from elmoc.data.corpus.tokenize import split_sentences, tokenize
 from elmoc.errors import ConfigError, InputFileError
 
 log = logging.getLogger(__name__)

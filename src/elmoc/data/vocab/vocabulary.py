@@ -32,9 +32,9 @@ _SPACE_BUT_NEWLINE = re.compile(r"[^\S\n]")
 
 def _invalid_token_id(tokens: list[str], index: dict[str, int]) -> int | None:
     """Id of a token that is empty or holds whitespace or a control character
-    (:data:`elmoc.data.readers.CONTROL_CHARACTERS`), None if all are valid; two
+    (:data:`elmoc.data.corpus.readers.CONTROL_CHARACTERS`), None if all are valid; two
     character-class scans of the joined tokens (0.1 s for 800k tokens)."""
-    from elmoc.data.readers import CONTROL_CHARACTERS
+    from elmoc.data.corpus.readers import CONTROL_CHARACTERS
 
     if "" in index:
         return index[""]
@@ -116,7 +116,7 @@ class Vocabulary:
         counting them: ``elmoc corpus`` turns those characters into spaces, so such a
         token could never occur in the text.
         """
-        from elmoc.data.readers import CONTROL_CHARACTERS, control_character_message, read_lines
+        from elmoc.data.corpus.readers import CONTROL_CHARACTERS, control_character_message, read_lines
 
         tokens, counts = list(SPECIALS), [0] * len(SPECIALS)
         seen = set(tokens)
@@ -144,7 +144,7 @@ class Vocabulary:
 
     def save(self, path: str | Path) -> None:
         """Write atomically (temp file + rename)."""
-        from elmoc.data.atomic import atomic_file
+        from elmoc.io.atomic import atomic_file
 
         with atomic_file(path) as f:
             for token, count in zip(self.tokens, self.counts):
@@ -155,7 +155,7 @@ class Vocabulary:
         path = Path(path)
         if not path.is_file():
             raise InputFileError(path, "vocabulary file not found; run `elmoc vocab` first")
-        from elmoc.data.readers import CONTROL_CHARACTERS, control_character_message, read_lines
+        from elmoc.data.corpus.readers import CONTROL_CHARACTERS, control_character_message, read_lines
 
         tokens, counts = [], []
         first_line: dict[str, int] = {}
@@ -194,7 +194,7 @@ def count_tokens(paths: Iterable[str | Path], lowercase: bool = False) -> Counte
     control character (which ``elmoc corpus`` never writes into a shard, so it would
     only become a token of a hand-made one), is an error naming the file and line.
     """
-    from elmoc.data.readers import CONTROL_CHARACTERS, control_character_message, read_lines
+    from elmoc.data.corpus.readers import CONTROL_CHARACTERS, control_character_message, read_lines
 
     def add(block: list[str], first_line: int) -> None:
         text = "\n".join(block)
@@ -237,7 +237,7 @@ def build_vocabulary(out: str | Path, corpus: str | Path | None = None, from_fil
     if from_file is not None:
         vocab = Vocabulary.from_external_file(from_file, max_size=max_size)
     else:
-        from elmoc.data.corpus import shard_paths
+        from elmoc.data.corpus.prepare import shard_paths
 
         shards = shard_paths(corpus)
         counts = count_tokens(shards)

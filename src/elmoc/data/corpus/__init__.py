@@ -1,0 +1,1 @@
+"""Stage ``corpus``: source formats -> tokenized sentences -> train shards and the heldout file."""

@@ -1,0 +1,1 @@
+"""Stage ``fetch``: downloads checksummed against pins."""

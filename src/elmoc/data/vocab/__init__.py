@@ -1,0 +1,1 @@
+"""Stages ``vocab`` and ``bpe``: the word vocabulary and BPE subwords."""
