@@ -6,83 +6,42 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_corpus import elmoc_train, sentences, tiny_spec, write_workdir
 import torch
 import yaml
 
 from elmoc.data.batches import ShardBatches, iter_heldout, num_windows
-from elmoc.data.vocab import Vocabulary
-from elmoc.lm import BiLMBatch, LanguageModel
+from elmoc.data.batches import BiLMBatch
+from elmoc.lm import LanguageModel
 from elmoc.outputs.continuous import CosineSums
 from elmoc.outputs.heldout import PerplexitySums
 from elmoc.train.checkpoint import load_checkpoint, load_directions
 from elmoc.train.heldout import evaluate_heldout
 
-WORDS = "the cat sat on a mat while dog ran after red ball and bird sang over old green tree".split()
 BATCH, BPTT, EVAL_BATCH = 2, 5, 3
-ELMOC = [str(Path(sys.executable).parent / "elmoc")]
-if not Path(ELMOC[0]).exists():
-    ELMOC = [sys.executable, "-c", "import sys; from elmoc.cli import main; sys.exit(main())"]
-
-
-def _sentences(rng, n):
-    return [" ".join(rng.choice(WORDS, size=int(rng.integers(3, 8)))) for _ in range(n)]
 
 
 def make_workdir(root: Path, directions: str = "joint") -> dict:
     """Corpus (2 shards + stats.json), a heldout file of other sentences, vocab, vectors, spec."""
     rng = np.random.default_rng(0)
-    shards = [_sentences(rng, 20), _sentences(rng, 20)]
-    heldout = [s for s in _sentences(np.random.default_rng(1), 30) if s not in set(shards[0] + shards[1])][:10]
-    train_dir = root / "corpus/train"
-    train_dir.mkdir(parents=True)
-    stats = []
-    for i, lines in enumerate(shards):
-        (train_dir / f"shard_{i:03d}.txt").write_text("\n".join(lines) + "\n")
-        stats.append({"name": f"shard_{i:03d}.txt", "sentences": len(lines),
-                      "tokens": sum(len(s.split()) for s in lines)})
-    (root / "corpus/stats.json").write_text(json.dumps({"shards": stats}))
-    (root / "corpus/heldout.txt").write_text("\n".join(heldout) + "\n")
-    vocab = Vocabulary.from_counts(Counter(" ".join(shards[0] + shards[1]).split()))
-    vocab.save(root / "vocab.txt")
-    np.save(root / "vec.npy", rng.standard_normal((len(vocab), 6)).astype("float32"))
-    spec = {
-        "name": "tiny-joint",
-        "input": {"type": "fasttext", "vectors": "vec.npy"},
-        "encoder": {"type": "elmo_lstm", "num_layers": 1, "cell_size": 8, "projection_size": 4,
-                    "recurrent_dropout": 0.1},
-        "output": {"type": "sampled", "num_samples": 5},
-        "optimizer": {"type": "adam", "lr": 0.01},
-        "train": {"batch_size": BATCH, "bptt": BPTT, "epochs": 1, "log_every": 1, "checkpoint_every": 4,
-                  "eval_every": 0, "eval_batch_size": EVAL_BATCH, "reset_state": False, "seed": 1,
-                  "directions": directions},
-        "data": {"train": "corpus/train", "heldout": "corpus/heldout.txt"},
-        "vocab": "vocab.txt",
-    }
-    (root / "spec.yaml").write_text(yaml.safe_dump(spec))
+    shards = [sentences(rng, 20), sentences(rng, 20)]
+    heldout = [s for s in sentences(np.random.default_rng(1), 30) if s not in set(shards[0] + shards[1])][:10]
+    spec = tiny_spec("tiny-joint", {"type": "sampled", "num_samples": 5}, batch_size=BATCH, bptt=BPTT,
+                     checkpoint_every=4, eval_every=0, eval_batch_size=EVAL_BATCH, directions=directions)
+    vocab, _ = write_workdir(root, shards, heldout, spec, rng)
     steps = sum(num_windows((sum(len(s.split()) + 2 for s in lines) - 1) // BATCH, BPTT) for lines in shards)
     return {"root": root, "spec": spec, "shards": shards, "heldout": heldout, "vocab": vocab, "steps": steps}
-
-
-def elmoc_train(root: Path, *extra: str, direction: str = "joint"):
-    cmd = ELMOC + ["train", "--spec", "spec.yaml", "--direction", direction, "--output-dir", "out",
-                   "--threads", "1", *extra]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "ELMOC_NATIVE_LSTM": "0"}
-    return subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300, env=env)
 
 
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory):
     """An uninterrupted joint run: the reference."""
     work = make_workdir(tmp_path_factory.mktemp("joint"))
-    r = elmoc_train(work["root"])
+    r = elmoc_train(work["root"], direction="joint")
     assert r.returncode == 0, r.stderr
     return work
 
@@ -140,14 +99,14 @@ def test_joint_run_writes_a_joint_model_and_both_directions_heldout(straight, mo
 def test_stopped_joint_run_resumes_bit_identical(straight, tmp_path):
     work = make_workdir(tmp_path)
     stop_at = 3  # before the first periodic checkpoint (4), so the stop writes the checkpoint
-    r = elmoc_train(tmp_path, "--max-steps", str(stop_at))
+    r = elmoc_train(tmp_path, "out", "--max-steps", str(stop_at), direction="joint")
     assert r.returncode == 0, r.stderr
     ckpt = load_checkpoint(tmp_path / "out/checkpoint.pt")
     assert ckpt["step"] == stop_at and ckpt["data"]["window"] > 0 and ckpt["direction"] == "joint"
     fwd_state, bwd_state = ckpt["state"]
     assert not torch.equal(fwd_state[0][0], bwd_state[0][0])  # two different carried states
 
-    r = elmoc_train(tmp_path)  # the same command without the cap: resumes at step 3
+    r = elmoc_train(tmp_path, direction="joint")  # the same command without the cap: resumes at step 3
     assert r.returncode == 0, r.stderr
     assert "resumed" in r.stderr
     a, b = load_checkpoint(straight["root"] / "out/model.pt"), load_checkpoint(tmp_path / "out/model.pt")

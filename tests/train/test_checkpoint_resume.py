@@ -14,80 +14,41 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_corpus import WORDS, elmoc_train, sentences, tiny_spec, write_workdir
 import torch
 import yaml
 
-from elmoc.data.atomic import atomic_path
+from elmoc.io.atomic import atomic_path
 from elmoc.data.batches import num_windows, shard_order
-from elmoc.data.vocab import Vocabulary
+from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.train.checkpoint import check_resumable, config_hash, load_checkpoint, remove_stale_temps
 from elmoc.train.optim import build_optimizer
 from elmoc.train.signals import EXIT_INTERRUPTED
 
-WORDS = "the cat sat on a mat while dog ran after red ball and bird sang over old green tree".split()
 BATCH, BPTT, EVERY = 2, 5, 4
 TIMING = ("seconds", "tokens_per_s", "eta_s")
-ELMOC = [str(Path(sys.executable).parent / "elmoc")]
-if not Path(ELMOC[0]).exists():
-    ELMOC = [sys.executable, "-c", "import sys; from elmoc.cli import main; sys.exit(main())"]
-
-
-def _sentences(rng, n):
-    return [" ".join(rng.choice(WORDS, size=int(rng.integers(3, 8)))) for _ in range(n)]
 
 
 def make_workdir(root: Path) -> dict:
     """Corpus (2 shards + stats.json), heldout, vocab, vectors and spec, all relative to ``root``."""
     rng = np.random.default_rng(0)
-    shards = [_sentences(rng, 25), _sentences(rng, 25)]
-    heldout = _sentences(np.random.default_rng(1), 12)
-    train_dir = root / "corpus/train"
-    train_dir.mkdir(parents=True)
-    stats = []
-    for i, lines in enumerate(shards):
-        (train_dir / f"shard_{i:03d}.txt").write_text("\n".join(lines) + "\n")
-        stats.append({"name": f"shard_{i:03d}.txt", "sentences": len(lines), "tokens": sum(len(s.split()) for s in lines)})
-    (root / "corpus/stats.json").write_text(json.dumps({"shards": stats}))  # so nothing reads shards up front
-    (root / "corpus/heldout.txt").write_text("\n".join(heldout) + "\n")
-    vocab = Vocabulary.from_counts(Counter(" ".join(shards[0] + shards[1]).split()))
-    vocab.save(root / "vocab.txt")
-    np.save(root / "vec.npy", rng.standard_normal((len(vocab), 6)).astype("float32"))
-    spec = {
-        "name": "tiny",
-        "input": {"type": "fasttext", "vectors": "vec.npy"},
-        "encoder": {"type": "elmo_lstm", "num_layers": 1, "cell_size": 8, "projection_size": 4,
-                    "recurrent_dropout": 0.1},
-        "output": {"type": "cosine", "vectors": "vec.npy"},
-        "optimizer": {"type": "adam", "lr": 0.01},
-        "train": {"batch_size": BATCH, "bptt": BPTT, "epochs": 1, "log_every": 1, "checkpoint_every": EVERY,
-                  "eval_every": 10, "reset_state": False, "seed": 1},
-        "data": {"train": "corpus/train", "heldout": "corpus/heldout.txt"},
-        "vocab": "vocab.txt",
-    }
-    (root / "spec.yaml").write_text(yaml.safe_dump(spec))
+    shards = [sentences(rng, 25), sentences(rng, 25)]
+    heldout = sentences(np.random.default_rng(1), 12)
+    spec = tiny_spec("tiny", {"type": "cosine", "vectors": "vec.npy"}, batch_size=BATCH, bptt=BPTT,
+                     checkpoint_every=EVERY, eval_every=10)
+    _, train_dir = write_workdir(root, shards, heldout, spec, rng)
     # steps of the first shard read in pass 0 (with <s> </s> around every sentence)
     first = shard_order(2, 1, 0)[0]
     tokens = sum(len(s.split()) + 2 for s in shards[first])
     return {"root": root, "spec": spec, "second": train_dir / f"shard_{shard_order(2, 1, 0)[1]:03d}.txt",
             "first_steps": num_windows((tokens - 1) // BATCH, BPTT), "heldout": heldout, "shards": shards}
-
-
-def elmoc_train(root: Path, out: str = "out", *extra: str, wait: bool = True):
-    cmd = ELMOC + ["train", "--spec", "spec.yaml", "--direction", "forward", "--output-dir", out,
-                   "--threads", "1", *extra]
-    # the Python LSTM loop: no per-process native build; every run of a test uses the same loop
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "ELMOC_NATIVE_LSTM": "0"}
-    if wait:
-        return subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300, env=env)
-    return subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def block_on_second_shard(work: dict) -> str:

@@ -8,7 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from test_checkpoint_resume import block_on_second_shard, elmoc_train, make_workdir, wait_for_reader
+from test_checkpoint_resume import block_on_second_shard, make_workdir, wait_for_reader
+from tiny_corpus import elmoc_train
 
 from elmoc.attempts import EXIT_BUSY, AttemptLog, RepeatedCrash
 from elmoc.process_tree import job_status
