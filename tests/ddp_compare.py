@@ -8,8 +8,9 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from elmoc.data.batches import BiLMBatch, LMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
-from elmoc.lm import BidirectionalLM, BiLMBatch, LanguageModel, LMBatch
+from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.train.heldout import evaluate_heldout
 from elmoc.train.loop import detach_state, seed_everything
 from elmoc.train.optim import build_optimizer, clip_global_norm

@@ -195,16 +195,3 @@ def dump_yaml(data: Any, path: str | Path) -> None:
     with atomic_file(path) as f:
         yaml.safe_dump(data, f, sort_keys=False)
 
-
-JOINT, SEPARATE = "joint", "separate"
-
-
-def is_joint(spec: dict[str, Any]) -> bool:
-    """Whether an LM spec trains one joint bi-LM (``train.directions: joint``, the softmax
-    family: :class:`elmoc.lm.BidirectionalLM`) rather than two separate directions
-    (``separate``, the default).  Here, not in :mod:`elmoc.lm`, so the workflow can ask
-    without importing torch."""
-    value = (spec.get("train") or {}).get("directions", SEPARATE)
-    if value not in (JOINT, SEPARATE):
-        raise ConfigError(f"train.directions must be {JOINT!r} or {SEPARATE!r}, got {value!r}")
-    return value == JOINT

@@ -26,15 +26,15 @@ to the continuous output).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
+from elmoc.data.batches import BiLMBatch, LMBatch
 from elmoc.data.vocab.vocabulary import PAD_ID, Vocabulary
+from elmoc.directions import DIRECTIONS, FORWARD
 from elmoc.encoders.base import Encoder, EncoderOutput
-from elmoc.config import JOINT, SEPARATE, is_joint  # noqa: F401  (re-exported)
 from elmoc.errors import ConfigError
 from elmoc.inputs.base import InputLayer
 from elmoc.nn.host_copy import copy_to_device, to_host
@@ -42,52 +42,6 @@ from elmoc.outputs.base import OutputLayer, OutputLoss
 from elmoc.registry import build
 
 SPEC_SECTIONS = ("name", "description", "input", "encoder", "output", "optimizer", "train", "data", "vocab")
-
-
-@dataclass
-class LMBatch:
-    """One training window.
-
-    Shape:
-        inputs: (batch, time) long ids; targets: (batch, time) long next-token ids;
-        mask: (batch, time) bool, True where the position counts (computed from the
-        *inputs*, as in the paper's code, spec P7).
-    """
-
-    inputs: torch.Tensor
-    targets: torch.Tensor
-    mask: torch.Tensor
-
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> "LMBatch":
-        """The batch on ``device``; tensors copied from the CPU keep their CPU original
-        (:mod:`elmoc.nn.host_copy`), so the step reads padding and ids without a device read."""
-        return LMBatch(*(copy_to_device(t, device, non_blocking) for t in (self.inputs, self.targets, self.mask)))
-
-    @property
-    def num_tokens(self) -> int:
-        """Counted on the mask's CPU original when it has one (a batch moved by ``to_device``),
-        so the trainer's per-step count does not wait for the device."""
-        return int(to_host(self.mask).sum())
-
-
-@dataclass
-class BiLMBatch:
-    """One training window of a joint bi-LM: the forward window and the backward one.
-
-    Both come from the same shard pass (the backward stream is the forward stream
-    reversed), so they have the same shape and token count.
-    """
-
-    forward: LMBatch
-    backward: LMBatch
-
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> "BiLMBatch":
-        return BiLMBatch(self.forward.to(device, non_blocking), self.backward.to(device, non_blocking))
-
-    @property
-    def num_tokens(self) -> int:
-        """Tokens of both directions (what a joint step processes)."""
-        return self.forward.num_tokens + self.backward.num_tokens
 
 
 class LanguageModel(nn.Module):
@@ -186,9 +140,9 @@ class BidirectionalLM(nn.Module):
 
     def direction(self, name: str) -> LanguageModel:
         """The ``"forward"`` or ``"backward"`` LM, sharing this model's modules."""
-        if name not in ("forward", "backward"):
+        if name not in DIRECTIONS:
             raise ConfigError(f"direction must be 'forward' or 'backward', got {name!r}")
-        encoder = self.forward_encoder if name == "forward" else self.backward_encoder
+        encoder = self.forward_encoder if name == FORWARD else self.backward_encoder
         return LanguageModel(self.input_layer, encoder, self.output_layer)
 
     def forward(self, batch: BiLMBatch, state: Any = None) -> tuple[OutputLoss, Any]:

@@ -74,7 +74,9 @@ def count_parameters(spec: dict[str, Any], vocab_size: int, table_dims: dict[str
     """
     import torch
 
-    from elmoc.lm import LanguageModel, is_joint
+    from elmoc.directions import is_joint
+
+    from elmoc.lm import LanguageModel
 
     dims = {**DEFAULT_TABLE_DIMS, **(table_dims or {})}
     joint = is_joint(spec)

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 import torch
 
+from elmoc.data.batches import LMBatch
 from elmoc.data.vocab.vocabulary import BOS_ID, EOS_ID, Vocabulary
 from elmoc.errors import InputFileError
 from elmoc.features.bilm import FeatureLM
 from elmoc.features.store import write_features
-from elmoc.lm import LanguageModel, LMBatch
+from elmoc.lm import LanguageModel
 from elmoc.pretrained.loader import load_checkpoints
 from elmoc.train.loop import train
 

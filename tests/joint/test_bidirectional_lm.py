@@ -5,9 +5,11 @@ from collections import Counter
 import pytest
 import torch
 
+from elmoc.data.batches import BiLMBatch, LMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
+from elmoc.directions import is_joint
 from elmoc.errors import ConfigError
-from elmoc.lm import BiLMBatch, BidirectionalLM, LanguageModel, LMBatch, is_joint
+from elmoc.lm import BidirectionalLM, LanguageModel
 
 OPTIONS = {"lstm": {"projection_dim": 8}, "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 3], [2, 5]],
                                                        "n_highway": 1, "max_characters_per_token": 10,

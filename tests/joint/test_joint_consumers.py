@@ -13,7 +13,7 @@ import torch
 from elmoc.cli import main
 from elmoc.data.vocab.vocabulary import BOS, EOS, Vocabulary
 from elmoc.lm import BidirectionalLM
-from elmoc.train.checkpoint import save_checkpoint
+from elmoc.train.checkpoint import load_checkpoint, save_checkpoint
 
 OPTIONS = {"lstm": {"projection_dim": 8}, "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 3], [2, 5]],
                                                        "n_highway": 1, "max_characters_per_token": 10,
@@ -80,7 +80,7 @@ def test_cnn_table_of_a_joint_elmo_is_its_shared_char_cnn(joint, tmp_path):
     from elmoc.inputs.char_cnn_vectors import CharCnnVectors
 
     words = ["cat", "zebras"]  # one word outside the vocabulary: the char-CNN reads it all the same
-    composed = CharCnnVectors.from_checkpoint(path).vectors(words)
+    composed = CharCnnVectors.from_lm(load_checkpoint(path), path).vectors(words)
     np.testing.assert_allclose(composed[0], expected[vocab.id("cat")], rtol=1e-5, atol=1e-6)
     assert composed.shape == (2, 8) and np.isfinite(composed).all()
 

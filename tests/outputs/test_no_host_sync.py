@@ -23,7 +23,9 @@ import torch
 from torch.utils._pytree import tree_leaves
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from elmoc.lm import BidirectionalLM, BiLMBatch, LanguageModel, LMBatch
+from elmoc.data.batches import BiLMBatch, LMBatch
+
+from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.registry import build
 from elmoc.train.loop import NonFiniteLossCheck
 from elmoc.train.optim import clip_global_norm

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
+from elmoc.data.batches import LMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
-from elmoc.lm import LMBatch
 
 V, DIM, B, T = 40, 12, 4, 6
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from elmoc.data.batches import BiLMBatch, LMBatch
 from elmoc.errors import ConfigError
-from elmoc.lm import BiLMBatch, LMBatch
 from elmoc.inputs.vector_table import lookup
 from elmoc.train.precision import autocast_context, to_device
 

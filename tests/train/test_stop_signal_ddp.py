@@ -12,9 +12,9 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from elmoc.data.batches import LMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.errors import ConfigError
-from elmoc.lm import LMBatch
 from elmoc.train.checkpoint import load_checkpoint
 from elmoc.train.loop import train
 

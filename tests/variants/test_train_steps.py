@@ -4,9 +4,10 @@ import pytest
 import torch
 
 from elmoc.config import resolve_variant
+from elmoc.data.batches import LMBatch
 from elmoc.data.vocab.subword import SubwordEncoder, train_bpe
 from elmoc.data.vocab.vocabulary import Vocabulary
-from elmoc.lm import LanguageModel, LMBatch
+from elmoc.lm import LanguageModel
 from elmoc.train.optim import build_optimizer, clip_global_norm
 
 VARIANTS = ["elmo", "elmo-c", "elmo-a", "elmo-sub", "elmo-c-oneb", "elmo-c-rnd", "elmo-c-cnn",

@@ -9,18 +9,19 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from elmoc.config import artifact_paths, is_joint, resolve_variant
+from elmoc import directions
+from elmoc.config import artifact_paths, resolve_variant
 from elmoc.process_tree import torchrun_options
 
 # The `elmoc` CLI of the Python running Snakemake (works without an activated venv).
 PYTHON = shlex.quote(sys.executable)
 ELMOC = f"{PYTHON} -m elmoc.cli"
-DIRECTIONS = ["forward", "backward"]
+DIRECTIONS = list(directions.DIRECTIONS)
 
 
 wildcard_constraints:
     variant=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
-    direction="forward|backward|joint",
+    direction="|".join(directions.RUNS),
     seed=r"\d+",
 
 
@@ -48,9 +49,9 @@ def lm_spec_json(wildcards):
 def lm_directions(variant):
     """The pretrain runs of a variant: ["joint"] for a joint bi-LM (train.directions: joint,
     the softmax family), else ["forward", "backward"]; a released ELMo comes as two files."""
-    if released_lm(variant) or not is_joint(lm_spec(variant)):
+    if released_lm(variant):
         return DIRECTIONS
-    return ["joint"]
+    return list(directions.runs(lm_spec(variant)))
 
 
 def lm_models(variant):

@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from elmoc.lm import LMBatch
+from elmoc.data.batches import LMBatch
 from elmoc.train.distributed import sparse_gradient_parameters
 from elmoc.train.loop import TrainSettings, train_step
 from elmoc.train.optim import build_optimizer

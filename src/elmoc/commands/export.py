@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from elmoc.directions import DIRECTIONS
+
 NAME = "export"
 HELP = "write a self-contained model directory (weights, vocabulary, tables, model card)"
 DESCRIPTION = (
@@ -30,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bilm-tf-weights", help="released ELMo weights .hdf5")
     parser.add_argument("--vocab", help="with --bilm-tf-*: vocabulary for word-id inputs (e.g. vocab-2016-09-10.txt)")
     parser.add_argument("--spec", help="with --format checkpoints: the variant's resolved spec.yaml")
-    parser.add_argument("--direction", choices=("forward", "backward"),
+    parser.add_argument("--direction", choices=DIRECTIONS,
                         help="with --format checkpoints: write only this direction (default both)")
     parser.add_argument("--format", choices=("directory", "checkpoints"), default="directory",
                         help="checkpoints: write OUTPUT/{forward,backward}/model.pt (bilm-tf only)")
@@ -67,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
             bilm_tf.bilm_tf_checkpoints(args.bilm_tf_options, args.bilm_tf_weights, args.output,
                                         load_yaml(args.spec), args.vocab,
-                                        [args.direction] if args.direction else bilm_tf.DIRECTIONS)
+                                        [args.direction] if args.direction else DIRECTIONS)
         else:
             bilm_tf.convert_bilm_tf(args.bilm_tf_options, args.bilm_tf_weights, args.output, vocab=args.vocab)
         return 0

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from elmoc.directions import RUNS
+
 NAME = "train"
 TRAIN_TEXT_LOG = "train.log"  # in --output-dir: every attempt's log lines (rank 0), appended
 HELP = "pretrain one direction (forward or backward) of an LM variant, or its joint bi-LM, from its spec"
@@ -35,7 +37,7 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", required=True, help="LM spec YAML (results/lm/<variant>/spec.yaml)")
-    parser.add_argument("--direction", choices=["forward", "backward", "joint"], required=True,
+    parser.add_argument("--direction", choices=RUNS, required=True,
                         help="forward or backward: one direction of a spec with train.directions: separate "
                              "(the default); joint: both at once, for a spec with train.directions: joint")
     parser.add_argument("--output-dir", required=True, help="where checkpoint.pt, model.pt, heldout.json, train_log.jsonl go")

@@ -51,13 +51,60 @@ import numpy as np
 import torch
 
 from elmoc.data.vocab.vocabulary import BOS, EOS, UNK_ID, Vocabulary
+from elmoc.directions import DIRECTIONS, JOINT, RUNS
 from elmoc.errors import ConfigError, InputFileError
-from elmoc.lm import JOINT, BiLMBatch, LMBatch
+from elmoc.nn.host_copy import copy_to_device, to_host
 
 log = logging.getLogger(__name__)
 
-DIRECTIONS = ("forward", "backward")
-READ_DIRECTIONS = DIRECTIONS + (JOINT,)  # what a batcher reads: one direction, or both in lockstep
+READ_DIRECTIONS = RUNS  # what a batcher reads: one direction, or both in lockstep (joint)
+
+
+@dataclass
+class LMBatch:
+    """One training window.
+
+    Shape:
+        inputs: (batch, time) long ids; targets: (batch, time) long next-token ids;
+        mask: (batch, time) bool, True where the position counts (computed from the
+        *inputs*, as in the paper's code, spec P7).
+    """
+
+    inputs: torch.Tensor
+    targets: torch.Tensor
+    mask: torch.Tensor
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> "LMBatch":
+        """The batch on ``device``; tensors copied from the CPU keep their CPU original
+        (:mod:`elmoc.nn.host_copy`), so the step reads padding and ids without a device read."""
+        return LMBatch(*(copy_to_device(t, device, non_blocking) for t in (self.inputs, self.targets, self.mask)))
+
+    @property
+    def num_tokens(self) -> int:
+        """Counted on the mask's CPU original when it has one (a batch moved by ``to_device``),
+        so the trainer's per-step count does not wait for the device."""
+        return int(to_host(self.mask).sum())
+
+
+@dataclass
+class BiLMBatch:
+    """One training window of a joint bi-LM: the forward window and the backward one.
+
+    Both come from the same shard pass (the backward stream is the forward stream
+    reversed), so they have the same shape and token count.
+    """
+
+    forward: LMBatch
+    backward: LMBatch
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> "BiLMBatch":
+        return BiLMBatch(self.forward.to(device, non_blocking), self.backward.to(device, non_blocking))
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens of both directions (what a joint step processes)."""
+        return self.forward.num_tokens + self.backward.num_tokens
+
 
 
 def read_shard_lines(path: str | Path) -> list[str]:

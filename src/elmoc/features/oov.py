@@ -36,6 +36,7 @@ def oov_vectors_for(spec: dict[str, Any], vocab: Vocabulary, fasttext_model: str
     """
     from elmoc.inputs.char_cnn_vectors import CharCnnVectors
     from elmoc.inputs.fasttext_subwords import SubwordVectors, check_table_matches, fasttext_model_for_table
+    from elmoc.train.checkpoint import load_checkpoint
 
     cfg = spec.get("input") or {}
     if cfg.get("type") != "fasttext":
@@ -57,7 +58,7 @@ def oov_vectors_for(spec: dict[str, Any], vocab: Vocabulary, fasttext_model: str
     if fasttext_model is not None:
         composer = SubwordVectors.from_bin(fasttext_model)
     elif char_cnn_model is not None:
-        composer = CharCnnVectors.from_checkpoint(char_cnn_model)
+        composer = CharCnnVectors.from_lm(load_checkpoint(char_cnn_model), char_cnn_model)
     else:
         log.warning("no fastText model or char-CNN found for %s: words outside the LM vocabulary read <unk> "
                     "(pass --fasttext-model or --char-cnn-model to compose their vectors)", table_path)

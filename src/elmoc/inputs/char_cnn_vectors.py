@@ -35,13 +35,13 @@ class CharCnnVectors:
         self.source = source
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path) -> "CharCnnVectors":
+    def from_lm(cls, payload: dict, path: str | Path) -> "CharCnnVectors":
         """The char-CNN input layer of an LM ``model.pt`` whose input is ``char_cnn``
-        (a forward direction's file, or a joint bi-LM's: its one shared char-CNN)."""
+        (a forward direction's file, or a joint bi-LM's: its one shared char-CNN), given
+        as read (:func:`elmoc.train.checkpoint.load_checkpoint`; ``path`` names it in errors)."""
         from elmoc.registry import build
-        from elmoc.train.checkpoint import load_checkpoint
 
-        payload = load_checkpoint(path)  # input_layer.* is the same in a joint bi-LM's file
+        # input_layer.* is the same in a joint bi-LM's file
         cfg = dict((payload.get("spec") or {}).get("input") or {})
         if cfg.get("type") != "char_cnn":
             raise InputFileError(path, f"input layer is {cfg.get('type')!r}, not 'char_cnn'; pass the ELMo "

@@ -12,9 +12,9 @@ from typing import Any, Sequence
 import torch
 
 from elmoc.data.vocab.vocabulary import Vocabulary
+from elmoc.directions import DIRECTIONS
 from elmoc.io.atomic import atomic_directory, atomic_file
 from elmoc.pretrained.card import write_card
-from elmoc.pretrained.loader import DIRECTIONS
 from elmoc.pretrained.writer import write_meta
 from elmoc.train.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from elmoc.train.checkpoint import save_checkpoint

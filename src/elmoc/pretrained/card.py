@@ -12,9 +12,9 @@ from typing import Any
 import torch
 
 from elmoc import __version__
+from elmoc.directions import DIRECTIONS
 from elmoc.features.bilm import BiLM
 from elmoc.io.atomic import atomic_file
-from elmoc.pretrained.loader import DIRECTIONS
 
 # a preset's paper-size figure in its description: "(76M)", "(196M at 793K words; ...)"
 PAPER_SIZE = re.compile(r"\s*\(\d+(?:\.\d+)?[KMB]\b[^()]*\)")

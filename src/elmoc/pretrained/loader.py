@@ -17,6 +17,7 @@ import torch
 
 from elmoc.data.vocab.vocabulary import SPECIALS, Vocabulary
 from elmoc.devices import resolve_device
+from elmoc.directions import DIRECTIONS
 from elmoc.errors import InputFileError
 from elmoc.features.bilm import BiLM, FeatureLM
 from elmoc.train.checkpoint import load_directions
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 FORMAT = "elmoc-model-v1"
 MODEL_FILE = "elmoc-model.json"
-DIRECTIONS = ("forward", "backward")
 
 
 def build_bilm(spec: dict[str, Any], states: dict[str, dict[str, torch.Tensor]], where: dict[str, str | Path],

@@ -15,12 +15,13 @@ import torch
 
 from elmoc import __version__
 from elmoc.data.vocab.vocabulary import Vocabulary
+from elmoc.directions import DIRECTIONS
 from elmoc.errors import InputFileError
 from elmoc.features.bilm import BiLM
 from elmoc.features.oov import oov_vectors_for
 from elmoc.io.atomic import atomic_directory, atomic_file
 from elmoc.pretrained.card import write_card
-from elmoc.pretrained.loader import DIRECTIONS, FORMAT, MODEL_FILE, load_bilm, read_checkpoints
+from elmoc.pretrained.loader import FORMAT, MODEL_FILE, load_bilm, read_checkpoints
 
 log = logging.getLogger(__name__)
 

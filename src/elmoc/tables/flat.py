@@ -9,6 +9,7 @@ from typing import Iterable
 
 import pandas as pd
 
+from elmoc.directions import DIRECTIONS, JOINT
 from elmoc.errors import InputFileError
 from elmoc.tables import paper
 from elmoc.tables.cells import paper_cell, score_cell, task_order
@@ -35,8 +36,8 @@ def pretrain_table(paths: Iterable[str | Path]) -> pd.DataFrame:
             "tokens": rec.tokens, "seconds": None if run.seconds is None else round(run.seconds, 1),
             "tokens_per_s": None if run.tokens_per_second() is None else round(run.tokens_per_second()),
             "trainable_params": run.params,
-            **{f"after_{d}": r4(rec.directions_after.get(d)) if run.direction == "joint" else None
-               for d in ("forward", "backward")},
+            **{f"after_{d}": r4(rec.directions_after.get(d)) if run.direction == JOINT else None
+               for d in DIRECTIONS},
         })
     if not rows:
         raise InputFileError("(none)", "no heldout.json files given")

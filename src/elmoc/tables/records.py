@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from elmoc.directions import DIRECTIONS
 from elmoc.errors import InputFileError
 
 SCALES = ("demo", "cpu", "full")
@@ -275,7 +276,7 @@ class HeldoutRecord:
                 raise InputFileError(path, f"field 'history[{i}]' must be an object, got {entry!r}")
             history.append(HeldoutPoint.from_dict(entry, path, where=f"history[{i}]."))
         per_direction = {}
-        for name in ("forward", "backward"):
+        for name in DIRECTIONS:
             part = _get(path, data, name, "object", nullable=True, default=None)
             if part is not None:
                 per_direction[name] = _get(path, part, "after", "number", nullable=True, default=None,

@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from elmoc.directions import DIRECTIONS, JOINT
 from elmoc.errors import InputFileError
 from elmoc.io.atomic import atomic_path
 from elmoc.io.safe_load import LEGACY_NUMPY_GLOBALS, load_weights_only
@@ -454,12 +455,12 @@ def direction_payload(payload: dict[str, Any], direction: str, path: str | Path)
     ``encoder.*``, the shared input and output layers), so whatever consumes one
     direction (extraction, export, the CNN table) reads both kinds of file alike.
     """
-    if direction not in ("forward", "backward"):
+    if direction not in DIRECTIONS:
         raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
     found = payload.get("direction")
     if found == direction:
         return payload
-    if found != "joint":
+    if found != JOINT:
         raise InputFileError(path, f"expected a {direction} (or joint) model, found {found!r}")
     prefix = f"{direction}_encoder."
     other = f"{'backward' if direction == 'forward' else 'forward'}_encoder."
@@ -478,7 +479,7 @@ def load_directions(forward: str | Path, backward: str | Path,
     direction files, or of a joint bi-LM's one file given twice (read once)."""
     loaded: dict[Path, dict[str, Any]] = {}
     out = {}
-    for direction, path in (("forward", forward), ("backward", backward)):
+    for direction, path in zip(DIRECTIONS, (forward, backward)):
         key = Path(path).resolve()
         if key not in loaded:
             loaded[key] = load_checkpoint(path, map_location)

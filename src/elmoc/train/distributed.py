@@ -63,8 +63,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from elmoc.data.batches import BiLMBatch, LMBatch
 from elmoc.errors import ConfigError
-from elmoc.lm import BiLMBatch, LMBatch
 from elmoc.outputs.base import OutputLayer
 from elmoc.train.optim import split_parameters
 

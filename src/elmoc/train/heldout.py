@@ -11,7 +11,10 @@ from typing import Any, Iterator
 
 import torch
 
-from elmoc.lm import BidirectionalLM, BiLMBatch, LanguageModel, LMBatch
+from elmoc.data.batches import BiLMBatch, LMBatch
+
+from elmoc.directions import DIRECTIONS
+from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.train.distributed import Distributed, all_reduce_sum, shard_rows
 
 
@@ -35,7 +38,7 @@ def evaluate_heldout(model: LanguageModel | BidirectionalLM, batches: Iterator[L
     """
     ddp = ddp or Distributed()
     joint = isinstance(model, BidirectionalLM)
-    lms = {name: model.direction(name) for name in ("forward", "backward")} if joint else {None: model}
+    lms = {name: model.direction(name) for name in DIRECTIONS} if joint else {None: model}
     sums = {name: lm.output_layer.heldout_sums() for name, lm in lms.items()}
     states: dict[str | None, Any] = dict.fromkeys(lms)
     was_training = model.training

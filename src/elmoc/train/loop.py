@@ -36,9 +36,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from elmoc.data.batches import BiLMBatch, LMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
+from elmoc.directions import JOINT, check_run
 from elmoc.errors import ConfigError
-from elmoc.lm import JOINT, BidirectionalLM, BiLMBatch, LanguageModel, LMBatch, is_joint
+from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.outputs.base import OutputLoss
 from elmoc.train.checkpoint import (
     CHECKPOINT, HELDOUT, MODEL, TRAIN_LOG, InputFingerprints, check_resumable, config_hash, load_resume_state,
@@ -185,7 +187,7 @@ def train(
     ``train`` section parsed (``elmoc train`` passes the one it parsed); None parses it here.
     """
     settings = settings or TrainSettings.from_config(spec.get("train", {}))
-    check_direction(spec, direction, spec_path)
+    check_run(spec, direction, spec_path)
     if stale_checkpoint not in ("refuse", "set-aside"):
         raise ConfigError(f"stale_checkpoint must be 'refuse' or 'set-aside', got {stale_checkpoint!r}")
     if stop_margin_s is not None and stop_margin_s < 0:
@@ -451,23 +453,3 @@ class Trainer:
         if self.ddp.enabled:
             dist.barrier()
         return RunResult(steps=self.step, tokens=self.tokens, seconds=seconds, heldout=self.history)
-
-
-def check_direction(spec: dict[str, Any], direction: str, spec_path: str | Path | None = None) -> None:
-    """Refuse a ``direction`` the spec does not train: "joint" needs ``train.directions:
-    joint``, and such a spec trains only "joint" (one ConfigError line naming the spec
-    and the fix)."""
-    where = str(spec_path) if spec_path else "the spec"
-    joint = is_joint(spec)
-    if direction not in ("forward", "backward", JOINT):
-        raise ConfigError(f"direction must be 'forward', 'backward' or 'joint', got {direction!r}")
-    if direction == JOINT and not joint:
-        raise ConfigError(
-            f"{where}: --direction joint trains a joint bi-LM, but this spec trains separate directions "
-            "(train.directions is 'separate' or unset); set train.directions: joint in it, or train "
-            "--direction forward and --direction backward")
-    if direction != JOINT and joint:
-        raise ConfigError(
-            f"{where}: this spec trains one joint bi-LM (train.directions: joint), not a {direction} LM on its "
-            "own; train it with --direction joint, or set train.directions: separate")
-

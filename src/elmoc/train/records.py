@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from elmoc.directions import DIRECTIONS, JOINT
 from elmoc.io.atomic import atomic_file
-from elmoc.lm import JOINT
 
 log = logging.getLogger("elmoc.train.loop")  # the trainer's lines, as they always were
 
@@ -51,7 +51,7 @@ def write_summary(path: Path, run: dict[str, Any], history: list[dict]) -> None:
         "history": history, "trainable_parameters": run["trainable_parameters"],
     }
     if run["direction"] == JOINT:
-        for name in ("forward", "backward"):
+        for name in DIRECTIONS:
             part = [h[name] for h in history]
             summary[name] = {"metric": part[-1]["metric"] if part else None,
                              "before": part[0]["value"] if part else None,

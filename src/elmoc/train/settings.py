@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from elmoc.config import SEPARATE, is_joint
+from elmoc.directions import SEPARATE, is_joint
 from elmoc.errors import ConfigError
 from elmoc.train.schedule import check_type
 
