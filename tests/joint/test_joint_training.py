@@ -14,8 +14,7 @@ from tiny_corpus import elmoc_train, sentences, tiny_spec, write_workdir
 import torch
 import yaml
 
-from elmoc.data.batches import ShardBatches, iter_heldout, num_windows
-from elmoc.data.batches import BiLMBatch
+from elmoc.data.batches import BiLMBatch, ShardBatches, iter_heldout, num_windows
 from elmoc.lm import LanguageModel
 from elmoc.outputs.continuous import CosineSums
 from elmoc.outputs.heldout import PerplexitySums
