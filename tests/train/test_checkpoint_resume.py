@@ -105,6 +105,7 @@ def straight(tmp_path_factory):
     return work
 
 
+@pytest.mark.slow
 def test_uninterrupted_run_outputs(straight):
     out = straight["root"] / "out"
     final, ckpt = load_checkpoint(out / "model.pt"), load_checkpoint(out / "checkpoint.pt")
@@ -124,6 +125,7 @@ def test_uninterrupted_run_outputs(straight):
     assert [h["tag"] for h in heldout["history"]][0] == "before" and heldout["history"][-1]["tag"] == "after"
 
 
+@pytest.mark.slow
 def test_sigkill_after_checkpoint_then_rerun_is_bit_exact(straight, tmp_path):
     work = make_workdir(tmp_path)
     content = block_on_second_shard(work)
@@ -158,6 +160,7 @@ def test_sigkill_after_checkpoint_then_rerun_is_bit_exact(straight, tmp_path):
     assert b["seconds"] >= ckpt["seconds"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])  # SIGINT: Ctrl-C
 def test_stop_signal_finishes_the_step_saves_and_exits_75(straight, tmp_path, sig):
     work = make_workdir(tmp_path)
@@ -200,6 +203,7 @@ def _one_line_error(r) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_resume_refuses_other_direction(straight, tmp_path):
     root = _copy_checkpoint(straight, tmp_path)
     r = elmoc_train(root, "out", "--direction", "backward")  # argparse: the last --direction wins
@@ -210,6 +214,7 @@ def test_resume_refuses_other_direction(straight, tmp_path):
     assert load_checkpoint(root / "out/model.pt")["direction"] == "backward"
 
 
+@pytest.mark.slow
 def test_resume_refuses_other_spec(straight, tmp_path):
     root = _copy_checkpoint(straight, tmp_path)
     spec = yaml.safe_load((root / "spec.yaml").read_text())
@@ -220,6 +225,7 @@ def test_resume_refuses_other_spec(straight, tmp_path):
     assert "spec.yaml" in line and "--output-dir" in line
 
 
+@pytest.mark.slow
 def test_stale_checkpoint_set_aside_starts_afresh(straight, tmp_path):
     """The workflow's mode: a changed spec reruns the job, which keeps the old checkpoint
     under its config hash and trains the new spec from step 0 (equal to a fresh run)."""
@@ -240,6 +246,7 @@ def test_stale_checkpoint_set_aside_starts_afresh(straight, tmp_path):
     assert all(torch.equal(ref[k], new["model"][k]) for k in ref)
 
 
+@pytest.mark.slow
 def test_string_where_a_number_belongs_is_one_line(tmp_path):
     work = make_workdir(tmp_path)
     spec = dict(work["spec"], train={**work["spec"]["train"], "batch_size": "two"})

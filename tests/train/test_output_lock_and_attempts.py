@@ -99,6 +99,7 @@ def test_job_status_tells_a_stop_from_a_crash(tmp_path):
     assert status(137) == 137
 
 
+@pytest.mark.slow
 def test_with_gpus_exits_with_its_command_status(tmp_path):
     r = subprocess.run([sys.executable, "-m", "elmoc.cli", "with-gpus", "--lock-dir",
                         str(tmp_path), "0", "--", sys.executable, "-c", "import sys; sys.exit(3)"],

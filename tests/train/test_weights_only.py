@@ -56,6 +56,7 @@ def test_load_checkpoint_refuses_code(crafted):
     _assert_refused(err.value, path, marker)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["extract", "export", "cnn-table"])
 def test_commands_give_one_line_and_run_nothing(crafted, tmp_path, command):
     path, marker = crafted
