@@ -11,6 +11,7 @@ from elmoc.cli import main
 from elmoc.errors import ConfigError
 
 
+@pytest.mark.slow
 def test_quick_bench_prints_tables_4_and_5(tmp_path, capsys):
     code = main(["bench", "--quick", "--out-dir", str(tmp_path), "--scratch", str(tmp_path / "scratch")])
     assert code == 0

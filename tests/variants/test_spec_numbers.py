@@ -97,6 +97,7 @@ def test_elmoc_spec_checks_both_ways(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_dry_run_stops_naming_the_override(tmp_path):
     """`snakemake -n` with a negative batch size in pretrain.overrides fails before any job runs."""
     bad = tmp_path / "bad.yaml"

@@ -5,9 +5,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from elmoc.devices import GpuSlots
 
 
+@pytest.mark.slow
 def test_sigint_while_a_command_waits_is_one_line_and_130(tmp_path):
     held = GpuSlots(tmp_path, ["0"]).try_acquire(1)  # `with-gpus 1` waits for this slot
     try:

@@ -34,6 +34,7 @@ def wait_for(path, proc, timeout=120):
     return path.read_text().split(",")
 
 
+@pytest.mark.slow
 def test_two_concurrent_two_gpu_jobs_get_disjoint_devices_and_a_task_job_gets_one(tmp_path):
     locks, release = tmp_path / "locks", tmp_path / "release"
     jobs = [start_job(2, locks, tmp_path / f"job{i}", release) for i in range(2)]
@@ -54,6 +55,7 @@ def test_two_concurrent_two_gpu_jobs_get_disjoint_devices_and_a_task_job_gets_on
     assert task.wait(timeout=60) == 0
 
 
+@pytest.mark.slow
 def test_a_terminated_job_frees_its_slots(tmp_path):
     locks = tmp_path / "locks"
     job = start_job(4, locks, tmp_path / "job", tmp_path / "never")
@@ -72,6 +74,7 @@ def test_a_terminated_job_frees_its_slots(tmp_path):
             job.kill()
 
 
+@pytest.mark.slow
 def test_a_killed_with_gpus_keeps_the_slots_until_its_command_ends(tmp_path):
     """SIGKILL to `with-gpus` itself: the command runs on, so its GPUs stay taken until it ends."""
     locks, release = tmp_path / "locks", tmp_path / "release"
@@ -104,6 +107,7 @@ def test_partial_free_slots_are_not_taken(tmp_path):
         os.close(fd)
 
 
+@pytest.mark.slow
 def test_waiting_job_starts_once_slots_free(tmp_path):
     locks, release = tmp_path / "locks", tmp_path / "release"
     first = start_job(3, locks, tmp_path / "first", release)
@@ -123,6 +127,7 @@ def test_waiting_job_starts_once_slots_free(tmp_path):
         (tmp_path / "release2").touch()
 
 
+@pytest.mark.slow
 def test_too_many_gpus_is_one_clear_error(tmp_path):
     r = subprocess.run([sys.executable, "-m", "elmoc.cli", "with-gpus", "--lock-dir", str(tmp_path), "5", "--", "true"],
                        env={**os.environ, **FAKE_BOX}, capture_output=True, text=True, timeout=60)

@@ -28,6 +28,7 @@ def snakemake(*args, cwd=REPO_ROOT):
                           timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("configfile", CONFIGS)
 def test_dry_run_default_profile(configfile, tmp_path):
     # a fresh --directory so results of earlier runs do not hide jobs
@@ -40,6 +41,7 @@ def test_dry_run_default_profile(configfile, tmp_path):
     assert "pretrain" in r.stdout and "lm_spec" in r.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("configfile", CONFIGS)
 def test_dry_run_slurm_profile(configfile, tmp_path):
     if "shared" in configfile and not (REPO_ROOT.parent / "shared" / "data").is_dir():
@@ -51,6 +53,7 @@ def test_dry_run_slurm_profile(configfile, tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override, named", [
     ("pretrain:\n  varients: {elmo-c: {}}\n", "varients"),
     ("resources:\n  pretrain:\n    variants: {elmo-x: {mem_mb: 100}}\n", "resources.pretrain.variants names ['elmo-x']"),
@@ -74,6 +77,7 @@ def test_profiles_live_in_one_place():
     assert old.is_symlink() and old.resolve() == (REPO_ROOT / "profiles/slurm").resolve()
 
 
+@pytest.mark.slow
 def test_default_profile_is_picked_up(tmp_path):
     """profiles/default beside the Snakefile is loaded without being named: Snakemake says so,
     and its `printshellcmds: true` shows the shell commands, which `--workflow-profile none` does not."""
@@ -88,6 +92,7 @@ def test_default_profile_is_picked_up(tmp_path):
     assert skipped.returncode == 0 and "Shell command:" not in skipped.stdout
 
 
+@pytest.mark.slow
 def test_paper_jobs_ask_the_config_for_threads_gpus_and_memory(tmp_path):
     """config/paper.yaml: per-variant memory, GPUs per job, `elmoc with-gpus` around GPU jobs,
     thread counts from the config even when --cores is smaller. ELMo-A is one joint bi-LM on
@@ -113,6 +118,7 @@ def test_paper_jobs_ask_the_config_for_threads_gpus_and_memory(tmp_path):
     assert "checkpoint.pt" not in r.stdout.split("rule pretrain:", 1)[1]
 
 
+@pytest.mark.slow
 def test_joint_variants_train_once_and_feed_both_directions(tmp_path):
     """config/config.yaml: the softmax family (ELMo, ELMo-A, ELMo-Sub) is one joint pretraining
     job each, on CPU in one process; ELMo-C keeps two; extraction reads a joint model.pt as both

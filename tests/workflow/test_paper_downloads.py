@@ -12,6 +12,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -69,6 +70,7 @@ def run_fetch_rules(configfile: Path, work: Path):
         cwd=work, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_paper_downloads_pass_with_pins_recorded_then_a_changed_file_is_refused(tmp_path):
     files = stand_ins(tmp_path / "remote")
     configfile = paper_copy(files, tmp_path / "paper-local.yaml")

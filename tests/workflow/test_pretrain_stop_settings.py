@@ -14,6 +14,7 @@ from test_checkpoint_resume import elmoc_train, make_workdir  # noqa: E402
 from test_dryrun import REPO_ROOT, snakemake, workdir  # noqa: E402
 
 
+@pytest.mark.slow
 def test_the_config_sets_torchruns_wait_and_the_trainers_stop_margin(tmp_path):
     work = workdir(tmp_path)
     overlay = work / "overlay.yaml"

@@ -34,6 +34,7 @@ def dry_run(configfile, tmp_path):
     return r.stdout, set(re.findall(r"^(\w+)\s+\d+$", stats, flags=re.M))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (SHARED / "data").is_dir(), reason="../shared/data is absent")
 def test_rehearsal_has_the_paper_shape(tmp_path):
     paper = yaml.safe_load((REPO_ROOT / "config/paper.yaml").read_text())

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 FIX = "run `make dag` and copy docs/rulegraph.mmd into the README's mermaid block"
 
@@ -24,6 +26,7 @@ def readme_graph() -> str:
     return block.group(1)
 
 
+@pytest.mark.slow
 def test_committed_rulegraph_is_snakemakes(tmp_path):
     r = subprocess.run([sys.executable, "-m", "snakemake", "--rulegraph", "mermaid-js", "--cores", "1",
                         "--snakefile", str(REPO / "Snakefile"), "--configfile", str(REPO / "config/paper.yaml"),
