@@ -1,12 +1,13 @@
 # Two commands for a fresh machine (see README):
 #   make demo   set up .venv and run the offline CPU demo workflow (config/config.yaml)
 #   make test   set up .venv and run the test suite
+#   make test-fast   the suite without the tests marked slow (end-to-end subprocess runs)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= all
 
-.PHONY: demo test shared-data rehearsal dag clean-results
+.PHONY: demo test test-fast shared-data rehearsal dag clean-results
 
 $(BIN)/.elmoc-installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +25,10 @@ demo: $(BIN)/.elmoc-installed
 
 test: $(BIN)/.elmoc-installed
 	$(BIN)/python -m pytest -q
+
+# while editing: everything but the end-to-end runs (snakemake, torchrun, `elmoc train` subprocesses)
+test-fast: $(BIN)/.elmoc-installed
+	$(BIN)/python -m pytest -q -m "not slow"
 
 shared-data: $(BIN)/.elmoc-installed
 	$(BIN)/snakemake --cores $(CORES) --configfile config/shared-data.yaml
