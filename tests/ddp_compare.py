@@ -1,12 +1,16 @@
 """Helpers of the data-parallel tests (tests/train/test_ddp.py, tests/joint/test_joint_ddp.py):
-a free TCP port for the gloo rendezvous, the largest difference of two nested states, and
+a free TCP port for the gloo rendezvous, the spawn of the workers, the largest difference of two nested states, and
 the 1-process reference of a data-parallel run whose output layer draws negatives per rank."""
 from __future__ import annotations
 
+import json
+import os
 import socket
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import torch
+import torch.multiprocessing as mp
 
 from elmoc.data.batches import BiLMBatch, LMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
@@ -20,6 +24,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def spawn_runs(tmp: str, worker: Callable[[int, int, str], None], world: int, vocab_size: int,
+               dim: int) -> list[dict]:
+    """Writes ``tmp/vec.npy`` ((vocab_size, dim) standard normal floats, seed 0), runs
+    ``worker(rank, port, tmp)`` in `world` spawned processes (a free port for the gloo
+    rendezvous) and returns what each rank wrote to ``tmp/report{rank}.json``."""
+    np.save(os.path.join(tmp, "vec.npy"),
+            np.random.default_rng(0).standard_normal((vocab_size, dim)).astype("float32"))
+    mp.spawn(worker, args=(free_port(), tmp), nprocs=world, join=True)
+    reports = []
+    for rank in range(world):
+        with open(os.path.join(tmp, f"report{rank}.json")) as f:
+            reports.append(json.load(f))
+    return reports
 
 
 def max_abs_diff(a, b, where="") -> float:

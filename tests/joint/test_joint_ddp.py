@@ -8,12 +8,10 @@ import json
 import os
 from collections import Counter
 
-import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
-from ddp_compare import free_port, max_abs_diff, reference_sampled
+from ddp_compare import max_abs_diff, reference_sampled, spawn_runs
 
 from elmoc.data.batches import BiLMBatch, LMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
@@ -114,10 +112,7 @@ def _worker(rank, port, tmp):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = str(tmp_path_factory.mktemp("joint_ddp"))
-    np.save(os.path.join(tmp, "vec.npy"),
-            np.random.default_rng(0).standard_normal((V, DIM)).astype("float32"))
-    mp.spawn(_worker, args=(free_port(), tmp), nprocs=WORLD, join=True)
-    return tmp, [json.load(open(os.path.join(tmp, f"report{r}.json"))) for r in range(WORLD)]
+    return tmp, spawn_runs(tmp, _worker, WORLD, V, DIM)
 
 
 @pytest.mark.slow

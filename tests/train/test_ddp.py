@@ -20,8 +20,7 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
-from ddp_compare import free_port, max_abs_diff, reference_sampled
+from ddp_compare import max_abs_diff, reference_sampled, spawn_runs
 
 from elmoc.data.batches import LMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
@@ -191,11 +190,7 @@ def _worker(rank, port, tmp):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = str(tmp_path_factory.mktemp("ddp"))
-    np.save(os.path.join(tmp, "vec.npy"),
-            np.random.default_rng(0).standard_normal((V, DIM)).astype("float32"))
-    mp.spawn(_worker, args=(free_port(), tmp), nprocs=WORLD, join=True)
-    reports = [json.load(open(os.path.join(tmp, f"report{r}.json"))) for r in range(WORLD)]
-    return tmp, reports
+    return tmp, spawn_runs(tmp, _worker, WORLD, V, DIM)
 
 
 @pytest.mark.slow
