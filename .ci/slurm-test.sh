@@ -258,7 +258,9 @@ records = [json.loads(line) for line in open(f"{work}/local/results/lm/elmo-c/fo
 steps = [r for r in records if r.get("event") == "train"]
 per_step = (steps[-1]["seconds"] - steps[0]["seconds"]) / max(1, steps[-1]["step"] - steps[0]["step"])
 window = 3 * 60 - 90 - 30  # one job's training time: 3 minutes less a typical signal time and start-up
-max_steps = max(60, math.ceil(2 * window / per_step))  # 2-4 jobs (2 workers share the cores with the reference)
+# 2 gloo workers take half the batch each: about per_step / 2 per step alone, about per_step
+# while the local reference run shares the 2 cores; so 2 jobs idle, 3-4 with the reference
+max_steps = max(60, math.ceil(4 * window / per_step))
 for copy in ("local", "slurm"):
     cfg = yaml.safe_load(open(f"{work}/{copy}/config/ci-slurm.yaml"))
     base = cfg["pretrain"]["variants"]["elmo-c"] or {}
