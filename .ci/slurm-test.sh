@@ -244,8 +244,10 @@ log "scancel case passed"
 # --- time-limit case: a torchrun pretraining job stops and saves before SLURM's limit -----
 # elmo-c-tl is elmo-c's spec with max_steps sized from the step time measured above, so
 # that it needs 2-4 jobs of 3 minutes; each job runs torch.distributed.run with 2 gloo
-# workers; SIGUSR1 comes 60 s and the trainer's own stop 75 s before the time limit
-# (resources.pretrain.signal_lead_s / stop_margin_s). The uninterrupted reference runs
+# workers; SIGUSR1 comes 60 s before the time limit (resources.pretrain.signal_lead_s:
+# SLURM sends it at its first limit check inside that lead, so 60-120 s before, never
+# later) and the trainer's own stop 40 s before it (stop_margin_s, the fallback if the
+# signal were lost), so every job must stop on SIGUSR1. The uninterrupted reference runs
 # locally in the other copy at the same time.
 TL_TARGET=results/lm/elmo-c-tl/forward/model.pt
 TL_LOG=results/lm/elmo-c-tl/forward/train.log   # every attempt (Snakemake deletes a job's log when it reruns it)
@@ -255,8 +257,10 @@ work = sys.argv[1]
 records = [json.loads(line) for line in open(f"{work}/local/results/lm/elmo-c/forward/train_log.jsonl")]
 steps = [r for r in records if r.get("event") == "train"]
 per_step = (steps[-1]["seconds"] - steps[0]["seconds"]) / max(1, steps[-1]["step"] - steps[0]["step"])
-window = 3 * 60 - 75 - 30  # one job's training time: 3 minutes less the stop margin and start-up
-max_steps = max(60, math.ceil(3 * window / per_step))
+window = 3 * 60 - 90 - 30  # one job's training time: 3 minutes less a typical signal time and start-up
+# 2 gloo workers take half the batch each: about per_step / 2 per step alone, about per_step
+# while the local reference run shares the 2 cores; so 2 jobs idle, 3-4 with the reference
+max_steps = max(60, math.ceil(4 * window / per_step))
 for copy in ("local", "slurm"):
     cfg = yaml.safe_load(open(f"{work}/{copy}/config/ci-slurm.yaml"))
     base = cfg["pretrain"]["variants"]["elmo-c"] or {}
@@ -264,8 +268,8 @@ for copy in ("local", "slurm"):
     overrides.setdefault("train", {}).update(max_steps=max_steps, epochs=1000, checkpoint_every=0, eval_every=0)
     cfg["pretrain"]["variants"]["elmo-c-tl"] = {"preset": base.get("preset", "elmo-c"), "overrides": overrides}
     cfg.setdefault("resources", {})["pretrain"] = {
-        "threads": 1, "gpus": 0, "processes": 2, "mem_mb": 3000, "runtime": 3, "retries": 4,
-        "signal_lead_s": 60, "stop_margin_s": 75}
+        "threads": 1, "gpus": 0, "processes": 2, "mem_mb": 3000, "runtime": 3, "retries": 6,
+        "signal_lead_s": 60, "stop_margin_s": 40}
     with open(f"{work}/{copy}/config/ci-timelimit.yaml", "w") as f:
         yaml.safe_dump(cfg, f, sort_keys=False)
 print(f"elmo-c-tl: max_steps {max_steps} ({per_step:.3f} s per step in one process above)")
@@ -278,9 +282,13 @@ TL_CMD=(.venv/bin/snakemake "$TL_TARGET" --workflow-profile profiles/slurm --con
 log "time-limit case: ${TL_CMD[*]}"
 timeout $((SLURM_TIMEOUT * 3)) "${TL_CMD[@]}" > "$WORK/slurm-timelimit.log" 2>&1 \
     || fail "the time-limit run failed (exit $?); see $WORK/slurm-timelimit.log and $WORK/slurm/$TL_LOG"
-stop_line=$(grep -m1 -E "(SIGUSR1|SIGTERM) received: stopping|stopped by time-limit" "$TL_LOG" || true)
+stop_line=$(grep -m1 -E "SIGUSR1 received: stopping" "$TL_LOG" || true)
 saved_line=$(grep -m1 -E "stopped by [A-Za-z0-9-]+ at step [0-9]+" "$TL_LOG" || true)
 [ -n "$saved_line" ] || fail "no job of the time-limit run stopped and saved ($WORK/slurm/$TL_LOG)"
+[ -n "$stop_line" ] || fail "no process of the time-limit run got SIGUSR1 from SLURM ($WORK/slurm/$TL_LOG)"
+if grep -E "stopped by [A-Za-z0-9-]+ at step" "$TL_LOG" | grep -v "stopped by SIGUSR1"; then
+    fail "a job stopped by something else than SLURM's SIGUSR1 (above; $WORK/slurm/$TL_LOG)"
+fi
 step=$(sed -E 's/.*at step ([0-9]+).*/\1/' <<< "$saved_line")
 resumed_line=$(grep -m1 -E "resumed .*checkpoint.pt from step $step " "$TL_LOG" || true)
 [ -n "$resumed_line" ] || fail "the retry did not resume from step $step ($WORK/slurm/$TL_LOG)"
@@ -317,8 +325,9 @@ for jobid, _, _ in states[:-1]:  # the job's command (with-gpus + torchrun) exit
     logs = glob.glob(f"{work}/slurm/.snakemake/slurm_logs/**/{jobid}.log", recursive=True)
     said = [line.strip() for p in logs for line in open(p) if "exit status" in line]
     print(f"SLURM job {jobid}: {said[-1] if said else 'no exit status line in its log'}")
-a = torch.load(f"{work}/local/{out}/model.pt", map_location="cpu", weights_only=False)
-b = torch.load(f"{work}/slurm/{out}/model.pt", map_location="cpu", weights_only=False)
+from elmoc.train.checkpoint import load_checkpoint  # weights only: a model file runs no code
+a = load_checkpoint(f"{work}/local/{out}/model.pt")
+b = load_checkpoint(f"{work}/slurm/{out}/model.pt")
 diff = max((x - b["model"][k]).abs().max().item() for k, x in a["model"].items())
 print(f"model.pt after {len(attempts)} SLURM jobs vs the uninterrupted local run: {len(a['model'])} tensors,"
       f" step {b['step']} / {a['step']}, largest difference {diff}")

@@ -14,24 +14,43 @@ Two guards live in the output folder:
   and the checkpoint has not moved since, a new attempt is refused at once
   (:meth:`AttemptLog.check`): the remaining retries then each end in a second instead
   of spending a day on the same crash. Deleting the file (after fixing the cause) clears it.
+  Errors are compared with their numbers masked (:func:`error_pattern`), so a
+  collective's "connection closed by peer [127.0.0.1]:40211" is the same error on the
+  next attempt's port.
+
+Who writes the record: ``elmoc train`` run on its own (one process) writes its attempt's
+outcome itself. Under ``elmoc with-gpus`` (every pretraining job of the workflow, in one
+process or under torchrun) rank 0 only announces the attempt (:func:`announce_attempt`,
+a file in the job's exit folder) and ``with-gpus`` writes the *job's* outcome once every
+process has ended (:func:`record_job_attempt`), from every rank's exit record: a crash
+on rank 1, or a worker killed by the kernel (out of memory, a segfault, an NCCL abort)
+that wrote no record at all, counts as a crash there too.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
+import logging
 import os
+import re
 import socket
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from elmoc.errors import ElmocError
+from elmoc.process_tree import EXIT_STOPPED
+
+log = logging.getLogger(__name__)
 
 LOCK_NAME = ".train.lock"
 ATTEMPTS_NAME = "attempts.jsonl"
 EXIT_BUSY = 73  # os.EX_CANTCREAT: another trainer writes this output folder
+ANNOUNCE_NAME = "attempt.json"  # in the job's exit folder: where with-gpus records the outcome
 DONE, STOPPED, CRASHED = "done", "stopped", "crashed"
+EXIT_CTRL_C = 130  # SIGINT: the CLI's status for an interrupted command
 
 
 class OutputFolderBusy(ElmocError):
@@ -61,7 +80,15 @@ class OutputLock:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                # a file system without flock (Lustre mounted without -o flock, some NFS):
+                # train unguarded rather than fail every attempt
+                log.warning("%s: cannot lock (%s); this file system has no flock, so a second trainer"
+                            " on this folder would not be refused: make sure only one runs", self.path,
+                            e.strerror or e)
+                self.fd = fd
+                return self
             holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "an unknown process"
             os.close(fd)
             raise OutputFolderBusy(
@@ -83,6 +110,12 @@ class OutputLock:
 def spec_fingerprint(*parts: str) -> str:
     """A short hash of what an attempt trains (the spec text and overriding flags)."""
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def error_pattern(error: str | None) -> str:
+    """``error`` with every number masked: what stays the same when a crash repeats
+    (ports, addresses, pids, sizes and times change from one attempt to the next)."""
+    return re.sub(r"0x[0-9a-fA-F]+|\d+", "#", error or "")
 
 
 def error_line(exc: BaseException) -> str:
@@ -126,7 +159,7 @@ class AttemptLog:
         if len(mine) < 2:
             return
         a, b = mine[-2:]
-        if a.get("exit") == b.get("exit") == CRASHED and a.get("error") == b.get("error") \
+        if a.get("exit") == b.get("exit") == CRASHED and error_pattern(a.get("error")) == error_pattern(b.get("error")) \
                 and a.get("step") == b.get("step") == self.checkpoint_step():
             where = "before the first checkpoint" if b.get("step") is None else f"at checkpoint step {b['step']}"
             raise RepeatedCrash(
@@ -142,3 +175,64 @@ class AttemptLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
+
+
+def announce_attempt(exit_dir: str | Path, log_: AttemptLog) -> None:
+    """Tell ``elmoc with-gpus`` (whose exit folder is ``exit_dir``) which attempt log the
+    job's outcome goes to; written by rank 0 once :meth:`AttemptLog.check` let it train."""
+    record = {"log": str(log_.path.resolve()), "spec": log_.fingerprint}
+    tmp = Path(exit_dir) / f".{ANNOUNCE_NAME}.tmp"
+    tmp.write_text(json.dumps(record), encoding="utf-8")
+    os.replace(tmp, Path(exit_dir) / ANNOUNCE_NAME)
+
+
+def job_outcome(status: int, ranks: list[dict[str, Any]]) -> tuple[str, str]:
+    """How a job ended, from its status (:func:`elmoc.process_tree.job_status`) and the
+    exit records its processes wrote: ``(exit kind, error)``.
+
+    A crash names every rank that did not end cleanly: its error line, or "ended without
+    an exit record" for a process killed before it could write one (the kernel's OOM
+    killer, a segfault, an NCCL abort).
+    """
+    if status == 0:
+        return DONE, ""
+    if status in (EXIT_STOPPED, EXIT_CTRL_C):
+        return STOPPED, "interrupted" if status == EXIT_CTRL_C else ""
+    world = max([int(r.get("world_size", 1)) for r in ranks] or [1])
+    by_rank = {int(r.get("rank", 0)): r for r in ranks}
+    parts = []
+    for rank in range(world):
+        r = by_rank.get(rank)
+        if r is None:
+            parts.append(f"rank {rank} ended without an exit record (killed, out of memory or crashed in native code)")
+        elif int(r.get("status", 1)) not in (0, EXIT_STOPPED):
+            parts.append(f"rank {rank}: {r.get('reason') or 'exit status ' + str(r.get('status'))}")
+    if not parts:
+        parts.append(f"the launcher exited {status}")
+    return CRASHED, "; ".join(parts) if world > 1 else parts[0].split(": ", 1)[-1]
+
+
+def record_job_attempt(exit_dir: str | Path, status: int, checkpoint_step: Callable[[Path], int | None]) -> None:
+    """Append the job's outcome to the attempt log rank 0 announced in ``exit_dir``
+    (nothing when none was announced: a refused or non-training command).
+
+    Args:
+        exit_dir: the job's exit folder (rank records ``rank<N>.json`` and the announcement).
+        status: the job's exit status.
+        checkpoint_step: reads the step of an output folder's checkpoint (None: none).
+    """
+    exit_dir = Path(exit_dir)
+    try:
+        announced = json.loads((exit_dir / ANNOUNCE_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    ranks = []
+    for path in sorted(exit_dir.glob("rank*.json")):
+        try:
+            ranks.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    kind, error = job_outcome(status, ranks)
+    log_path = Path(announced["log"])
+    attempts = AttemptLog(log_path.parent, lambda: checkpoint_step(log_path.parent), announced["spec"])
+    attempts.record(kind, status, error)

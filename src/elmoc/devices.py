@@ -173,17 +173,18 @@ def job_environment(n: int, lock_dir: str | Path,
     return environ, [fd for _, fd in taken]
 
 
-def run_with_gpus(n: int, command: Sequence[str], lock_dir: str | Path, grace_s: float = 600.0) -> int:
+def run_with_gpus(n: int, command: Sequence[str], lock_dir: str | Path, grace_s: float = 600.0,
+                  on_exit=None) -> int:
     """Run ``command`` with ``n`` GPUs of its own and return the job's exit status; the
     slots are freed only after every process of the command's tree has exited
-    (:func:`elmoc.process_tree.run_tree`)."""
+    (:func:`elmoc.process_tree.run_tree`, which calls ``on_exit(exit folder, status)``)."""
     from elmoc.process_tree import run_tree
 
     if not command:
         raise ConfigError("no command given: elmoc with-gpus N -- COMMAND [ARGS...]")
     environ, fds = job_environment(n, lock_dir)
     try:
-        return run_tree(command, environ, pass_fds=fds, grace_s=grace_s)
+        return run_tree(command, environ, pass_fds=fds, grace_s=grace_s, on_exit=on_exit)
     finally:
         for fd in fds:
             os.close(fd)  # the slots are free once the command's copies are closed too

@@ -20,7 +20,11 @@ with its workers) through :func:`run_tree`:
   status), so a stop reads as a stop and a crash as a crash.
 
 Workers also ask the kernel for SIGTERM when their parent dies (:func:`die_with_parent`):
-a killed agent's workers stop after their step and save, instead of running on.
+a killed agent's workers stop after their step and save, instead of running on. The
+command itself gets the same from ``with-gpus``: when ``with-gpus`` is SIGKILLed (Snakemake
+killed hard, a job step cancelled), its command (the agent, or a single trainer) is sent
+SIGTERM and passes it on, so no part of the job trains on unseen; the GPU slot locks,
+which the command's processes hold too, are freed only when the last of them exits.
 """
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -182,8 +186,13 @@ def _reap_all(grace_s: float) -> None:
         time.sleep(0.1)
 
 
+def _arm_parent_death_signal() -> None:
+    """In the command's process, before it runs: SIGTERM when ``with-gpus`` dies."""
+    die_with_parent(signal.SIGTERM)
+
+
 def run_tree(command: Sequence[str], environ: Mapping[str, str], *, pass_fds: Sequence[int] = (),
-             grace_s: float = 600.0) -> int:
+             grace_s: float = 600.0, on_exit: Callable[[Path, int], None] | None = None) -> int:
     """Run ``command`` as described in the module docstring; returns the job's status.
 
     Args:
@@ -192,6 +201,8 @@ def run_tree(command: Sequence[str], environ: Mapping[str, str], *, pass_fds: Se
         pass_fds: descriptors the command inherits (the GPU slot locks: also held by
             the command, so they stay taken even if this process is killed).
         grace_s: how long processes left behind by the command may run on before SIGKILL.
+        on_exit: called with (exit folder, job status) after every process has ended,
+            before the folder is removed (``with-gpus`` records the attempt from it).
 
     Returns:
         0, 75 (every worker stopped and saved), 128 + N for a command killed by signal
@@ -204,7 +215,8 @@ def run_tree(command: Sequence[str], environ: Mapping[str, str], *, pass_fds: Se
     child = None
     try:
         try:
-            child = subprocess.Popen(list(command), env=env, pass_fds=tuple(pass_fds), process_group=0)
+            child = subprocess.Popen(list(command), env=env, pass_fds=tuple(pass_fds), process_group=0,
+                                     preexec_fn=_arm_parent_death_signal)
         except OSError as e:
             from elmoc.errors import ConfigError
 
@@ -220,7 +232,13 @@ def run_tree(command: Sequence[str], environ: Mapping[str, str], *, pass_fds: Se
         _reap_all(grace_s)
         if status < 0:
             status = 128 - status
-        return job_status(status, exit_dir)
+        status = job_status(status, exit_dir)
+        if on_exit is not None:
+            try:
+                on_exit(Path(exit_dir), status)
+            except Exception as e:  # a record not written must not change the job's status
+                log.warning("cannot record the job's outcome: %s", e)
+        return status
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

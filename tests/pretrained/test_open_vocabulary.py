@@ -92,7 +92,7 @@ def test_directions_of_different_sizes_are_refused(lm_tree, capsys):
 
     root = lm_tree("fasttext")
     path = root / "results/lm/tiny/backward/model.pt"
-    payload = _torch.load(path, weights_only=False)
+    payload = _torch.load(path, weights_only=True)
     payload["spec"] = json.loads(json.dumps(payload["spec"]))
     payload["spec"]["encoder"]["cell_size"] = 12
     _torch.save(payload, path)

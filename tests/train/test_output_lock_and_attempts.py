@@ -105,3 +105,102 @@ def test_with_gpus_exits_with_its_command_status(tmp_path):
                         str(tmp_path), "0", "--", sys.executable, "-c", "import sys; sys.exit(3)"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 3, r.stderr
+
+
+def test_job_outcome_names_every_rank_that_failed():
+    from elmoc.attempts import job_outcome
+
+    assert job_outcome(0, []) == ("done", "")
+    assert job_outcome(75, [{"rank": 0, "status": 75, "world_size": 2}]) == ("stopped", "")
+    assert job_outcome(1, [{"rank": 0, "status": 1, "reason": "ValueError: x", "world_size": 1}]) == \
+        ("crashed", "ValueError: x")
+    kind, error = job_outcome(1, [{"rank": 0, "status": 75, "world_size": 2}])  # rank 1 killed by the kernel
+    assert kind == "crashed" and error == "rank 1 ended without an exit record (killed, out of memory or crashed" \
+                                         " in native code)"
+    _, error = job_outcome(1, [{"rank": 0, "status": 1, "reason": "RuntimeError: peer closed", "world_size": 2},
+                               {"rank": 1, "status": 1, "reason": "RuntimeError: boom", "world_size": 2}])
+    assert error == "rank 0: RuntimeError: peer closed; rank 1: RuntimeError: boom"
+
+
+def test_errors_that_differ_only_in_numbers_are_the_same_crash(tmp_path):
+    crash = {"exit": "crashed", "step": 100}
+    with pytest.raises(RepeatedCrash):
+        _log(tmp_path, [{**crash, "error": "RuntimeError: Connection closed by peer [127.0.0.1]:40211"},
+                        {**crash, "error": "RuntimeError: Connection closed by peer [127.0.0.1]:51873"}], 100).check()
+    _log(tmp_path, [{**crash, "error": "KeyError: 'a'"}, {**crash, "error": "KeyError: 'b'"}], 100).check()
+
+
+# a stand-in for a 2-process training job under `elmoc with-gpus`: rank 0 announces the
+# attempt; rank 0 then fails in a collective (a new port each time) and rank 1 leaves no
+# exit record (killed by the kernel); or, with "stop", both stop and save
+FAKE_JOB = """
+import json, os, random, sys
+from elmoc.attempts import AttemptLog, announce_attempt
+from elmoc.process_tree import EXIT_DIR_ENV, record_exit
+out, how = sys.argv[1], sys.argv[2]
+announce_attempt(os.environ[EXIT_DIR_ENV], AttemptLog(out, lambda: None, "spec-a"))
+env = {**os.environ, "WORLD_SIZE": "2"}
+if how == "stop":
+    record_exit(75, "stopped", {**env, "RANK": "0"}); record_exit(75, "stopped", {**env, "RANK": "1"})
+    sys.exit(1)  # what torchrun returns for workers that exited 75
+record_exit(1, f"RuntimeError: Connection closed by peer [127.0.0.1]:{random.randint(20000, 60000)}",
+            {**env, "RANK": "0"})
+sys.exit(1)
+"""
+
+
+@pytest.mark.slow
+def test_with_gpus_records_the_jobs_outcome_from_every_rank(tmp_path):
+    out = tmp_path / "out"
+
+    def job(how):
+        r = subprocess.run([sys.executable, "-m", "elmoc.cli", "with-gpus", "--lock-dir", str(tmp_path / "locks"),
+                            "0", "--", sys.executable, "-c", FAKE_JOB, str(out), how],
+                           capture_output=True, text=True, timeout=120)
+        return r.returncode
+
+    assert job("stop") == 75
+    assert job("crash") == 1 and job("crash") == 1
+    records = [json.loads(line) for line in (out / "attempts.jsonl").read_text().splitlines()]
+    assert [(r["exit"], r["status"]) for r in records] == [("stopped", 75), ("crashed", 1), ("crashed", 1)]
+    assert records[1]["error"].startswith("rank 0: RuntimeError: Connection closed by peer [127.0.0.1]:")
+    assert records[1]["error"].endswith("; rank 1 ended without an exit record (killed, out of memory or crashed"
+                                        " in native code)")
+    with pytest.raises(RepeatedCrash, match="the last two attempts crashed before the first checkpoint"):
+        AttemptLog(out, lambda: None, "spec-a").check()
+
+
+@pytest.mark.slow
+def test_the_same_crash_twice_under_with_gpus_refuses_further_attempts(tmp_path):
+    """The workflow's layout: `elmoc with-gpus 0 -- elmoc train`; the job's outcome is
+    recorded once per attempt (by with-gpus), and the third attempt is refused."""
+    work = make_workdir(tmp_path)
+    work["second"].write_bytes(b"the cat \xff\xfe sat\n" * 20)
+    prefix = ("with-gpus", "--lock-dir", str(tmp_path / "locks"), "0", "--", sys.executable, "-m", "elmoc.cli")
+    runs = []
+    for _ in range(3):
+        cmd = [sys.executable, "-m", "elmoc.cli", *prefix, "train", "--spec", "spec.yaml", "--direction", "forward",
+               "--output-dir", "out", "--threads", "1"]
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "ELMOC_NATIVE_LSTM": "0"}
+        runs.append(subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env))
+    assert [r.returncode for r in runs] == [1, 1, 1], runs[0].stderr
+    attempts = [json.loads(line) for line in (tmp_path / "out/attempts.jsonl").read_text().splitlines()]
+    assert [a["exit"] for a in attempts] == ["crashed", "crashed"]
+    assert attempts[0]["error"].endswith("shard_001.txt:1: not valid UTF-8")
+    assert "the last two attempts crashed at checkpoint step" in runs[2].stderr
+
+
+def test_a_file_system_without_flock_warns_instead_of_failing_every_attempt(tmp_path, monkeypatch, caplog):
+    import errno
+    import fcntl
+
+    from elmoc.attempts import OutputLock
+
+    def no_flock(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    with caplog.at_level("WARNING"):
+        lock = OutputLock(tmp_path / "out").acquire()
+    lock.release()
+    assert "this file system has no flock" in caplog.text

@@ -67,6 +67,8 @@ def test_fingerprints_of_a_corpus_folder(tmp_path, monkeypatch):
     assert "data.train" in InputFingerprints.first_change(before, after)
     assert "shard_000.txt" in InputFingerprints.first_change(before, after)
     assert InputFingerprints.first_change(after, InputFingerprints.of_spec(spec)) is None
+    (tmp_path / "tok.json").write_text('{"model": "retrained"}')  # a BPE model trained anew
+    assert "data.tokenizer" in InputFingerprints.first_change(after, InputFingerprints.of_spec(spec))
 
 
 def test_another_thread_count_is_allowed_warned_and_recorded(tmp_path, tiny_lm, caplog):

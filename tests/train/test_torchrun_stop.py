@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -118,6 +119,11 @@ def test_signal_to_the_job_saves_on_every_rank_and_frees_the_slots_last(tmp_path
         for _, fd in taken:
             os.close(fd)
         assert log.count(f"{sig.name} received: stopping after the current step") >= 2, log[-3000:]
+        # the agent caught the signal (--signals-to-handle) and waited for its workers; without
+        # that option SIGUSR1 kills the agent outright (the workers then stop only by PDEATHSIG)
+        # (the agent logs the signal by name or, on Python 3.11+, by number)
+        assert re.search(rf"Received (Signals\.)?({sig.name}|{int(sig)}) death signal, shutting down workers", log), \
+            log[-3000:]
         ckpt = load_checkpoint(tmp_path / "out/checkpoint.pt")
         assert ckpt["step"] >= 1 and not (tmp_path / "out/model.pt").exists()
         attempts = [json.loads(line) for line in (tmp_path / "out/attempts.jsonl").read_text().splitlines()]

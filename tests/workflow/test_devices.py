@@ -74,18 +74,34 @@ def test_a_terminated_job_frees_its_slots(tmp_path):
             job.kill()
 
 
+# a job that reports its devices and, on SIGTERM, marks it, "saves" for 3 s and exits 75
+SAVE_ON_TERM = ("import os, pathlib, signal, sys, time\n"
+                "out = pathlib.Path(sys.argv[1])\n"
+                "def stop(*_):\n"
+                "    pathlib.Path(str(out) + '.term').touch(); time.sleep(3); sys.exit(75)\n"
+                "signal.signal(signal.SIGTERM, stop)\n"
+                "out.write_text(os.environ['CUDA_VISIBLE_DEVICES'])\n"
+                "while True: time.sleep(0.05)\n")
+
+
 @pytest.mark.slow
-def test_a_killed_with_gpus_keeps_the_slots_until_its_command_ends(tmp_path):
-    """SIGKILL to `with-gpus` itself: the command runs on, so its GPUs stay taken until it ends."""
-    locks, release = tmp_path / "locks", tmp_path / "release"
-    job = start_job(2, locks, tmp_path / "job", release)
+def test_a_killed_with_gpus_stops_its_command_and_keeps_the_slots_until_it_ends(tmp_path):
+    """SIGKILL to `with-gpus` itself: the kernel sends its command SIGTERM (the command stops
+    and saves, never trains on unseen), and its GPUs stay taken until it has ended."""
+    locks, out = tmp_path / "locks", tmp_path / "job"
+    environ = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
+    job = subprocess.Popen([sys.executable, "-m", "elmoc.cli", "with-gpus", "--lock-dir", str(locks), "2",
+                            "--", sys.executable, "-c", SAVE_ON_TERM, str(out)], env={**environ, **FAKE_BOX})
     try:
-        wait_for(tmp_path / "job", job)
+        wait_for(out, job)
         job.kill()
         job.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "job.term").exists():
+            assert time.monotonic() < deadline, "the command never got SIGTERM when with-gpus died"
+            time.sleep(0.05)
         slots = GpuSlots(locks, ["0", "1", "2", "3"])
-        assert slots.try_acquire(3) is None  # the orphaned command still holds 2 of 4
-        release.touch()
+        assert slots.try_acquire(3) is None  # the saving command still holds 2 of 4
         deadline = time.monotonic() + 60
         while (taken := slots.try_acquire(4)) is None:
             assert time.monotonic() < deadline, "the slots were never freed"
@@ -93,7 +109,8 @@ def test_a_killed_with_gpus_keeps_the_slots_until_its_command_ends(tmp_path):
         for _, fd in taken:
             os.close(fd)
     finally:
-        release.touch()
+        if job.poll() is None:
+            job.kill()
 
 
 def test_partial_free_slots_are_not_taken(tmp_path):

@@ -72,8 +72,8 @@ def run(args: argparse.Namespace) -> int:
     import signal
     from pathlib import Path
 
-    from elmoc.attempts import CRASHED, DONE, STOPPED, AttemptLog, OutputLock, RepeatedCrash, error_line, \
-        spec_fingerprint
+    from elmoc.attempts import CRASHED, DONE, STOPPED, AttemptLog, OutputLock, RepeatedCrash, announce_attempt, \
+        error_line, spec_fingerprint
     from elmoc.process_tree import EXIT_DIR_ENV, EXIT_STOPPED, die_with_parent, record_exit
 
     if "LOCAL_RANK" in os.environ or EXIT_DIR_ENV in os.environ:  # started by torchrun or `elmoc with-gpus`
@@ -81,13 +81,16 @@ def run(args: argparse.Namespace) -> int:
     attempts = None
     try:
         if os.environ.get("RANK", "0") == "0":  # the process that writes the folder, before torch starts
+            spec_text = _check_spec_direction(args)  # a wrong direction is refused before the folder exists
             OutputLock(args.output_dir).acquire()  # held until this process exits
             _keep_log(Path(args.output_dir) / TRAIN_TEXT_LOG)
-            spec_text = Path(args.spec).read_text(encoding="utf-8") if Path(args.spec).is_file() else args.spec
-            attempts = AttemptLog(args.output_dir, lambda: _checkpoint_step(Path(args.output_dir)),
+            attempts = AttemptLog(args.output_dir, lambda: checkpoint_step(Path(args.output_dir)),
                                   spec_fingerprint(spec_text, args.direction, str(args.max_steps)))
             if not args.no_resume:
                 attempts.check()
+            if os.environ.get(EXIT_DIR_ENV):  # with-gpus records the whole job's outcome, every rank's
+                announce_attempt(os.environ[EXIT_DIR_ENV], attempts)
+                attempts = None
         status = _train(args)
     except KeyboardInterrupt:
         record_exit(130, "interrupted")
@@ -116,7 +119,22 @@ def _keep_log(path) -> None:
     logging.getLogger().addHandler(handler)
 
 
-def _checkpoint_step(out_dir) -> int | None:
+def _check_spec_direction(args: argparse.Namespace) -> str:
+    """The spec's text, after refusing a --direction the spec does not train (one line)."""
+    from pathlib import Path
+
+    from elmoc.config import load_yaml
+    from elmoc.errors import InputFileError
+    from elmoc.directions import check_run
+
+    spec = load_yaml(args.spec)
+    if not isinstance(spec, dict):
+        raise InputFileError(args.spec, "an LM spec must be a mapping")
+    check_run(spec, args.direction, args.spec)
+    return Path(args.spec).read_text(encoding="utf-8")
+
+
+def checkpoint_step(out_dir) -> int | None:
     """The step of ``out_dir``'s checkpoint.pt (metadata only, memory-mapped), or None."""
     from elmoc.train.checkpoint import CHECKPOINT, load_checkpoint
 

@@ -16,7 +16,9 @@ DESCRIPTION = (
     "are the entries of CUDA_VISIBLE_DEVICES if set, else every CUDA device. Inside a SLURM "
     "job whose own allocation is N GPUs they pass through untouched; in a larger allocation "
     "(salloc) the jobs share its devices through slots keyed by host and job id. N = 0 hides "
-    "every GPU. Example: elmoc with-gpus 2 -- python -m torch.distributed.run --standalone "
+    "every GPU. If with-gpus itself is killed (SIGKILL), its command is sent SIGTERM. For an "
+    "`elmoc train` job it appends the job's outcome (done, stopped, or crashed with every failed "
+    "rank's error) to the output folder's attempts.jsonl. Example: elmoc with-gpus 2 -- python -m torch.distributed.run --standalone "
     "--nproc-per-node 2 --signals-to-handle SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1 -m elmoc.cli train ..."
 )
 
@@ -34,7 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from elmoc.attempts import record_job_attempt
+    from elmoc.commands.train import checkpoint_step
     from elmoc.devices import run_with_gpus
 
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-    return run_with_gpus(args.gpus, argv, args.lock_dir, grace_s=args.grace)
+
+    def record(exit_dir, status):  # the job's outcome, for a training attempt rank 0 announced
+        record_job_attempt(exit_dir, status, checkpoint_step)
+
+    return run_with_gpus(args.gpus, argv, args.lock_dir, grace_s=args.grace, on_exit=record)

@@ -201,6 +201,12 @@ def average_sparse_gradients(params: list[nn.Parameter], world_size: int) -> Non
     same average DDP applies to dense gradients.  Call it on every process, after
     backward and before clipping.  Shapes: a parameter ``(V, *row)``; its sparse
     gradient has ids ``(n,)`` and rows ``(n, *row)``.
+
+    Host syncs (issue 19.9), each needed: ``coalesce()`` (a sparse tensor's row count is
+    a host-side shape) and the gathered row counts read back with ``tolist()`` (they
+    size the padded buffers every process must agree on before the next all_gather).
+    Only input/output layers with sparse gradients pay them (a trainable table under
+    SAMPLED or the ELMo-C ablations' sparse inputs), once per step and parameter.
     """
     if not params or world_size == 1:
         return
@@ -217,7 +223,7 @@ def average_sparse_gradients(params: list[nn.Parameter], world_size: int) -> Non
     counts = torch.tensor([i.numel() for i in ids], dtype=torch.long, device=device)  # (num_params,)
     all_counts = [torch.empty_like(counts) for _ in range(world_size)]
     dist.all_gather(all_counts, counts)
-    all_counts = torch.stack(all_counts).tolist()  # [world][num_params]
+    all_counts = torch.stack(all_counts).tolist()  # [world][num_params]; host sync: sizes the buffers
     for j, p in enumerate(params):
         n = [c[j] for c in all_counts]
         most = max(n)
@@ -231,7 +237,8 @@ def average_sparse_gradients(params: list[nn.Parameter], world_size: int) -> Non
         dist.all_gather(got_rows, padded_rows)
         index = torch.cat([g[:k] for g, k in zip(got_ids, n)])  # (sum n,)
         values = torch.cat([g[:k] for g, k in zip(got_rows, n)]) / world_size  # (sum n, *row)
-        p.grad = torch.sparse_coo_tensor(index[None], values, p.shape, check_invariants=True).coalesce()
+        # ids came from valid sparse gradients: no invariant check (it would read back too)
+        p.grad = torch.sparse_coo_tensor(index[None], values, p.shape, check_invariants=False).coalesce()
 
 
 def shard_rows(batch: LMBatch | BiLMBatch, rank: int, world_size: int) -> LMBatch | BiLMBatch:

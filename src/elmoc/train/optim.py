@@ -179,8 +179,3 @@ def clip_global_norm(parameters: Iterable[nn.Parameter], max_norm: float) -> tor
     for p in params:
         p.grad.mul_(scale.to(p.grad.dtype))
     return norm
-    if max_norm > 0 and norm_value > max_norm:
-        scale = max_norm / (norm_value + 1e-6)
-        for p in params:
-            p.grad.mul_(scale)
-    return norm_value
