@@ -8,7 +8,7 @@ import pytest
 
 from elmoc.cli import main
 from elmoc.errors import InputFileError
-from elmoc.tables.records import HeldoutRecord, TaskRecord
+from elmoc.records import HeldoutRecord, TaskRecord
 
 TASK = {"task": "sst5", "variant": "elmo-c", "seed": 1, "metric": "accuracy", "dev": 0.5, "test": 0.5,
         "status": "ok", "scale": "demo", "seconds": 3.0, "threads": 1}
@@ -113,7 +113,7 @@ def test_every_reader_prints_one_line(tmp_path, capsys, argv):
 def test_writer_checks_the_record_the_readers_read(tmp_path):
     """`elmoc task` and `elmoc tables majority` write through write_task_record: what it writes
     reads back as the same TaskRecord, and a record the tables would refuse fails when written."""
-    from elmoc.tables.records import write_task_record
+    from elmoc.records import write_task_record
 
     path = tmp_path / "seed1.json"
     record = write_task_record(path, {**TASK, "num_train": 10})
@@ -128,7 +128,7 @@ def test_writer_checks_the_record_the_readers_read(tmp_path):
 def test_train_log_and_history_points_are_typed(tmp_path, write_lm):
     """train_log.jsonl and heldout.json's history are read into typed points; a field of the
     wrong type is one line naming the file, the line and the field."""
-    from elmoc.tables.records import HeldoutPoint, TrainLog, TrainPoint
+    from elmoc.records import HeldoutPoint, TrainLog, TrainPoint
 
     path = write_lm(tmp_path, "elmo-c", "forward", params=1, tokens=100, seconds=2.0,
                     log=[{"event": "train", "step": 1, "tokens": 50, "loss": 1.5, "tokens_per_s": 25.0},
@@ -145,3 +145,27 @@ def test_train_log_and_history_points_are_typed(tmp_path, write_lm):
     bad.write_text('[1, 2]\n')
     with pytest.raises(InputFileError, match=r"train_log.jsonl:1: expected a JSON object per line"):
         TrainLog.from_jsonl(bad)
+
+
+def test_heldout_json_is_checked_where_it_is_written(tmp_path):
+    """The trainer writes heldout.json through the record type the tables read
+    (elmoc.records.write_heldout_record): a summary they would refuse is refused at the
+    writer, and nothing is written."""
+    import pytest
+
+    from elmoc.errors import InputFileError
+    from elmoc.records import HeldoutRecord, write_heldout_record
+    from elmoc.train.records import write_summary
+
+    run = {"direction": "forward", "steps": 10, "tokens": 640, "seconds": 1.5, "threads": 1, "processes": 1,
+           "segments": [], "config_hash": "abc", "trainable_parameters": 1234}
+    history = [{"tag": "before", "step": 0, "metric": "cosine", "value": 0.1, "loss": -0.1, "tokens": 64},
+               {"tag": "after", "step": 10, "metric": "cosine", "value": 0.5, "loss": -0.5, "tokens": 64}]
+    write_summary(tmp_path / "heldout.json", run, history)
+    record = HeldoutRecord.from_json(tmp_path / "heldout.json")
+    assert (record.steps, record.after, record.trainable_parameters) == (10, 0.5, 1234)
+    with pytest.raises(InputFileError, match="'steps'"):
+        write_summary(tmp_path / "bad.json", {**run, "steps": "ten"}, history)
+    with pytest.raises(InputFileError, match="'after'"):
+        write_heldout_record(tmp_path / "bad.json", {**record.data, "after": "bad"})
+    assert not (tmp_path / "bad.json").exists()

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.kind == "paper":
         from elmoc.tables.models import table2, table3
-        from elmoc.tables.records import read_json
+        from elmoc.records import read_json
         from elmoc.tables.render import to_markdown, write
         from elmoc.tables.runs import read_lm_runs, read_task_runs
         from elmoc.tables.speed import table4, table5
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.kind == "majority":
         import json
 
-        from elmoc.tables.records import write_task_record
+        from elmoc.records import write_task_record
         from elmoc.tables.summary import majority_baseline
         from elmoc.tasks.config import build_task, task_section_from_args
 

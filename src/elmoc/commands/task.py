@@ -77,7 +77,7 @@ def run(args) -> int:
         record["inputs"] = {"features": args.features, "fasttext": args.fasttext}
         log.info("%s/%s seed %d: dev %s %.4f, test %.4f (%.0f s)", args.task, args.variant, args.seed,
                  task.metric_name, record["dev"], record["test"], record["seconds"])
-    from elmoc.tables.records import write_task_record
+    from elmoc.records import write_task_record
 
     write_task_record(args.output, record)  # checked against the record type the tables read
     return 0

@@ -189,7 +189,7 @@ def learning_curves(heldout_paths: Iterable[str | Path], output: str | Path) -> 
 
 def all_figures(heldout_paths: Iterable[str | Path], bench_path: str | Path | None, out_dir: str | Path) -> list[Path]:
     """Every figure into ``out_dir``: heldout_curves, speed_table4, speed_table5, memory_s2."""
-    from elmoc.tables.records import read_json
+    from elmoc.records import read_json
 
     out_dir = Path(out_dir)
     runs = read_lm_runs(heldout_paths)

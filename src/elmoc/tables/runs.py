@@ -6,7 +6,7 @@
 * :func:`read_task_runs`: ``results/tasks/{task}/{variant}/seed{seed}.json`` (or majority
   baselines) -> the long table, one row per score.
 
-Both record types are defined and read strictly in :mod:`elmoc.tables.records`: a missing
+Both record types are defined and read strictly in :mod:`elmoc.records`: a missing
 required field or a field of the wrong type is one error naming file and field.  Nothing
 here formats a cell; the layouts (:mod:`elmoc.tables.models`, :mod:`elmoc.tables.speed`,
 :mod:`elmoc.tables.flat`) do.
@@ -20,7 +20,7 @@ from typing import Iterable
 import pandas as pd
 
 from elmoc.errors import InputFileError
-from elmoc.tables.records import HeldoutRecord, TaskRecord, TrainLog, TrainPoint
+from elmoc.records import HeldoutRecord, TaskRecord, TrainLog, TrainPoint
 
 
 # --- pretraining runs -------------------------------------------------------------------
@@ -57,7 +57,7 @@ class LMSetting:
 class LMRun:
     """One trained direction (or a joint bi-LM's one run, direction ``"joint"``, whose
     heldout values, tokens, time and parameters cover both directions): its
-    :class:`~elmoc.tables.records.HeldoutRecord` plus its train log and the variant's setting."""
+    :class:`~elmoc.records.HeldoutRecord` plus its train log and the variant's setting."""
 
     variant: str
     record: HeldoutRecord
@@ -201,7 +201,7 @@ TASK_COLUMNS = ["task", "variant", "seed", "metric", "dev", "test", "status", "s
 
 
 def read_task_runs(paths: Iterable[str | Path]) -> pd.DataFrame:
-    """Long table, one row per result record (:class:`~elmoc.tables.records.TaskRecord`):
+    """Long table, one row per result record (:class:`~elmoc.records.TaskRecord`):
     ``task, variant, seed, metric, dev, test, status, scale, seconds, threads, path``, plus
     one row per extra score of a record (SRL's official CoNLL-2005 F1) with ``task``
     ``<task>:<score name>`` (e.g. ``srl:conll05-f1``), so each score is its own column

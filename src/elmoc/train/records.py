@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from elmoc.directions import DIRECTIONS, JOINT
-from elmoc.io.atomic import atomic_file
+from elmoc.records import write_heldout_record
 
 log = logging.getLogger("elmoc.train.loop")  # the trainer's lines, as they always were
 
@@ -58,8 +58,7 @@ def write_summary(path: Path, run: dict[str, Any], history: list[dict]) -> None:
                              "after": part[-1]["value"] if part else None,
                              "loss_after": part[-1]["loss"] if part else None,
                              "constant_baseline": part[-1].get("constant_baseline") if part else None}
-    with atomic_file(path) as f:
-        f.write(json.dumps(summary, indent=2) + "\n")
+    write_heldout_record(path, summary)  # checked as the tables read it (elmoc.records)
 
 
 def resumed_segments(payload: dict[str, Any], step: int, layout: dict[str, int], path: Path,

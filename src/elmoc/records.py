@@ -1,4 +1,5 @@
-"""The two result records the tables, figures and summary read, each defined once and read strictly.
+"""The result records the pipeline writes and the tables, figures and summary read, each
+defined once (here, below every writer and reader) and read strictly.
 
 * :class:`TaskRecord`: a downstream result, ``results/tasks/{task}/{variant}/seed{seed}.json``
   (``elmoc task``) or a majority baseline ``results/baselines/{task}/majority.json``
@@ -268,8 +269,12 @@ class HeldoutRecord:
 
     @classmethod
     def from_json(cls, path: str | Path) -> "HeldoutRecord":
+        return cls.from_dict(read_json(path), path)
+
+    @classmethod
+    def from_dict(cls, data: dict, path: str | Path) -> "HeldoutRecord":
+        """Check ``data`` (the content of ``path``) as :meth:`from_json` reads it."""
         path = Path(path)
-        data = read_json(path)
         history = []
         for i, entry in enumerate(_get(path, data, "history", "list", default=[])):
             if not isinstance(entry, dict):
@@ -294,3 +299,15 @@ class HeldoutRecord:
             threads=_get(path, data, "threads", "int", nullable=True, default=None),
             processes=processes or 1, device=_get(path, data, "device", "str", default="cpu"),
             history=history, directions_after=per_direction, data=data)
+
+
+def write_heldout_record(path: str | Path, data: dict) -> HeldoutRecord:
+    """Write a pretraining run's ``heldout.json`` (``elmoc train``) atomically, after checking
+    it as :class:`HeldoutRecord` reads it: the trainer and the tables share this one
+    definition, so a summary the tables would refuse fails where it is written."""
+    from elmoc.io.atomic import atomic_file
+
+    record = HeldoutRecord.from_dict(data, path)
+    with atomic_file(path) as f:
+        f.write(json.dumps(data, indent=2) + "\n")
+    return record
