@@ -4,8 +4,8 @@ Both tools run as subprocesses on the same sentences file, on CPU, with the same
 thread count (``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` and ``torch.set_num_threads``):
 
 * AllenNLP: ``benchmarks/allennlp_elmo.py`` under ``--allennlp-python`` (a separate
-  venv with AllenNLP 2.10.1; the 0.9.0 ``allennlp elmo`` command's code on 2.10.1's
-  modules, LSTM states reset per batch unless ``--stateful``; see that file);
+  venv with AllenNLP 2.10.1; a driver computing what the 0.9.0 ``allennlp elmo``
+  command computed, with 2.10.1's modules, LSTM states reset per batch unless ``--stateful``; see that file);
 * elmoc: ``elmoc export --bilm-tf-options O --bilm-tf-weights W`` once (not timed),
   then ``elmoc embed --model DIR --all --batch-size B --threads N``.
 
