@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from elmoc.errors import ElmocError
-from elmoc.process_tree import EXIT_STOPPED
+from elmoc.process_tree import EXIT_SIGINT, EXIT_STOPPED, exit_records
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,6 @@ ATTEMPTS_NAME = "attempts.jsonl"
 EXIT_BUSY = 73  # os.EX_CANTCREAT: another trainer writes this output folder
 ANNOUNCE_NAME = "attempt.json"  # in the job's exit folder: where with-gpus records the outcome
 DONE, STOPPED, CRASHED = "done", "stopped", "crashed"
-EXIT_CTRL_C = 130  # SIGINT: the CLI's status for an interrupted command
 
 
 class OutputFolderBusy(ElmocError):
@@ -196,20 +195,20 @@ def job_outcome(status: int, ranks: list[dict[str, Any]]) -> tuple[str, str]:
     """
     if status == 0:
         return DONE, ""
-    if status in (EXIT_STOPPED, EXIT_CTRL_C):
-        return STOPPED, "interrupted" if status == EXIT_CTRL_C else ""
+    if status in (EXIT_STOPPED, EXIT_SIGINT):
+        return STOPPED, "interrupted" if status == EXIT_SIGINT else ""
     world = max([int(r.get("world_size", 1)) for r in ranks] or [1])
     by_rank = {int(r.get("rank", 0)): r for r in ranks}
     parts = []
     for rank in range(world):
+        who = f"rank {rank}" if world > 1 else "the process"
         r = by_rank.get(rank)
         if r is None:
-            parts.append(f"rank {rank} ended without an exit record (killed, out of memory or crashed in native code)")
+            parts.append(f"{who} ended without an exit record (killed, out of memory or crashed in native code)")
         elif int(r.get("status", 1)) not in (0, EXIT_STOPPED):
-            parts.append(f"rank {rank}: {r.get('reason') or 'exit status ' + str(r.get('status'))}")
-    if not parts:
-        parts.append(f"the launcher exited {status}")
-    return CRASHED, "; ".join(parts) if world > 1 else parts[0].split(": ", 1)[-1]
+            reason = r.get("reason") or f"exit status {r.get('status')}"
+            parts.append(f"rank {rank}: {reason}" if world > 1 else reason)
+    return CRASHED, "; ".join(parts) or f"the launcher exited {status}"
 
 
 def record_job_attempt(exit_dir: str | Path, status: int, checkpoint_step: Callable[[Path], int | None]) -> None:
@@ -226,13 +225,7 @@ def record_job_attempt(exit_dir: str | Path, status: int, checkpoint_step: Calla
         announced = json.loads((exit_dir / ANNOUNCE_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return
-    ranks = []
-    for path in sorted(exit_dir.glob("rank*.json")):
-        try:
-            ranks.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            continue
-    kind, error = job_outcome(status, ranks)
+    kind, error = job_outcome(status, exit_records(exit_dir) or [])
     log_path = Path(announced["log"])
     attempts = AttemptLog(log_path.parent, lambda: checkpoint_step(log_path.parent), announced["spec"])
     attempts.record(kind, status, error)

@@ -16,8 +16,7 @@ import sys
 
 from elmoc import __version__
 from elmoc.errors import ElmocError
-
-EXIT_SIGINT = 130  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
+from elmoc.process_tree import EXIT_SIGINT
 
 
 def _command_modules():

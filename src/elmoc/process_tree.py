@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP)
 EXIT_DIR_ENV = "ELMOC_EXIT_DIR"
 EXIT_STOPPED = 75  # os.EX_TEMPFAIL: `elmoc train` saved a checkpoint on a stop signal or deadline
+EXIT_SIGINT = 130  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
 # signals the torchrun agent catches and passes to its workers (SLURM's --signal=USR1@... included)
 TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
 _PR_SET_PDEATHSIG = 1
@@ -100,17 +101,24 @@ def record_exit(status: int, reason: str = "", environ: Mapping[str, str] | None
         log.warning("cannot record the exit status in %s: %s", folder, e)
 
 
-def job_status(command_status: int, exit_dir: str | Path) -> int:
-    """The job's exit status: 0 when the command succeeded; 75 when every worker of the
-    job recorded 75 (stopped and saved); else the command's status (non-zero)."""
-    if command_status == 0:
-        return 0
+def exit_records(exit_dir: str | Path) -> list[dict] | None:
+    """The exit records (:func:`record_exit`) of a job's processes, in rank order; None
+    when one of them cannot be read (a process died while writing it)."""
     records = []
     for path in sorted(Path(exit_dir).glob("rank*.json")):
         try:
             records.append(json.loads(path.read_text()))
         except (OSError, ValueError):
-            return command_status
+            return None
+    return records
+
+
+def job_status(command_status: int, exit_dir: str | Path) -> int:
+    """The job's exit status: 0 when the command succeeded; 75 when every worker of the
+    job recorded 75 (stopped and saved); else the command's status (non-zero)."""
+    if command_status == 0:
+        return 0
+    records = exit_records(exit_dir)
     if records and all(r.get("status") == EXIT_STOPPED for r in records) \
             and len(records) >= max(int(r.get("world_size", 1)) for r in records):
         return EXIT_STOPPED

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     from elmoc.attempts import CRASHED, DONE, STOPPED, AttemptLog, OutputLock, RepeatedCrash, announce_attempt, \
         error_line, spec_fingerprint
-    from elmoc.process_tree import EXIT_DIR_ENV, EXIT_STOPPED, die_with_parent, record_exit
+    from elmoc.process_tree import EXIT_DIR_ENV, EXIT_SIGINT, EXIT_STOPPED, die_with_parent, record_exit
 
     if "LOCAL_RANK" in os.environ or EXIT_DIR_ENV in os.environ:  # started by torchrun or `elmoc with-gpus`
         die_with_parent(signal.SIGTERM)  # its launcher dies: stop after the step and save (not `nohup` users)
@@ -93,9 +93,9 @@ def run(args: argparse.Namespace) -> int:
                 attempts = None
         status = _train(args)
     except KeyboardInterrupt:
-        record_exit(130, "interrupted")
+        record_exit(EXIT_SIGINT, "interrupted")
         if attempts is not None:
-            attempts.record(STOPPED, 130, "interrupted")
+            attempts.record(STOPPED, EXIT_SIGINT, "interrupted")
         raise
     except BaseException as e:
         status = getattr(e, "exit_status", 1)
@@ -119,18 +119,24 @@ def _keep_log(path) -> None:
     logging.getLogger().addHandler(handler)
 
 
+def _load_spec(path: str) -> dict:
+    """The LM spec at ``path`` (one-line errors for a missing, invalid or non-mapping file)."""
+    from elmoc.config import load_yaml
+    from elmoc.errors import InputFileError
+
+    spec = load_yaml(path)
+    if not isinstance(spec, dict):
+        raise InputFileError(path, "an LM spec must be a mapping")
+    return spec
+
+
 def _check_spec_direction(args: argparse.Namespace) -> str:
     """The spec's text, after refusing a --direction the spec does not train (one line)."""
     from pathlib import Path
 
-    from elmoc.config import load_yaml
-    from elmoc.errors import InputFileError
     from elmoc.directions import check_run
 
-    spec = load_yaml(args.spec)
-    if not isinstance(spec, dict):
-        raise InputFileError(args.spec, "an LM spec must be a mapping")
-    check_run(spec, args.direction, args.spec)
+    check_run(_load_spec(args.spec), args.direction, args.spec)
     return Path(args.spec).read_text(encoding="utf-8")
 
 
@@ -152,7 +158,6 @@ def _train(args: argparse.Namespace) -> int:
 
     import torch
 
-    from elmoc.config import load_yaml
     from elmoc.data.batches import ShardBatches, iter_heldout, num_windows
     from elmoc.data.vocab.vocabulary import Vocabulary
     from elmoc.errors import ConfigError, InputFileError
@@ -162,9 +167,7 @@ def _train(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    spec = load_yaml(args.spec)
-    if not isinstance(spec, dict):
-        raise InputFileError(args.spec, "an LM spec must be a mapping")
+    spec = _load_spec(args.spec)
     if args.max_steps is not None:
         spec.setdefault("train", {})["max_steps"] = args.max_steps
     settings = TrainSettings.from_config(spec.get("train", {}))

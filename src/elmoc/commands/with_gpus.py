@@ -18,7 +18,8 @@ DESCRIPTION = (
     "(salloc) the jobs share its devices through slots keyed by host and job id. N = 0 hides "
     "every GPU. If with-gpus itself is killed (SIGKILL), its command is sent SIGTERM. For an "
     "`elmoc train` job it appends the job's outcome (done, stopped, or crashed with every failed "
-    "rank's error) to the output folder's attempts.jsonl. Example: elmoc with-gpus 2 -- python -m torch.distributed.run --standalone "
+    "rank's error) to the output folder's attempts.jsonl. Example: elmoc with-gpus 2 -- python -m "
+    "torch.distributed.run --standalone "
     "--nproc-per-node 2 --signals-to-handle SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1 -m elmoc.cli train ..."
 )
 
