@@ -8,6 +8,7 @@ from elmoc.tables.render import Table
 
 
 def _bench_caption(bench: dict | None) -> str:
+    """The bench's setting in one sentence (device, threads, scales, budget, processes)."""
     if not bench:
         return "Ours: no bench results (run `elmoc bench`, or set bench.enabled); every cell of ours is a gap."
     s = bench.get("settings", {})
@@ -17,7 +18,8 @@ def _bench_caption(bench: dict | None) -> str:
             "Paper: GPUs at full size.")
 
 
-def _bench_differs(bench: dict | None) -> bool:
+def bench_differs(bench: dict | None) -> bool:
+    """Whether the bench ran below the paper's setting (scaled widths/vocabularies or not on CUDA)."""
     s = (bench or {}).get("settings", {})
     return bool(bench) and (s.get("width_scale", 1) != 1 or s.get("vocab_scale", 1) != 1 or s.get("device") != "cuda")
 
@@ -25,7 +27,7 @@ def _bench_differs(bench: dict | None) -> bool:
 def table4(bench: dict | None) -> Table:
     """Table 4: output layers on the ELMo encoder (params, max batch, S1/S2/S3)."""
     rows_by = {r["label"]: r for r in (bench or {}).get("table4", [])}
-    mark = f" {DAGGER}" if _bench_differs(bench) else ""
+    mark = f" {DAGGER}" if bench_differs(bench) else ""
     columns = ["Layer", "Params (paper size)", "Params (paper)", "Max batch", "Max batch (paper)",
                "S1", "S1 (paper)", "S2", "S2 (paper)", "S3", "S3 (paper)"]
     rows = []
@@ -57,7 +59,7 @@ def table4(bench: dict | None) -> Table:
 def table5(bench: dict | None) -> Table:
     """Table 5: seconds per 1M words of each encoder x output layer (ratios to CONT)."""
     by = {(r["encoder"], r["layer"]): r for r in (bench or {}).get("table5", [])}
-    mark = f" {DAGGER}" if _bench_differs(bench) else ""
+    mark = f" {DAGGER}" if bench_differs(bench) else ""
     columns = ["Layer"]
     for e in paper.TABLE5_ENCODERS:
         columns += [e, f"{e} (paper)"]

@@ -1,0 +1,122 @@
+"""Which encoder and output layer a pretraining variant is: the rows of the table beyond the paper.
+
+The paper scores only the ELMo LSTM downstream; its Table 5 times five other encoders.
+:func:`classify` reads a variant's LM spec (and its preset's name) and says where it goes:
+
+* encoder: ``MLM`` for a masked LM (``train.objective: masked_lm``); for a Transformer the
+  family its preset is named for (``trans-base-*``, ``trans-large-*``, ``gpt-*``), else the one
+  its sizes are (6 x 512 -> TRANS BASE, 12 x 768 -> TRANS LARGE, a context of 512 -> GPT; other
+  sizes -> ``TRANSFORMER``); ``LSTM`` / ``LSTMX2`` for the plain LSTM of Table 5; ``ELMO`` for
+  the paper's own LSTM, kept as reference rows (ELMo-C and the softmax variants of the run);
+* output: ``CONT`` (cosine), ``FIXED``, ``SUBWORD``, ``ADAPTIVE``, ``SAMPLED``, as Table 5 names
+  them (other output types in capitals: ``L2``, ``VMF``).
+
+Pure Python on the spec dict (no torch, no pandas): the workflow (``beyond_variants`` in
+workflow/rules/common.smk) asks it whether a config has such variants.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Row groups of the table, in this order (Table 5's encoders, then the masked LM, then
+# any other Transformer, then the paper's own LSTM for reference).
+ENCODER_ORDER = ("TRANS BASE", "TRANS LARGE", "GPT", "MLM", "TRANSFORMER", "LSTM", "LSTMX2", "ELMO")
+OUTPUT_LABELS = {"cosine": "CONT", "fixed": "FIXED", "subword": "SUBWORD", "adaptive": "ADAPTIVE",
+                 "sampled": "SAMPLED"}
+OUTPUT_ORDER = ("CONT", "FIXED", "SUBWORD", "ADAPTIVE", "SAMPLED")
+SOFTMAX_OUTPUTS = ("FIXED", "SUBWORD", "ADAPTIVE", "SAMPLED")
+MASKED_LM = "masked_lm"  # train.objective of a masked LM
+REFERENCE_CONT = "elmo-c"  # the ELMo LSTM's CONT row (its ablations are Table 3's)
+# Preset-name prefixes of the causal Transformer families (config/lm/<prefix>-<output>.yaml).
+NAME_PREFIXES = (("trans-base", "TRANS BASE"), ("trans-large", "TRANS LARGE"), ("gpt", "GPT"))
+# The paper's sizes of Table 5's Transformers (paper-spec section 4): (layers, d_model).
+BASE_SIZE, LARGE_SIZE, GPT_CONTEXT = (6, 512), (12, 768), 512
+
+
+@dataclass(frozen=True)
+class Family:
+    """Where a variant goes in the table.
+
+    encoder: a label of :data:`ENCODER_ORDER`; size: the encoder's sizes in words
+    (``6×512, ff 2048, 8 heads, len 20``); output: ``CONT``/``FIXED``/...; reference: an ELMo
+    LSTM row shown for comparison (not a variant beyond the paper)."""
+
+    encoder: str
+    size: str
+    output: str
+    reference: bool = False
+
+    def sort_key(self) -> tuple[int, int, str]:
+        e = ENCODER_ORDER.index(self.encoder) if self.encoder in ENCODER_ORDER else len(ENCODER_ORDER)
+        o = OUTPUT_ORDER.index(self.output) if self.output in OUTPUT_ORDER else len(OUTPUT_ORDER)
+        return e, o, self.size
+
+
+def output_label(spec: dict[str, Any]) -> str:
+    """``CONT`` for a cosine output, the Table 5 name of the softmax family, else the type in capitals."""
+    kind = str((spec.get("output") or {}).get("type", "?"))
+    return OUTPUT_LABELS.get(kind, kind.upper())
+
+
+def is_masked_lm(spec: dict[str, Any]) -> bool:
+    return (spec.get("train") or {}).get("objective") == MASKED_LM
+
+
+def _transformer_family(name: str, encoder: dict[str, Any], length: Any) -> str:
+    for prefix, label in NAME_PREFIXES:
+        if name == prefix or name.startswith(f"{prefix}-"):
+            return label
+    shape = (encoder.get("num_layers"), encoder.get("d_model"))
+    if isinstance(length, int) and length >= GPT_CONTEXT and shape == LARGE_SIZE:
+        return "GPT"
+    if shape == LARGE_SIZE:
+        return "TRANS LARGE"
+    if shape == BASE_SIZE:
+        return "TRANS BASE"
+    return "TRANSFORMER"
+
+
+def encoder_size(spec: dict[str, Any]) -> str:
+    """The encoder's sizes as the table prints them, with the training sequence length."""
+    enc, train = spec.get("encoder") or {}, spec.get("train") or {}
+    kind = enc.get("type")
+    if kind == "elmo_lstm":
+        text = f"{enc.get('num_layers', '?')}×{enc.get('cell_size', '?')}/{enc.get('projection_size', '?')} LSTM"
+    elif kind == "lstm":
+        text = f"{enc.get('num_layers', '?')}×{enc.get('hidden_size', '?')} LSTM"
+    elif kind == "transformer" or "d_model" in enc:
+        text = (f"{enc.get('num_layers', '?')}×{enc.get('d_model', '?')}, ff {enc.get('d_ff', '?')}, "
+                f"{enc.get('heads', '?')} heads")
+    else:
+        text = str(kind)
+    return f"{text}, len {train['bptt']}" if train.get("bptt") else text
+
+
+def classify(spec: dict[str, Any], name: str | None = None) -> Family | None:
+    """The row of a variant (``spec``: its LM spec; ``name``: its preset's name, else the
+    variant's), or ``None`` when the table has no row for it (an ELMo LSTM variant other
+    than ELMo-C and the softmax family, e.g. Table 3's ablations)."""
+    name = str(name or spec.get("name") or "")
+    enc = spec.get("encoder") or {}
+    kind = enc.get("type")
+    output, size = output_label(spec), encoder_size(spec)
+    if is_masked_lm(spec):
+        return Family("MLM", size, output)
+    if kind == "elmo_lstm":
+        if output in SOFTMAX_OUTPUTS or (output == "CONT" and name == REFERENCE_CONT):
+            return Family("ELMO", size, output, reference=True)
+        return None
+    if kind == "lstm":
+        return Family("LSTM" if enc.get("num_layers", 1) == 1 else "LSTMX2", size, output)
+    if kind is None:
+        return None
+    if kind != "transformer" and "d_model" not in enc:
+        return Family(str(kind).upper(), size, output)
+    return Family(_transformer_family(name, enc, (spec.get("train") or {}).get("bptt")), size, output)
+
+
+def is_beyond(spec: dict[str, Any], name: str | None = None) -> bool:
+    """Whether a variant is one beyond the paper (a row that is not an ELMo reference row)."""
+    family = classify(spec, name)
+    return family is not None and not family.reference
