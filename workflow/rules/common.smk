@@ -12,6 +12,7 @@ from snakemake.exceptions import WorkflowError
 from elmoc import directions
 from elmoc.config import artifact_paths, resolve_variant
 from elmoc.process_tree import torchrun_options
+from elmoc.tables import families
 
 # The `elmoc` CLI of the Python running Snakemake (works without an activated venv).
 PYTHON = shlex.quote(sys.executable)
@@ -335,6 +336,17 @@ def majority_results():
 
 def all_heldout():
     return [f"results/lm/{v}/{d}/heldout.json" for v in variants() for d in lm_directions(v)]
+
+
+def preset_name(variant):
+    """The preset a variant is built from (`preset:` of its entry, else its own name)."""
+    return (config["pretrain"]["variants"].get(variant) or {}).get("preset", variant)
+
+
+def beyond_variants():
+    """The variants beyond the paper (a Transformer or a masked LM; elmoc.tables.families):
+    with none, the workflow builds no table `beyond`."""
+    return [v for v in variants() if families.is_beyond(lm_spec(v), preset_name(v))]
 
 
 # --- functions of bench.smk ---
