@@ -94,7 +94,7 @@ def test_exact_cells(tree):
     assert e["Size"] == "2×32/16 LSTM, len 20" and e["SST-5"] == "50.00 (n=1)"   # full scale: no †
     assert rows["elmo-a"]["Run × CONT"] == "4.00x" and rows["elmo-a"]["Bench"] == "1.50x †"
     assert rows["elmo-a"]["Bench (paper)"] == "1.89x"
-    assert "cpu × 1 process(es)" in t.caption
+    assert "cpu × 1 process(es)" in t.caption and "widths ×0.25 and vocabularies ×0.01 on cpu" in t.caption
 
 
 def test_missing_cells_are_gaps_never_a_crash(tree):
@@ -107,6 +107,7 @@ def test_missing_cells_are_gaps_never_a_crash(tree):
     s = rows["trans-base-sampled"]
     assert s["Run × CONT"] is None and s["Bench"] is None and s["Bench (paper)"] == "2.91x"
     assert t.columns[-1] == "Heldout"                                          # no task columns
+    assert "No bench results" in t.caption
     assert "| — |" in to_markdown(t)
 
 

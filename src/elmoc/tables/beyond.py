@@ -75,14 +75,24 @@ def bench_cells(bench: dict | None, family: Family) -> tuple[str | None, str | N
     return ours, ("OOM" if value is None else f"{value}s" if family.output == "CONT" else f"{value}x")
 
 
-def _caption(lm_runs: list[LMRun], rows: int, unplaced: list[str]) -> str:
+def _bench_sentence(bench: dict | None) -> str:
+    """The bench's own setting: its models are Table 5's sizes scaled, not this run's sizes."""
+    if not bench:
+        return " No bench results (bench.enabled: false or not run): the Bench column is a gap."
+    s = bench.get("settings", {})
+    return (f" Bench: Table 5's encoders at widths ×{s.get('width_scale', 1):g} and vocabularies "
+            f"×{s.get('vocab_scale', 1):g} on {s.get('device', '?')} (its own sizes, not this run's).")
+
+
+def _caption(lm_runs: list[LMRun], rows: int, unplaced: list[str], bench: dict | None) -> str:
     if not rows:
         text = ("No beyond-paper variant among the runs given (no Transformer or masked-LM variant in "
                 "pretrain.variants; docs/beyond-paper.md says how to enable them).")
     else:
         hw = sorted({f"{r.record.device} × {r.processes} process(es)" for r in lm_runs})
         text = ("Each Transformer and masked-LM variant of this run, by encoder and output layer, with the ELMo "
-                "LSTM's rows of this run for reference. Runs trained on " + "; ".join(hw) + ".")
+                "LSTM's rows of this run for reference. Runs trained on " + "; ".join(hw) + "."
+                + _bench_sentence(bench))
     if unplaced:
         text += f" Not placed (no spec.yaml beside their runs): {', '.join(unplaced)}."
     return text
@@ -147,5 +157,5 @@ def beyond_table(lm_runs: list[LMRun], task_runs: pd.DataFrame, bench: dict | No
                      None if not tps else f"{tps:,.0f}", ratio, ours, ref, metric, heldout_cell(metric, value)]
                     + [score_cell(task_runs, variant, t) for t in tasks])
     columns = FIXED_COLUMNS + [paper.TASK_LABELS.get(t, t) for t in tasks]
-    return Table(NAME, TITLE, _caption([r for _, _, runs in placed for r in runs], len(rows), unplaced),
+    return Table(NAME, TITLE, _caption([r for _, _, runs in placed for r in runs], len(rows), unplaced, bench),
                  columns, rows, NOTES)
