@@ -158,3 +158,12 @@ def test_a_sampled_masked_lm_reports_perplexity_over_masked_positions(tmp_path):
     assert heldout["metric"] == "perplexity" and heldout["direction"] == "masked"
     vocab_size = len(make_workdir(tmp_path / "again", output={"type": "sampled", "num_samples": 5})["vocab"])
     assert 1.0 < heldout["after"] < 10 * vocab_size
+
+
+def test_export_by_variant_finds_the_masked_model(tmp_path):
+    from elmoc.pretrained.writer import lm_files
+
+    folder = tmp_path / "lm/mlm-c/masked"
+    folder.mkdir(parents=True)
+    (folder / "model.pt").write_bytes(b"")
+    assert lm_files(tmp_path, "mlm-c") == {"forward": folder / "model.pt", "backward": folder / "model.pt"}
