@@ -13,6 +13,7 @@ import torch
 import torch.multiprocessing as mp
 
 from elmoc.data.batches import BiLMBatch, LMBatch
+from elmoc.data.masking import MaskedLMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.train.heldout import evaluate_heldout
@@ -56,15 +57,17 @@ def max_abs_diff(a, b, where="") -> float:
     return 0.0
 
 
-def _rows_of(batch: LMBatch | BiLMBatch, rows: slice) -> LMBatch | BiLMBatch:
+def _rows_of(batch: LMBatch | BiLMBatch | MaskedLMBatch, rows: slice) -> LMBatch | BiLMBatch | MaskedLMBatch:
     """The rows `rows` of a window (of both directions' windows for a joint batch)."""
+    if isinstance(batch, MaskedLMBatch):
+        return batch.rows(rows)
     if isinstance(batch, BiLMBatch):
         return BiLMBatch(_rows_of(batch.forward, rows), _rows_of(batch.backward, rows))
     return LMBatch(batch.inputs[rows], batch.targets[rows], batch.mask[rows])
 
 
 def reference_sampled(
-    model_class: type[LanguageModel] | type[BidirectionalLM],
+    model_class: type[LanguageModel] | type[BidirectionalLM] | type,
     spec: dict[str, Any],
     vocab: Vocabulary,
     make_batches: Callable[[dict | None, int, int], Iterator],
@@ -92,7 +95,8 @@ def reference_sampled(
         bundle.zero_grad()
         for r in range(world):
             layer.set_process_rank(r)
-            layer.sampler.draws = draws_per_step * step
+            if hasattr(layer, "sampler"):  # a deterministic layer (a masked LM's CONT) draws nothing
+                layer.sampler.draws = draws_per_step * step
             out, new_state = model(_rows_of(batch, slice(r * per, (r + 1) * per)), states[r])
             (out.loss_sum / out.num_tokens.clamp(min=1.0) / world).backward()
             states[r] = detach_state(model, new_state)

@@ -3,10 +3,14 @@
 ``train.directions`` in an LM spec: ``separate`` (the default; ELMo-C and its ablations)
 trains a forward and a backward :class:`elmoc.lm.LanguageModel` as two runs,
 ``results/lm/{variant}/forward`` and ``.../backward``; ``joint`` (the softmax family) trains
-one :class:`elmoc.lm.BidirectionalLM`, ``results/lm/{variant}/joint``.  :func:`runs` is the
-decision; the workflow (``lm_directions`` in workflow/rules/common.smk), ``elmoc train``
-(:func:`check_run`) and the batcher ask it.  Imports only :mod:`elmoc.errors` (no torch),
-so the Snakefile can import it.
+one :class:`elmoc.lm.BidirectionalLM`, ``results/lm/{variant}/joint``.  A masked LM
+(``train.objective: masked_lm``, issue 25) is one bidirectional model, not two directions:
+one run, ``results/lm/{variant}/masked`` (:class:`elmoc.masked_lm.MaskedLM`).  :func:`runs`
+is the decision; the workflow (``lm_directions`` in workflow/rules/common.smk), ``elmoc
+train`` (:func:`check_run`) and the batcher ask it.  A run that trains one file (joint or
+masked) gives extraction and export that one ``model.pt`` as both "forward" and
+"backward" (:func:`single_run`).  Imports only :mod:`elmoc.errors` (no torch), so the
+Snakefile can import it.
 """
 from __future__ import annotations
 
@@ -15,9 +19,20 @@ from typing import Any
 
 from elmoc.errors import ConfigError
 
-FORWARD, BACKWARD, JOINT, SEPARATE = "forward", "backward", "joint", "separate"
+FORWARD, BACKWARD, JOINT, SEPARATE, MASKED = "forward", "backward", "joint", "separate", "masked"
 DIRECTIONS = (FORWARD, BACKWARD)  # the two directions of a bi-LM, in this order everywhere
-RUNS = (FORWARD, BACKWARD, JOINT)  # what one training run trains (`elmoc train --direction`)
+RUNS = (FORWARD, BACKWARD, JOINT, MASKED)  # what one training run trains (`elmoc train --direction`)
+CAUSAL_LM, MASKED_LM = "causal_lm", "masked_lm"
+OBJECTIVES = (CAUSAL_LM, MASKED_LM)  # train.objective
+
+
+def is_masked(spec: dict[str, Any]) -> bool:
+    """Whether an LM spec trains a masked LM (``train.objective: masked_lm``) rather than
+    next-word LMs (``causal_lm``, the default)."""
+    value = (spec.get("train") or {}).get("objective", CAUSAL_LM)
+    if value not in OBJECTIVES:
+        raise ConfigError(f"train.objective must be {CAUSAL_LM!r} or {MASKED_LM!r}, got {value!r}")
+    return value == MASKED_LM
 
 
 def is_joint(spec: dict[str, Any]) -> bool:
@@ -30,19 +45,41 @@ def is_joint(spec: dict[str, Any]) -> bool:
 
 
 def runs(spec: dict[str, Any]) -> tuple[str, ...]:
-    """The training runs of a spec: ``("joint",)`` or ``("forward", "backward")``."""
+    """The training runs of a spec: ``("masked",)``, ``("joint",)`` or ``("forward", "backward")``."""
+    if is_masked(spec):
+        if (spec.get("train") or {}).get("directions", SEPARATE) != SEPARATE:
+            raise ConfigError("train.directions does not apply to a masked LM (train.objective: masked_lm: one "
+                              "bidirectional model); remove it")
+        return (MASKED,)
     return (JOINT,) if is_joint(spec) else DIRECTIONS
+
+
+def single_run(runs_: tuple[str, ...] | list[str]) -> str | None:
+    """The one run whose ``model.pt`` serves as both directions' file ("joint", "masked"),
+    or None for two separate direction runs."""
+    return runs_[0] if len(runs_) == 1 else None
 
 
 def check_run(spec: dict[str, Any], direction: str, spec_path: str | Path | None = None) -> None:
     """Refuse a ``direction`` the spec does not train: "joint" needs ``train.directions:
-    joint``, and such a spec trains only "joint" (one ConfigError line naming the spec
-    and the fix)."""
+    joint``, and such a spec trains only "joint"; "masked" needs ``train.objective:
+    masked_lm``, and such a spec trains only "masked" (one ConfigError line naming the
+    spec and the fix)."""
     where = str(spec_path) if spec_path else "the spec"
     if direction not in RUNS:
-        raise ConfigError(f"direction must be 'forward', 'backward' or 'joint', got {direction!r}")
-    if direction in runs(spec):
+        raise ConfigError(f"direction must be 'forward', 'backward', 'joint' or 'masked', got {direction!r}")
+    trained = runs(spec)
+    if direction in trained:
         return
+    if trained == (MASKED,):
+        raise ConfigError(
+            f"{where}: this spec trains one masked LM (train.objective: masked_lm), not a {direction} run; "
+            "train it with --direction masked")
+    if direction == MASKED:
+        raise ConfigError(
+            f"{where}: --direction masked trains a masked LM, but this spec trains next-word LMs "
+            "(train.objective is 'causal_lm' or unset); set train.objective: masked_lm in it, or train "
+            f"--direction {' and --direction '.join(trained)}")
     if direction == JOINT:
         raise ConfigError(
             f"{where}: --direction joint trains a joint bi-LM, but this spec trains separate directions "

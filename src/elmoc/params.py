@@ -71,15 +71,17 @@ def count_parameters(spec: dict[str, Any], vocab_size: int, table_dims: dict[str
     """Trainable parameter counts of one LM spec (see the module docstring).
 
     Returns ``{"input", "encoder", "output", "per_direction", "paper", "trained", "joint", "vocab"}``.
+    A masked LM (``train.objective: masked_lm``) is one model: ``paper`` and ``trained``
+    are its input, encoder and output layer plus its mask vector (``input`` wide).
     """
     import torch
 
-    from elmoc.directions import is_joint
+    from elmoc.directions import is_joint, is_masked
 
     from elmoc.lm import LanguageModel
 
     dims = {**DEFAULT_TABLE_DIMS, **(table_dims or {})}
-    joint = is_joint(spec)
+    joint, masked = is_joint(spec), is_masked(spec)
     spec = {k: v for k, v in spec.items() if k in ("input", "encoder", "output")}
     spec = _with_table_dims(spec, dims, default_table_dim, ignore_files)
     with torch.device("meta"):
@@ -96,6 +98,10 @@ def count_parameters(spec: dict[str, Any], vocab_size: int, table_dims: dict[str
     per_direction = n(inp) + n(enc) + n(out)
     out_shared = n({k: p for k, p in out.items() if k in shared})
     out_private = n(out) - out_shared
+    if masked:  # elmoc.masked_lm.MaskedLM: one encoder, and the mask vector
+        one_model = per_direction + model.input_layer.output_dim
+        return {"vocab": vocab_size, "input": n(inp), "encoder": n(enc), "output": n(out),
+                "per_direction": per_direction, "paper": one_model, "trained": one_model, "joint": False}
     return {
         "vocab": vocab_size,
         "input": n(inp),

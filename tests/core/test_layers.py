@@ -25,7 +25,7 @@ LAYERS = [
     ("config", "config_section", "registry", "nn", "metrics", "process_tree", "devices", "attempts", "records"),
     ("data",),
     ("inputs", "encoders", "outputs"),
-    ("lm",),
+    ("lm", "masked_lm"),
     ("train",),
     ("features",),
     ("pretrained", "tasks", "tables", "bench", "params"),

@@ -49,7 +49,8 @@ def lm_spec_json(wildcards):
 
 def lm_directions(variant):
     """The pretrain runs of a variant: ["joint"] for a joint bi-LM (train.directions: joint,
-    the softmax family), else ["forward", "backward"]; a released ELMo comes as two files."""
+    the softmax family), ["masked"] for a masked LM (train.objective: masked_lm), else
+    ["forward", "backward"]; a released ELMo comes as two files."""
     if released_lm(variant):
         return DIRECTIONS
     return list(directions.runs(lm_spec(variant)))
@@ -57,9 +58,11 @@ def lm_directions(variant):
 
 def lm_models(variant):
     """{"forward": model.pt, "backward": model.pt} of a variant: a joint bi-LM's one file
-    serves as both (elmoc reads each direction's view of it)."""
-    if lm_directions(variant) == ["joint"]:
-        return dict.fromkeys(DIRECTIONS, f"results/lm/{variant}/joint/model.pt")
+    serves as both (elmoc reads each direction's view of it), a masked LM's too (elmoc
+    reads its one bidirectional stack)."""
+    single = directions.single_run(lm_directions(variant))
+    if single:
+        return dict.fromkeys(DIRECTIONS, f"results/lm/{variant}/{single}/model.pt")
     return {d: f"results/lm/{variant}/{d}/model.pt" for d in DIRECTIONS}
 
 

@@ -7,7 +7,7 @@ EXTRACT = RESOURCES["extract"]
 
 rule extract:
     input:
-        unpack(lm_model_inputs),  # forward, backward (a joint bi-LM's one model.pt as both)
+        unpack(lm_model_inputs),  # forward, backward (a joint bi-LM's or a masked LM's one model.pt as both)
         sentences="results/tasks/{task}/sentences.txt",
     output:
         temp("results/features/{variant}/{task}.hdf5")

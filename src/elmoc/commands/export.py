@@ -8,7 +8,8 @@ from elmoc.directions import DIRECTIONS
 NAME = "export"
 HELP = "write a self-contained model directory (weights, vocabulary, tables, model card)"
 DESCRIPTION = (
-    "Collect both directions of a trained variant (results/lm/VARIANT/{forward,backward}/model.pt), "
+    "Collect both directions of a trained variant (results/lm/VARIANT/{forward,backward}/model.pt; "
+    "a joint bi-LM's joint/model.pt; a masked LM's masked/model.pt, one bidirectional stack), "
     "the vocabulary, the frozen input tables and, for FastText inputs, fastText's n-gram buckets "
     "(so words outside the vocabulary get their vector without the .bin) into DIR, with a model "
     "card README.md. Load DIR with elmoc.Elmo.from_pretrained(DIR) or `elmoc embed --model DIR`. "

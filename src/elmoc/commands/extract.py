@@ -21,8 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from elmoc.config_section import add_section_argument
 
     add_section_argument(parser, "features section")
-    parser.add_argument("--forward", required=True, help="forward LM model.pt (or checkpoint.pt); a joint bi-LM's model.pt as both --forward and --backward")
-    parser.add_argument("--backward", required=True, help="backward LM model.pt (or checkpoint.pt; the joint model.pt again)")
+    parser.add_argument("--forward", required=True, help="forward LM model.pt (or checkpoint.pt); a joint bi-LM's or a masked LM's model.pt as both "
+                        "--forward and --backward (a masked LM gives one bidirectional stack of layers)")
+    parser.add_argument("--backward", required=True, help="backward LM model.pt (or checkpoint.pt; the joint or masked model.pt again)")
     parser.add_argument("--sentences", required=True, help="one whitespace-tokenized sentence per line")
     parser.add_argument("--output", required=True, help="HDF5 file to write")
     parser.add_argument("--vocab", help="vocabulary file (default: the one recorded in the checkpoint)")

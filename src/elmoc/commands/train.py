@@ -31,7 +31,10 @@ DESCRIPTION = (
     "backward windows of the same corpus position; its loss is the mean of the two "
     "directions' mean losses, its token counts count both directions, and heldout.json "
     "gives the combined metric (perplexity: exp of the mean of the two mean NLLs) with "
-    "each direction's under \"forward\" and \"backward\"."
+    "each direction's under \"forward\" and \"backward\". A spec with train.objective: "
+    "masked_lm is one masked LM (a bidirectional encoder predicting BERT-masked words, "
+    "train.masking), trained with --direction masked; its heldout metric is taken over "
+    "the masked positions of the heldout windows, masked with a fixed seed."
 )
 
 
@@ -39,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", required=True, help="LM spec YAML (results/lm/<variant>/spec.yaml)")
     parser.add_argument("--direction", choices=RUNS, required=True,
                         help="forward or backward: one direction of a spec with train.directions: separate "
-                             "(the default); joint: both at once, for a spec with train.directions: joint")
+                             "(the default); joint: both at once, for a spec with train.directions: joint; "
+                             "masked: the one model of a spec with train.objective: masked_lm")
     parser.add_argument("--output-dir", required=True, help="where checkpoint.pt, model.pt, heldout.json, train_log.jsonl go")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, or cuda:N (default cpu)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
@@ -182,6 +186,7 @@ def _train(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.spec}: the spec names no vocab file")
     vocab = Vocabulary.load(vocab_path)
     eval_batch = settings.eval_batch_size or settings.batch_size
+    masking = settings.masking_settings if args.direction == "masked" else None
     stream_fn = None
     if data.get("tokenizer"):  # subword LMs (ELMo-Sub): segment the word corpus on the fly
         from elmoc.data.vocab.subword import SubwordEncoder
@@ -191,12 +196,14 @@ def _train(args: argparse.Namespace) -> int:
     def make_batches(position, rank, world_size):
         batches = ShardBatches(shards, vocab, settings.batch_size, settings.bptt, args.direction,
                                seed=settings.seed, epochs=settings.epochs, rank=rank,
-                               world_size=world_size, position=position, stream_fn=stream_fn)
+                               world_size=world_size, position=position, stream_fn=stream_fn,
+                               masking=masking)
         for batch in batches:
             yield batch, batches.state_dict()
 
     def make_heldout():
-        return iter_heldout(data["heldout"], vocab, eval_batch, settings.bptt, args.direction, stream_fn=stream_fn)
+        return iter_heldout(data["heldout"], vocab, eval_batch, settings.bptt, args.direction, stream_fn=stream_fn,
+                            masking=masking)
 
     steps_per_epoch = sum(num_windows((n - 1) // settings.batch_size, settings.bptt) for n in _shard_tokens(shards))
     result = train(spec, vocab, Path(args.output_dir), make_batches, make_heldout if data.get("heldout") else None,

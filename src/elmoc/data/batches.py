@@ -34,6 +34,13 @@ sentences as the forward batch, each reversed within the window, whereas ours is
 window of the shard's reversed stream (the same text read from the other end), as a
 separate backward run reads it.
 
+Masked LMs (:class:`elmoc.masked_lm.MaskedLM`, ``train.objective: masked_lm``): with
+``direction="masked"`` the rows are the forward stream's inputs (a window reads its words
+in both directions at once; there is no next word) and every window is masked by
+:class:`elmoc.data.masking.Masking` into a :class:`~elmoc.data.masking.MaskedLMBatch`,
+keyed by the same position (pass, shard, window), so a resume masks as the
+uninterrupted run did; the draws cover the global batch, so ranks agree with one process.
+
 Speed: a shard is decoded once, split once (boundary tokens are spliced in by
 joining the lines with `` </s> <s> ``), and mapped to ids with one C-level
 ``dict.get(token, <unk>)`` per token (``map`` with ``itertools.repeat``, no Python
@@ -43,6 +50,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
+from functools import partial
 from itertools import repeat
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
@@ -50,14 +58,15 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import torch
 
+from elmoc.data.masking import HELDOUT_MASKING_SEED, Masking, MaskedLMBatch
 from elmoc.data.vocab.vocabulary import BOS, EOS, UNK_ID, Vocabulary
-from elmoc.directions import DIRECTIONS, JOINT, RUNS
+from elmoc.directions import DIRECTIONS, JOINT, MASKED, RUNS
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.nn.host_copy import copy_to_device, to_host
 
 log = logging.getLogger(__name__)
 
-READ_DIRECTIONS = RUNS  # what a batcher reads: one direction, or both in lockstep (joint)
+READ_DIRECTIONS = RUNS  # what a batcher reads: one direction, both in lockstep (joint), or masked windows
 
 
 @dataclass
@@ -200,11 +209,18 @@ def direction_rows(stream: np.ndarray, batch_size: int, direction: str) -> list[
     return [stream_to_rows(stream, batch_size, d) for d in (DIRECTIONS if direction == JOINT else (direction,))]
 
 
+# window index, the global window's ids (global_batch, time), this process's rows -> its masked batch
+Masker = Callable[[int, np.ndarray, slice], MaskedLMBatch]
+
+
 def _windows(rows_of: list[tuple[np.ndarray, np.ndarray]], bptt: int, start: int,
-             rows: slice) -> Iterator[LMBatch | BiLMBatch]:
+             rows: slice, masker: Masker | None = None) -> Iterator[LMBatch | BiLMBatch | MaskedLMBatch]:
     """Windows ``start, start + 1, ...``: LMBatch for one direction, BiLMBatch (the same
-    window of both) for two."""
+    window of both) for two, ``masker``'s MaskedLMBatch of the inputs when given."""
     for k in range(start, num_windows(rows_of[0][0].shape[1], bptt)):
+        if masker is not None:
+            yield masker(k, rows_of[0][0][:, k * bptt:(k + 1) * bptt], rows)
+            continue
         parts = []
         for inputs, targets in rows_of:
             x = torch.from_numpy(np.ascontiguousarray(inputs[rows, k * bptt:(k + 1) * bptt]))
@@ -221,14 +237,16 @@ class ShardBatches:
         vocab: token -> id map.
         batch_size: the *global* batch ``B`` (rows per window over all ranks).
         bptt: window length in tokens (20 in the paper).
-        direction: "forward", "backward" (reads each shard's reversed stream) or
-            "joint" (both, in lockstep: yields BiLMBatch).
+        direction: "forward", "backward" (reads each shard's reversed stream),
+            "joint" (both, in lockstep: yields BiLMBatch) or "masked" (the forward
+            stream's inputs, masked: yields MaskedLMBatch).
         seed: base seed of shard and sentence shuffles.
         epochs: number of passes, None = endless.
         rank, world_size: data-parallel split; this rank gets ``B / world_size`` rows.
         position: resume from here (from :attr:`position` / :meth:`state_dict`).
         stream_fn: lines -> id stream with sentence boundaries, replacing the word
             lookup (e.g. :meth:`elmoc.data.vocab.subword.SubwordEncoder.stream` for ELMo-Sub).
+        masking: how "masked" windows are masked (default BERT's 15%, 80/10/10).
 
     Yields:
         LMBatch with inputs/targets (batch / world_size, time) long, mask bool;
@@ -253,6 +271,7 @@ class ShardBatches:
         world_size: int = 1,
         position: BatchPosition | dict | None = None,
         stream_fn: Callable[[list[str]], np.ndarray] | None = None,
+        masking: Masking | None = None,
     ):
         _check_common(batch_size, bptt, direction, rank, world_size)
         if not shards:
@@ -262,6 +281,8 @@ class ShardBatches:
         self.shards = [Path(p) for p in shards]
         self.lookup = dict(vocab.index)
         self.to_stream = stream_fn or (lambda lines: sentences_to_stream(lines, self.lookup))
+        self.masking = (masking or Masking()) if direction == MASKED else None
+        self.vocab_size = len(vocab)
         self.batch_size, self.bptt, self.direction = batch_size, bptt, direction
         self.seed, self.epochs = seed, epochs
         self.rows = _row_slice(batch_size, rank, world_size)
@@ -293,7 +314,10 @@ class ShardBatches:
                     log.warning("%s has fewer than batch_size+1=%d tokens: no window, skipped",
                                 self.shards[order[shard_pos]], self.batch_size + 1)
                 start = pos.window if shard_pos == pos.shard else 0
-                for k, batch in enumerate(_windows(rows_of, self.bptt, start, self.rows), start):
+                masker = None
+                if self.masking is not None:
+                    masker = partial(_mask_window, self.masking, self.seed, (pos.epoch, shard_pos), self.vocab_size)
+                for k, batch in enumerate(_windows(rows_of, self.bptt, start, self.rows, masker), start):
                     if k + 1 < total:
                         self.position = BatchPosition(pos.epoch, shard_pos, k + 1)
                     elif shard_pos + 1 < len(order):
@@ -306,6 +330,12 @@ class ShardBatches:
             self.position = pos
 
 
+def _mask_window(masking: Masking, seed: int, prefix: tuple[int, ...], vocab_size: int, window: int,
+                 ids: np.ndarray, rows: slice) -> MaskedLMBatch:
+    """:meth:`Masking.apply` keyed by ``(*prefix, window)``."""
+    return masking.apply(ids, seed, (*prefix, window), vocab_size, rows)
+
+
 def iter_heldout(
     path: str | Path,
     vocab: Vocabulary,
@@ -315,9 +345,12 @@ def iter_heldout(
     rank: int = 0,
     world_size: int = 1,
     stream_fn: Callable[[list[str]], np.ndarray] | None = None,
-) -> Iterator[LMBatch | BiLMBatch]:
+    masking: Masking | None = None,
+) -> Iterator[LMBatch | BiLMBatch | MaskedLMBatch]:
     """Windows of a heldout file, built like a training shard but without shuffling
-    (BiLMBatch of both directions' windows for ``direction="joint"``).
+    (BiLMBatch of both directions' windows for ``direction="joint"``; for "masked" the
+    MaskedLMBatch of ``masking`` with the fixed seed ``HELDOUT_MASKING_SEED``, keyed by
+    the window index, so every evaluation of every run masks the same positions).
 
     Raises ConfigError when the file has too few tokens for even one window.
     """
@@ -330,4 +363,7 @@ def iter_heldout(
             f"{path} has {len(stream)} tokens (with <s>/</s>), fewer than batch_size+1={batch_size + 1}; "
             "lower the evaluation batch size"
         )
-    yield from _windows(rows_of, bptt, 0, _row_slice(batch_size, rank, world_size))
+    masker = None
+    if direction == MASKED:
+        masker = partial(_mask_window, masking or Masking(), HELDOUT_MASKING_SEED, (), len(vocab))
+    yield from _windows(rows_of, bptt, 0, _row_slice(batch_size, rank, world_size), masker)

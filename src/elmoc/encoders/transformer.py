@@ -1,8 +1,9 @@
-"""Causal pre-LN Transformer encoder (Table 5 "TRANS BASE", "TRANS LARGE", "GPT").
+"""Pre-LN Transformer encoder (Table 5 "TRANS BASE", "TRANS LARGE", "GPT"; issue 25's MLM).
 
 Spec 4: optional ``Linear(input_dim -> d_model)``, sinusoidal positions, dropout,
 ``num_layers`` pre-LN blocks ``x + drop(sublayer(LN(x)))`` with causal self-attention
-and a ReLU feed-forward, then a final LayerNorm.  The blocks are
+and a ReLU feed-forward, then a final LayerNorm.  ``causal: false`` gives the same
+blocks full (bidirectional) attention over the unpadded positions, for a masked LM.  The blocks are
 ``torch.nn.TransformerEncoderLayer(norm_first=True)`` (a well-kept implementation
 with fused attention); only the position table and the masks are written here.
 The EC code's hand-made LayerNorm (unbiased std, eps added to std) is replaced by
@@ -34,7 +35,7 @@ def sinusoidal_positions(length: int, dim: int, device=None, dtype=torch.float32
 
 @register("encoder", "transformer")
 class TransformerEncoder(Encoder):
-    """Left-to-right Transformer LM encoder.
+    """Left-to-right (or, ``causal=False``, bidirectional) Transformer LM encoder.
 
     Args:
         input_dim: token vector size (set by the builder).
@@ -43,16 +44,19 @@ class TransformerEncoder(Encoder):
         d_ff: feed-forward width (2048 base, 3072 large / GPT).
         num_layers: blocks (6 base, 12 large / GPT).
         dropout: dropout on the input and inside each block.
+        causal: True: position t attends to positions <= t (a next-word LM); False: to
+            every position (a masked LM).
 
     Shape:
         inputs (batch, time, input_dim); mask (batch, time) bool.  Position t attends to
-        positions <= t whose mask is True (and always to itself).  output (batch, time,
+        positions <= t (every position when not ``causal``) whose mask is True (and
+        always to itself).  output (batch, time,
         d_model) = the last entry of layers: [input view (projected + positions),
         block 1, ..., LayerNorm(block num_layers)], zero where mask is False.  No state.
     """
 
     def __init__(self, input_dim: int, d_model: int = 512, heads: int = 8, d_ff: int = 2048,
-                 num_layers: int = 6, dropout: float = 0.1):
+                 num_layers: int = 6, dropout: float = 0.1, causal: bool = True):
         super().__init__()
         for name, value in (("input_dim", input_dim), ("d_model", d_model), ("heads", heads), ("d_ff", d_ff),
                             ("num_layers", num_layers)):
@@ -64,6 +68,9 @@ class TransformerEncoder(Encoder):
             raise ConfigError(f"encoder 'transformer': d_model must be even for sinusoidal positions, got {d_model}")
         if not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
             raise ConfigError(f"encoder 'transformer': dropout must be in [0, 1), got {dropout!r}")
+        if not isinstance(causal, bool):
+            raise ConfigError(f"encoder 'transformer': causal must be true or false, got {causal!r}")
+        self.causal = causal
         self.input_dim = input_dim
         self.d_model = d_model
         self.heads = heads
@@ -81,12 +88,15 @@ class TransformerEncoder(Encoder):
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
 
-    def attention_mask(self, mask: torch.Tensor) -> torch.Tensor:
-        """bool (time, time) causal mask, or (batch*heads, time, time) when padding exists; True = blocked."""
+    def attention_mask(self, mask: torch.Tensor) -> torch.Tensor | None:
+        """bool (time, time) causal mask, or (batch*heads, time, time) when padding exists; True = blocked.
+        Not causal: None (nothing blocked) without padding."""
         steps = mask.shape[1]
         future = torch.ones(steps, steps, dtype=torch.bool, device=mask.device).triu(1)
+        if not self.causal:
+            future = torch.zeros_like(future)
         if bool(to_host(mask).all()):  # the CPU original when to_device kept one: no wait for the GPU
-            return future
+            return future if self.causal else None
         eye = torch.eye(steps, dtype=torch.bool, device=mask.device)
         blocked = future[None] | (~mask[:, None, :] & ~eye[None])  # (B, T, T)
         return blocked.repeat_interleave(self.heads, dim=0)
@@ -101,7 +111,7 @@ class TransformerEncoder(Encoder):
         x = self.input_dropout(x)
         maskf = mask.unsqueeze(-1).to(x.dtype)
         attn = self.attention_mask(mask)
-        causal_only = attn.dim() == 2
+        causal_only = attn is not None and attn.dim() == 2
         layers = [x * maskf]
         for index, block in enumerate(self.blocks):
             x = block(x, src_mask=attn, is_causal=causal_only)

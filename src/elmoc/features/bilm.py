@@ -1,10 +1,13 @@
 """The bi-LM of feature extraction: a forward and a backward LM read a batch of
-sentences and return every layer of both, per word (spec 5.3, 5.4).
+sentences and return every layer of both, per word (spec 5.3, 5.4); or one
+bidirectional stack (a masked LM, issue 25) returns its layers alone.
 
 How the two directions are combined (ELMo-C's ``BiDirectionalRNN``): the forward LM
 reads the sentence, the backward LM reads it reversed; each returns its encoder
 layers (layer 0 = its own projected input); the backward layers are flipped back
-to the sentence order and concatenated after the forward ones.
+to the sentence order and concatenated after the forward ones.  A masked LM is a
+single stack (``backward_lm`` None): its layers are the features as they are, read
+without any masking.
 
 Sentence boundaries (spec P6, our choice): the LMs were trained on streams with
 ``<s>``/``</s>`` around every sentence, so by default each sentence is wrapped in
@@ -70,7 +73,8 @@ class FeatureLM(LanguageModel):
     def from_spec(cls, spec: dict[str, Any], state: dict[str, torch.Tensor], vocab: Vocabulary,
                   where: str | Path, subwords: "SubwordVectors | CharCnnVectors | None" = None) -> "FeatureLM":
         """Build input + encoder from ``spec`` and load their weights from ``state`` (a
-        LanguageModel state dict; ``output_layer.*`` entries are ignored)."""
+        LanguageModel or MaskedLM state dict; ``output_layer.*`` entries and a masked
+        LM's ``mask_vector`` are ignored)."""
         for section in ("input", "encoder"):
             if not isinstance(spec.get(section), dict):
                 raise InputFileError(where, f"the stored LM spec has no {section!r} section")
@@ -80,7 +84,7 @@ class FeatureLM(LanguageModel):
         input_layer = build("input", input_cfg, vocab=vocab)
         encoder = build("encoder", spec["encoder"], input_dim=input_layer.output_dim)
         model = cls(input_layer, encoder, vocab, subwords)
-        wanted = {k: v for k, v in state.items() if not k.startswith("output_layer.")}
+        wanted = {k: v for k, v in state.items() if not k.startswith(("output_layer.", "mask_vector"))}
         missing, unexpected = model.load_state_dict(wanted, strict=False)
         if missing or unexpected:
             raise InputFileError(where, f"weights do not match the stored spec (missing {missing[:5]}, "
@@ -126,16 +130,17 @@ class FeatureLM(LanguageModel):
 
 
 class BiLM(torch.nn.Module):
-    """A forward and a backward :class:`FeatureLM` used together for features.
+    """A forward and a backward :class:`FeatureLM` used together for features, or
+    (``backward_lm`` None) one bidirectional stack, a masked LM's encoder.
 
     Load one with :mod:`elmoc.pretrained.loader` (``model.pt`` files or an exported
     model directory).
     """
 
-    def __init__(self, forward_lm: FeatureLM, backward_lm: FeatureLM, vocab: Vocabulary,
+    def __init__(self, forward_lm: FeatureLM, backward_lm: FeatureLM | None, vocab: Vocabulary,
                  subwords: "SubwordEncoder | None" = None, boundaries: bool = True):
         super().__init__()
-        if forward_lm.encoder.num_layers != backward_lm.encoder.num_layers:
+        if backward_lm is not None and forward_lm.encoder.num_layers != backward_lm.encoder.num_layers:
             raise ConfigError("forward and backward LMs have different numbers of layers")
         self.forward_lm = forward_lm
         self.backward_lm = backward_lm
@@ -148,7 +153,14 @@ class BiLM(torch.nn.Module):
         return self.forward_lm.encoder.num_layers
 
     @property
+    def single(self) -> bool:
+        """True for one bidirectional stack (a masked LM), False for a forward + backward pair."""
+        return self.backward_lm is None
+
+    @property
     def output_dim(self) -> int:
+        if self.single:
+            return self.forward_lm.encoder.output_dim
         return self.forward_lm.encoder.output_dim + self.backward_lm.encoder.output_dim
 
     @property
@@ -157,18 +169,22 @@ class BiLM(torch.nn.Module):
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, rows: Sequence[Sequence[str]] | None = None,
                 states: tuple[Any, Any] = (None, None)) -> tuple[torch.Tensor, tuple[Any, Any]]:
-        """Layer activations of both directions.
+        """Layer activations of both directions (of the one stack when :attr:`single`).
 
         Shape:
             ids: (batch, time) long, padded with ``<pad>`` after each sentence;
             lengths: (batch,) long; rows: the tokens as strings (see
             :meth:`FeatureLM.token_vectors`), or None for ids only;
             states: the encoders' carried states (None = zeros, spec 5.4).
-            returns: (batch, layers, time, 2 * hidden) float32, zero at padding,
-            and the two encoders' final states.
+            returns: (batch, layers, time, output_dim) float32 (``output_dim`` = 2 *
+            hidden for a pair, hidden for one stack), zero at padding, and the two
+            encoders' final states (the second None for one stack).
         """
         mask = ids != PAD_ID
         fwd = self.forward_lm.encode(ids, mask, states[0], vectors=self.forward_lm.token_vectors(ids, rows))
+        if self.single:
+            layers = [layer * mask.unsqueeze(-1) for layer in fwd.layers]
+            return torch.stack(layers, dim=1).float(), (fwd.state, None)
         rev_ids = reverse_padded(ids, lengths)
         rev_rows = None if rows is None else [list(r)[::-1] for r in rows]
         bwd = self.backward_lm.encode(rev_ids, mask, states[1], vectors=self.backward_lm.token_vectors(rev_ids, rev_rows))
@@ -182,7 +198,7 @@ class BiLM(torch.nn.Module):
               states: tuple[Any, Any] = (None, None)) -> tuple[torch.Tensor, torch.Tensor, tuple[Any, Any]]:
         """Per-word activations of a batch of tokenized sentences.
 
-        Shape: returns (batch, layers, words, 2 * hidden) float32 (zero after each
+        Shape: returns (batch, layers, words, output_dim) float32 (zero after each
         sentence's words), the word mask (batch, words) bool, and the final states.
         """
         if device is None:

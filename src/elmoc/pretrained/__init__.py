@@ -15,6 +15,8 @@ Directory layout::
     spec.yaml             the resolved LM spec the model was trained from (verbatim)
     forward.pt            state dict of the forward LM's input layer + encoder
     backward.pt           the same for the backward LM (torch.save of tensors only)
+    masked.pt             instead of the two: a masked LM's input layer + encoder, one
+                          bidirectional stack (``"stack": "single"`` in elmoc-model.json)
     vocab.txt             the LM vocabulary (token<TAB>count); optional for char-CNN models
     input_vectors.npy     frozen-table inputs: the (vocab, dim) input table
     char_cnn.{json,pt}    char-CNN tables (ELMo-C-CNN): the CNN that made the table

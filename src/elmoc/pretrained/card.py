@@ -12,7 +12,6 @@ from typing import Any
 import torch
 
 from elmoc import __version__
-from elmoc.directions import DIRECTIONS
 from elmoc.features.bilm import BiLM
 from elmoc.io.atomic import atomic_file
 
@@ -27,33 +26,36 @@ def card_description(description: str | None) -> str:
 
 
 def write_card(tmp: Path, spec: dict, payloads: dict, heldout: dict, bilm: BiLM, command: str | None) -> None:
+    """The card of the directory being written in ``tmp``: one column per weights file
+    (forward and backward, or a masked LM's one stack)."""
     data = spec.get("data") or {}
-    params = {d: sum(t.numel() for t in torch.load(tmp / f"{d}.pt", weights_only=True).values()) for d in DIRECTIONS}
+    stacks = list(payloads)  # ["forward", "backward"] or ["masked"]
+    params = {d: sum(t.numel() for t in torch.load(tmp / f"{d}.pt", weights_only=True).values()) for d in stacks}
     lines = [f"# {spec.get('name', 'model')}", "", card_description(spec.get("description")), "",
              "Load it with `elmoc.Elmo.from_pretrained(\"<this directory>\", num_output_representations=1)`",
              "or `elmoc embed --model <this directory> sentences.txt out.hdf5 --all`.", "",
-             "| | forward | backward |", "|---|---|---|"]
+             "| | " + " | ".join(stacks) + " |", "|---|" + "---|" * len(stacks)]
 
     def row(label: str, values: list[Any]) -> None:
         lines.append(f"| {label} | " + " | ".join("n/a" if v is None else str(v) for v in values) + " |")
 
-    row("training data", [data.get("train")] * 2)
-    row("tokens seen", [payloads[d].get("tokens") for d in DIRECTIONS])
-    row("optimizer steps", [payloads[d].get("step") for d in DIRECTIONS])
-    row("final checkpoint", [payloads[d].get("final", False) for d in DIRECTIONS])
-    row("parameters (input + encoder, exported)", [f"{params[d]:,}" for d in DIRECTIONS])
+    row("training data", [data.get("train")] * len(stacks))
+    row("tokens seen", [payloads[d].get("tokens") for d in stacks])
+    row("optimizer steps", [payloads[d].get("step") for d in stacks])
+    row("final checkpoint", [payloads[d].get("final", False) for d in stacks])
+    row("parameters (input + encoder, exported)", [f"{params[d]:,}" for d in stacks])
     row("trainable parameters (whole LM in training)", [_count(heldout[d].get("trainable_parameters"))
-                                                        for d in DIRECTIONS])
-    row("heldout metric", [heldout[d].get("metric") for d in DIRECTIONS])
-    row("heldout value (after training)", [_fmt(heldout[d].get("after")) for d in DIRECTIONS])
-    row("training time (s)", [_fmt(heldout[d].get("seconds")) for d in DIRECTIONS])
-    row("hardware", [_hardware(heldout[d]) for d in DIRECTIONS])
-    row("threads x processes (from step)", [_layout(heldout[d].get("segments")) for d in DIRECTIONS])
-    if any(len(heldout[d].get("segments") or []) > 1 for d in DIRECTIONS):
+                                                        for d in stacks])
+    row("heldout metric", [heldout[d].get("metric") for d in stacks])
+    row("heldout value (after training)", [_fmt(heldout[d].get("after")) for d in stacks])
+    row("training time (s)", [_fmt(heldout[d].get("seconds")) for d in stacks])
+    row("hardware", [_hardware(heldout[d]) for d in stacks])
+    row("threads x processes (from step)", [_layout(heldout[d].get("segments")) for d in stacks])
+    if any(len(heldout[d].get("segments") or []) > 1 for d in stacks):
         lines += ["", "Resumed under another thread or process count: the weights equal neither layout's "
                   "uninterrupted run bit for bit."]
     lines += ["", f"Layers: {bilm.num_layers} (layer 0 = the encoder's projected input), "
-              f"output dim {bilm.output_dim} (forward + backward).",
+              f"output dim {bilm.output_dim} ({'one bidirectional stack' if bilm.single else 'forward + backward'}).",
               f"Input: `{spec['input'].get('type')}`; encoder: `{json.dumps(spec['encoder'], sort_keys=True)}`.",
               f"Words outside the vocabulary: {_oov_note(bilm)}.", "",
               f"Exported with elmoc {__version__} (Python {platform.python_version()}, torch {torch.__version__}) by:",

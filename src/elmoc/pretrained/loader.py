@@ -3,7 +3,7 @@
 one per format:
 
 - :func:`load_checkpoints`: the workflow's ``model.pt`` (or ``checkpoint.pt``) files of
-  both directions (a joint bi-LM's one file as both); ``elmoc extract``;
+  both directions (a joint bi-LM's or a masked LM's one file as both); ``elmoc extract``;
 - :func:`load_bilm`: a model directory written by ``elmoc export``
   (:mod:`elmoc.pretrained.writer`; ``elmoc embed``, :class:`~elmoc.pretrained.elmo.Elmo`).
 """
@@ -17,7 +17,7 @@ import torch
 
 from elmoc.data.vocab.vocabulary import SPECIALS, Vocabulary
 from elmoc.devices import resolve_device
-from elmoc.directions import DIRECTIONS
+from elmoc.directions import DIRECTIONS, MASKED
 from elmoc.errors import InputFileError
 from elmoc.features.bilm import BiLM, FeatureLM
 from elmoc.train.checkpoint import load_directions
@@ -29,6 +29,13 @@ if TYPE_CHECKING:
 
 FORMAT = "elmoc-model-v1"
 MODEL_FILE = "elmoc-model.json"
+SINGLE = "single"  # elmoc-model.json "stack": one bidirectional stack (a masked LM), weights in masked.pt;
+# absent (directories written before) or "pair": forward.pt and backward.pt
+
+
+def stacks_of(meta: dict[str, Any]) -> tuple[str, ...]:
+    """The weights files' stems of a model directory: ``("masked",)`` or the two directions."""
+    return (MASKED,) if meta.get("stack") == SINGLE else DIRECTIONS
 
 
 def build_bilm(spec: dict[str, Any], states: dict[str, dict[str, torch.Tensor]], where: dict[str, str | Path],
@@ -36,11 +43,15 @@ def build_bilm(spec: dict[str, Any], states: dict[str, dict[str, torch.Tensor]],
                subword_encoder: "SubwordEncoder | None" = None, boundaries: bool = True) -> BiLM:
     """Both directions' input layer + encoder from ``spec`` (its ``input`` and
     ``encoder`` sections), their weights from ``states[direction]`` (read from
-    ``where[direction]``, named in errors).
+    ``where[direction]``, named in errors); with ``states`` keyed ``"masked"`` alone,
+    the one bidirectional stack of a masked LM.
 
     ``composer``: vectors of out-of-vocabulary words (:func:`elmoc.features.oov.oov_vectors_for`);
     ``subword_encoder``: ELMo-Sub's BPE tokenizer; ``boundaries``: wrap sentences in ``<s> ... </s>``.
     """
+    if MASKED in states:
+        lm = FeatureLM.from_spec(spec, states[MASKED], vocab, where[MASKED], composer)
+        return BiLM(lm, None, vocab, subword_encoder, boundaries=boundaries)
     lms = [FeatureLM.from_spec(spec, states[d], vocab, where[d], composer) for d in DIRECTIONS]
     return BiLM(lms[0], lms[1], vocab, subword_encoder, boundaries=boundaries)
 
@@ -62,8 +73,11 @@ def check_same_model(forward_spec: dict, backward_spec: dict, forward_path: str 
 
 def read_checkpoints(forward: str | Path, backward: str | Path) -> tuple[dict[str, dict], dict[str, Any]]:
     """Both directions' payloads (``{"forward": ..., "backward": ...}``, a joint
-    ``model.pt`` read once serving both) and their common spec."""
+    ``model.pt`` read once serving both; ``{"masked": ...}`` for a masked LM's one file)
+    and their common spec."""
     payloads = load_directions(forward, backward)
+    if MASKED in payloads:
+        return payloads, payloads[MASKED]["spec"]
     check_same_model(payloads["forward"]["spec"], payloads["backward"]["spec"], forward, backward)
     return payloads, payloads["forward"]["spec"]
 
@@ -72,7 +86,7 @@ def load_checkpoints(forward: str | Path, backward: str | Path, vocab_path: str 
                      fasttext_model: str | Path | None = None, closed_vocabulary: bool = False,
                      char_cnn_model: str | Path | None = None) -> BiLM:
     """The bi-LM of both directions' ``model.pt`` (or ``checkpoint.pt``) files; a joint
-    bi-LM's one file is passed as both.
+    bi-LM's (or a masked LM's: one stack) one file is passed as both.
 
     ``fasttext_model``: the ``.bin`` whose n-grams compose out-of-vocabulary words for
     a FastText input (default: the one the table was made from, when it exists;
@@ -82,7 +96,7 @@ def load_checkpoints(forward: str | Path, backward: str | Path, vocab_path: str 
     from elmoc.features.oov import oov_vectors_for
 
     payloads, spec = read_checkpoints(forward, backward)
-    vpath = vocab_path or payloads["forward"].get("vocab_path")
+    vpath = vocab_path or next(iter(payloads.values())).get("vocab_path")
     if vpath is None:
         raise InputFileError(forward, "checkpoint records no vocabulary; pass --vocab")
     vocab = Vocabulary.load(vpath)
@@ -95,8 +109,8 @@ def load_checkpoints(forward: str | Path, backward: str | Path, vocab_path: str 
     composer = None
     if not closed_vocabulary and not tokenizer:
         composer = oov_vectors_for(spec, vocab, fasttext_model, char_cnn_model)
-    return build_bilm(spec, {d: payloads[d]["model"] for d in DIRECTIONS},
-                      {"forward": forward, "backward": backward}, vocab, composer, subword_encoder)
+    return build_bilm(spec, {d: p["model"] for d, p in payloads.items()},
+                      {"forward": forward, "backward": backward, MASKED: forward}, vocab, composer, subword_encoder)
 
 
 # --------------------------------------------------------------------------- model directory
@@ -154,9 +168,9 @@ def load_bilm(directory: str | Path, device: str | torch.device = "cpu", check_f
         from elmoc.data.vocab.subword import SubwordEncoder
 
         subword_encoder = SubwordEncoder(directory / meta["tokenizer"])
-    where = {d: directory / f"{d}.pt" for d in DIRECTIONS}
+    where = {d: directory / f"{d}.pt" for d in stacks_of(meta)}
     states = {d: load_weights_only(where[d], what="a model directory's weights file", fix="export the model again")
-              for d in DIRECTIONS}
+              for d in where}
     bilm = build_bilm({"input": input_cfg, "encoder": meta["encoder"]}, states, where, vocab, composer,
                       subword_encoder, boundaries=bool(meta["boundaries"]))
     return bilm.to(resolve_device(device))

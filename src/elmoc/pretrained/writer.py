@@ -1,6 +1,7 @@
-"""``elmoc export``: both directions of a trained variant as a model directory
-(layout in :mod:`elmoc.pretrained`), everything needed to embed any sentence on
-another machine; the directory is loaded back once before it is moved into place.
+"""``elmoc export``: both directions of a trained variant (or a masked LM's one stack)
+as a model directory (layout in :mod:`elmoc.pretrained`), everything needed to embed
+any sentence on another machine; the directory is loaded back once before it is moved
+into place.
 """
 from __future__ import annotations
 
@@ -15,21 +16,21 @@ import torch
 
 from elmoc import __version__
 from elmoc.data.vocab.vocabulary import Vocabulary
-from elmoc.directions import DIRECTIONS
+from elmoc.directions import DIRECTIONS, JOINT, MASKED
 from elmoc.errors import InputFileError
 from elmoc.features.bilm import BiLM
 from elmoc.features.oov import oov_vectors_for
 from elmoc.io.atomic import atomic_directory, atomic_file
 from elmoc.pretrained.card import write_card
-from elmoc.pretrained.loader import FORMAT, MODEL_FILE, load_bilm, read_checkpoints
+from elmoc.pretrained.loader import FORMAT, MODEL_FILE, SINGLE, load_bilm, read_checkpoints
 
 log = logging.getLogger(__name__)
 
 
 def lm_files(results: str | Path, variant: str) -> dict[str, Path]:
     """``results/lm/{variant}/{direction}/model.pt`` of both directions, or the one
-    ``results/lm/{variant}/joint/model.pt`` of a joint bi-LM as both (``checkpoint.pt``
-    where no final ``model.pt`` exists yet)."""
+    ``results/lm/{variant}/joint/model.pt`` of a joint bi-LM (``.../masked/model.pt`` of a
+    masked LM) as both (``checkpoint.pt`` where no final ``model.pt`` exists yet)."""
     def pick(direction: str) -> Path | None:
         folder = Path(results) / "lm" / variant / direction
         final, partial = folder / "model.pt", folder / "checkpoint.pt"
@@ -40,15 +41,16 @@ def lm_files(results: str | Path, variant: str) -> dict[str, Path]:
             return partial
         return None
 
-    joint = pick("joint")
-    if joint is not None:
-        return {direction: joint for direction in DIRECTIONS}
+    for run in (JOINT, MASKED):
+        single = pick(run)
+        if single is not None:
+            return {direction: single for direction in DIRECTIONS}
     out = {}
     for direction in DIRECTIONS:
         found = pick(direction)
         if found is None:
             raise InputFileError(Path(results) / "lm" / variant / direction / "model.pt",
-                                 f"not found (nor a joint model.pt); train variant {variant!r} first "
+                                 f"not found (nor a joint or masked model.pt); train variant {variant!r} first "
                                  f"(snakemake results/lm/{variant}/{direction}/model.pt, or .../joint/model.pt)")
         out[direction] = found
     return out
@@ -60,7 +62,8 @@ def export_model(forward: str | Path, backward: str | Path, output: str | Path,
     """Write the model directory of a trained forward + backward LM.
 
     Args:
-        forward, backward: the two ``model.pt`` (or ``checkpoint.pt``) files; a joint bi-LM's one file as both.
+        forward, backward: the two ``model.pt`` (or ``checkpoint.pt``) files; a joint bi-LM's
+            (or a masked LM's) one file as both.
         output: the directory to write (replaced atomically).
         fasttext_model, char_cnn_model: frozen-table inputs: the ``.bin`` (or ELMo
             ``model.pt``) the input table was made from (default: found beside the
@@ -68,8 +71,8 @@ def export_model(forward: str | Path, backward: str | Path, output: str | Path,
         boundaries: wrap sentences in ``<s> ... </s>`` when embedding (as extraction).
         command: recorded in the model card (default: this process's command line).
     """
-    payloads, spec = read_checkpoints(forward, backward)  # a joint model.pt serves both
-    vocab_path = payloads["forward"].get("vocab_path") or spec.get("vocab")
+    payloads, spec = read_checkpoints(forward, backward)  # a joint model.pt serves both; a masked one is one stack
+    vocab_path = next(iter(payloads.values())).get("vocab_path") or spec.get("vocab")
     if not vocab_path:
         raise InputFileError(forward, "checkpoint records no vocabulary")
     vocab = Vocabulary.load(vocab_path)
@@ -77,6 +80,8 @@ def export_model(forward: str | Path, backward: str | Path, output: str | Path,
     tokenizer = (spec.get("data") or {}).get("tokenizer")
     with atomic_directory(output) as tmp:
         meta: dict[str, Any] = {"tokenizer": None, "oov_vectors": None, "vocab": "vocab.txt"}
+        if MASKED in payloads:
+            meta["stack"] = SINGLE  # masked.pt; a directory without "stack" has forward.pt and backward.pt
         vocab.save(tmp / "vocab.txt")
         if input_cfg["type"] == "fasttext":
             table = np.load(input_cfg["vectors"], mmap_mode="r")
@@ -99,7 +104,7 @@ def export_model(forward: str | Path, backward: str | Path, output: str | Path,
         from elmoc.config import dump_yaml
 
         dump_yaml(spec, tmp / "spec.yaml")
-        heldout = {d: _read_json(Path(p).parent / "heldout.json") for d, p in zip(DIRECTIONS, (forward, backward))}
+        heldout = {d: _read_json(Path(p).parent / "heldout.json") for d, p in zip(payloads, (forward, backward))}
         bilm = write_meta(tmp, spec.get("name", "model"), input_cfg, spec["encoder"], boundaries, meta)
         write_card(tmp, spec, payloads, heldout, bilm, command)
     log.info("exported %s + %s to %s", forward, backward, output)

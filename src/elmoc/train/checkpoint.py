@@ -66,7 +66,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from elmoc.directions import DIRECTIONS, JOINT
+from elmoc.directions import DIRECTIONS, JOINT, MASKED
 from elmoc.errors import InputFileError
 from elmoc.io.atomic import atomic_path
 from elmoc.io.safe_load import LEGACY_NUMPY_GLOBALS, load_weights_only
@@ -476,12 +476,18 @@ def direction_payload(payload: dict[str, Any], direction: str, path: str | Path)
 def load_directions(forward: str | Path, backward: str | Path,
                     map_location: str | torch.device = "cpu") -> dict[str, dict[str, Any]]:
     """``{"forward": payload, "backward": payload}`` (:func:`direction_payload`) of two
-    direction files, or of a joint bi-LM's one file given twice (read once)."""
+    direction files, or of a joint bi-LM's one file given twice (read once); a masked
+    LM's one file given twice is one stack, ``{"masked": payload}``."""
     loaded: dict[Path, dict[str, Any]] = {}
     out = {}
     for direction, path in zip(DIRECTIONS, (forward, backward)):
         key = Path(path).resolve()
         if key not in loaded:
             loaded[key] = load_checkpoint(path, map_location)
+        if loaded[key].get("direction") == MASKED:
+            if Path(forward).resolve() != Path(backward).resolve():
+                raise InputFileError(path, "is a masked LM, one bidirectional model: pass its model.pt as both "
+                                     "the forward and the backward file, and nothing else")
+            return {MASKED: loaded[key]}
         out[direction] = direction_payload(loaded[key], direction, path)
     return out

@@ -64,6 +64,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from elmoc.data.batches import BiLMBatch, LMBatch
+from elmoc.data.masking import MaskedLMBatch
 from elmoc.errors import ConfigError
 from elmoc.outputs.base import OutputLayer
 from elmoc.train.optim import split_parameters
@@ -241,13 +242,16 @@ def average_sparse_gradients(params: list[nn.Parameter], world_size: int) -> Non
         p.grad = torch.sparse_coo_tensor(index[None], values, p.shape, check_invariants=False).coalesce()
 
 
-def shard_rows(batch: LMBatch | BiLMBatch, rank: int, world_size: int) -> LMBatch | BiLMBatch:
+def shard_rows(batch: LMBatch | BiLMBatch | MaskedLMBatch, rank: int,
+               world_size: int) -> LMBatch | BiLMBatch | MaskedLMBatch:
     """Rows ``rank::world_size`` of a window (this process's share of a heldout batch);
-    of both windows of a joint bi-LM's BiLMBatch."""
+    of both windows of a joint bi-LM's BiLMBatch; of every tensor of a MaskedLMBatch."""
     if world_size == 1:
         return batch
     if isinstance(batch, BiLMBatch):
         return BiLMBatch(shard_rows(batch.forward, rank, world_size), shard_rows(batch.backward, rank, world_size))
+    if isinstance(batch, MaskedLMBatch):
+        return batch.rows(slice(rank, None, world_size))
     return LMBatch(batch.inputs[rank::world_size], batch.targets[rank::world_size], batch.mask[rank::world_size])
 
 

@@ -12,13 +12,15 @@ from typing import Any, Iterator
 import torch
 
 from elmoc.data.batches import BiLMBatch, LMBatch
-
+from elmoc.data.masking import MaskedLMBatch
 from elmoc.directions import DIRECTIONS
 from elmoc.lm import BidirectionalLM, LanguageModel
+from elmoc.masked_lm import MaskedLM
 from elmoc.train.distributed import Distributed, all_reduce_sum, shard_rows
 
 
-def evaluate_heldout(model: LanguageModel | BidirectionalLM, batches: Iterator[LMBatch | BiLMBatch],
+def evaluate_heldout(model: LanguageModel | BidirectionalLM | MaskedLM,
+                     batches: Iterator[LMBatch | BiLMBatch | MaskedLMBatch],
                      device: torch.device, reset_state: bool, max_windows: int | None = None,
                      ddp: Distributed | None = None) -> dict[str, Any]:
     """Heldout metric of ``model`` over ``batches`` (full softmax for the softmax family).
@@ -30,7 +32,9 @@ def evaluate_heldout(model: LanguageModel | BidirectionalLM, batches: Iterator[L
 
     A joint bi-LM (BiLMBatch windows) is evaluated per direction, each carrying its own
     state; the result is the reduction's ``combine`` of the two, with each direction's
-    result under ``"forward"`` and ``"backward"``.
+    result under ``"forward"`` and ``"backward"``.  A masked LM (MaskedLMBatch windows,
+    masked with a fixed seed) is evaluated at its masked positions only: the batch's
+    ``mask`` is the chosen positions, ``targets`` the original words.
 
     Under data parallelism every process calls it with the same ``batches``, evaluates
     rows ``rank::world`` of each window, and the sums are all-reduced: every process

@@ -22,6 +22,11 @@ the two directions' token means, its carried state the pair of the directions' s
 and its token counts (``tokens`` in the log, checkpoints and heldout.json) count the
 tokens of *both* directions.  Its heldout result is the combined metric plus each
 direction's under ``"forward"`` / ``"backward"`` (:func:`evaluate_heldout`).
+
+A masked LM (``train.objective: masked_lm``, ``--direction masked``) runs it with
+:class:`elmoc.masked_lm.MaskedLM` and :class:`elmoc.data.masking.MaskedLMBatch` windows:
+its loss is the output layer's mean over the masked positions, it carries no state, and
+``tokens`` counts the tokens it reads (every position, as for the next-word LMs).
 """
 from __future__ import annotations
 
@@ -37,10 +42,12 @@ import torch
 import torch.distributed as dist
 
 from elmoc.data.batches import BiLMBatch, LMBatch
+from elmoc.data.masking import MaskedLMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
-from elmoc.directions import JOINT, check_run
+from elmoc.directions import JOINT, MASKED, check_run
 from elmoc.errors import ConfigError
 from elmoc.lm import BidirectionalLM, LanguageModel
+from elmoc.masked_lm import MaskedLM
 from elmoc.outputs.base import OutputLoss
 from elmoc.train.checkpoint import (
     CHECKPOINT, HELDOUT, MODEL, TRAIN_LOG, InputFingerprints, check_resumable, config_hash, load_resume_state,
@@ -64,10 +71,14 @@ log = logging.getLogger(__name__)
 # A function that makes the training batch iterator from a saved position (or None)
 # and this process's (rank, world_size); its iterator yields (LMBatch, next_position)
 # where next_position resumes right after that batch, and it stops after the last
-# epoch (the factory knows train.epochs).  A joint run's yields BiLMBatch instead.
-BatchFactory = Callable[[dict | None, int, int], Iterator[tuple[LMBatch | BiLMBatch, dict]]]
-# A function that yields heldout windows (LMBatch; BiLMBatch for a joint run), in a fixed order.
-HeldoutFactory = Callable[[], Iterator[LMBatch | BiLMBatch]]
+# epoch (the factory knows train.epochs).  A joint run's yields BiLMBatch instead, a masked
+# run's MaskedLMBatch.
+Batch = LMBatch | BiLMBatch | MaskedLMBatch
+BatchFactory = Callable[[dict | None, int, int], Iterator[tuple[Batch, dict]]]
+# A function that yields heldout windows (LMBatch; BiLMBatch for a joint run, MaskedLMBatch
+# for a masked one), in a fixed order.
+HeldoutFactory = Callable[[], Iterator[Batch]]
+MODELS = {JOINT: BidirectionalLM, MASKED: MaskedLM}  # the model a run trains; else LanguageModel
 
 
 @dataclass
@@ -85,7 +96,7 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def train_step(model: torch.nn.Module, batch: LMBatch | BiLMBatch, state: Any, bundle: OptimizerBundle,
+def train_step(model: torch.nn.Module, batch: Batch, state: Any, bundle: OptimizerBundle,
                params: list[torch.nn.Parameter], settings: TrainSettings, device: torch.device,
                sparse_params: list[torch.nn.Parameter] = (), world_size: int = 1,
                ) -> tuple[torch.Tensor, OutputLoss, Any, torch.Tensor]:
@@ -231,7 +242,7 @@ class Trainer:
         self.layout = {"threads": torch.get_num_threads(), "processes": ddp.world_size}
         seed_everything(settings.seed + ddp.rank)
 
-        self.core = (BidirectionalLM if direction == JOINT else LanguageModel).from_spec(spec, vocab).to(device)
+        self.core = MODELS.get(direction, LanguageModel).from_spec(spec, vocab).to(device)
         if direction == JOINT and ddp.is_main:
             log.info("joint bi-LM: the loss is the mean of the two directions' mean losses; tokens and tok/s "
                      "count the tokens of both directions")
@@ -333,7 +344,7 @@ class Trainer:
             interrupted = self.stop.received  # a signal during the last step or the save
         return self.stopped(interrupted) if interrupted is not None else self.finish()
 
-    def take_step(self, batch: LMBatch | BiLMBatch, next_position: dict) -> tuple[float, torch.Tensor, OutputLoss,
+    def take_step(self, batch: Batch, next_position: dict) -> tuple[float, torch.Tensor, OutputLoss,
                                                                                    torch.Tensor]:
         """:func:`train_step` on ``batch`` at the scheduled LR, and the counters and carried
         state after it.  Returns the LR, the loss, the output layer's result and the

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from elmoc.directions import SEPARATE, is_joint
+from elmoc.data.masking import Masking
+from elmoc.directions import CAUSAL_LM, SEPARATE, is_joint, is_masked
 from elmoc.errors import ConfigError
 from elmoc.train.schedule import check_type
 
@@ -47,6 +48,10 @@ class TrainSettings:
         directions: "separate" (two runs, ``--direction forward`` and ``backward``) or
             "joint" (one :class:`elmoc.lm.BidirectionalLM`, ``--direction joint``: shared
             input and output layer, loss the mean of the two directions' means).
+        objective: "causal_lm" (next-word LMs, the paper) or "masked_lm" (one
+            :class:`elmoc.masked_lm.MaskedLM`, ``--direction masked``; issue 25).
+        masking: a masked LM's ``{rate, mask, random}`` (:class:`elmoc.data.masking.Masking`;
+            default BERT's 0.15, 0.8, 0.1); parsed into :attr:`masking_settings`.
     """
 
     batch_size: int = 64
@@ -66,6 +71,12 @@ class TrainSettings:
     eval_max_windows: int | None = None
     precision: str = "fp32"
     directions: str = SEPARATE
+    objective: str = CAUSAL_LM
+    masking: dict | None = None
+
+    @property
+    def masking_settings(self) -> Masking:
+        return Masking.from_config(self.masking)
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "TrainSettings":
@@ -76,7 +87,7 @@ class TrainSettings:
         if unknown:
             raise ConfigError(f"train: unknown option(s) {unknown}; accepted: {sorted(names)}")
         for f in fields(cls):
-            if f.name in config:
+            if f.name in config and f.name != "masking":  # masking: checked by Masking.from_config
                 check_type(f"train.{f.name}", config[f.name], str(f.type))
         settings = cls(**config)
         if settings.batch_size <= 0 or settings.bptt <= 0:
@@ -87,4 +98,8 @@ class TrainSettings:
         if settings.precision not in ("fp32", "bf16", "tf32"):
             raise ConfigError(f"train.precision must be 'fp32', 'bf16' or 'tf32', got {settings.precision!r}")
         is_joint({"train": {"directions": settings.directions}})  # "separate" or "joint", else one line
+        if is_masked({"train": {"objective": settings.objective}}):  # "causal_lm" or "masked_lm", else one line
+            settings.masking_settings  # noqa: B018 -- checks train.masking (one line)
+        elif settings.masking is not None:
+            raise ConfigError("train.masking applies only to a masked LM (train.objective: masked_lm); remove it")
         return settings
