@@ -34,6 +34,7 @@ from elmoc.inputs.char_cnn import CharCnnInput
 from elmoc.inputs.characters import token_char_ids
 from elmoc.lm import LanguageModel
 from elmoc.nn.masking import reverse_padded
+from elmoc.nn.skip_init import skip_weight_init
 from elmoc.registry import build
 
 if TYPE_CHECKING:
@@ -84,8 +85,9 @@ class FeatureLM(LanguageModel):
         input_cfg = dict(spec["input"])
         if input_cfg.get("type") == "char_cnn":
             input_cfg.pop("weights", None)  # the char-CNN weights are in ``state``
-        input_layer = build("input", input_cfg, vocab=vocab)
-        encoder = build("encoder", spec["encoder"], input_dim=input_layer.output_dim)
+        with skip_weight_init():  # every parameter is loaded from ``state`` below (a missing one is refused)
+            input_layer = build("input", input_cfg, vocab=vocab)
+            encoder = build("encoder", spec["encoder"], input_dim=input_layer.output_dim)
         model = cls(input_layer, encoder, vocab, subwords)
         wanted = {k: v for k, v in state.items() if not k.startswith("output_layer.")}
         missing, unexpected = model.load_state_dict(wanted, strict=False)
