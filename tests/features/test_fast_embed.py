@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+from pathlib import Path
 
 import pytest
 import torch
-from conftest import shared_data_dir
 
 from elmoc.features.bilm import BiLM, same_input
 from elmoc.inputs.char_cnn import CharCnnInput
@@ -22,7 +23,8 @@ from elmoc.pretrained.loader import load_bilm
 
 @pytest.fixture(scope="module")
 def released(tmp_path_factory):
-    source = shared_data_dir() / "fixtures" / "allennlp" / "elmo"
+    shared = Path(os.environ.get("ELMOC_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
+    source = shared / "fixtures" / "allennlp" / "elmo"
     if not (source / "lm_weights.hdf5").is_file():
         pytest.skip("AllenNLP ELMo fixture absent")
     out = convert_bilm_tf(source / "options.json", source / "lm_weights.hdf5", tmp_path_factory.mktemp("m") / "elmo")
