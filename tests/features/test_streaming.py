@@ -77,6 +77,10 @@ def test_outputs_in_input_order_whatever_the_batching():
     listed = dict(sentence_features(bilm, sentences, "top", batch_size=4))
     for i, value in listed.items():
         np.testing.assert_allclose(value, reference[i][-1], rtol=0, atol=1e-4)
+    from elmoc import embed_sentences  # the library entry point batches as the CLI does
+
+    for i, value in enumerate(embed_sentences(bilm, sentences, "average", batch_size=16, max_tokens=30)):
+        np.testing.assert_allclose(value, reference[i].mean(axis=0), rtol=0, atol=1e-4)
 
 
 def test_streamed_file_written_whole_and_in_order(tmp_path):
