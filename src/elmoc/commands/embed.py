@@ -9,7 +9,11 @@ DESCRIPTION = (
     "Read one sentence per line (whitespace-tokenized, or raw text with --tokenize), run the "
     "model directory written by `elmoc export` and write dataset str(i) for line i: "
     "[layers, tokens, dim] with --all, [tokens, dim] with --top (last layer) or --average "
-    "(mean of the layers), plus sentence_to_index (JSON: sentence -> key)."
+    "(mean of the layers), plus sentence_to_index (JSON: sentence -> key). The file is checked "
+    "once, then streamed: 20,000 sentences at a time are sorted by length and cut into batches "
+    "of at most --batch-size sentences and --max-tokens padded tokens, so a file of any size "
+    "embeds in constant memory (apart from the sentence_to_index text, which --forget-sentences "
+    "leaves out). The output file appears only when complete."
 )
 
 
@@ -22,25 +26,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--top", action="store_const", const="top", dest="layers", help="the top layer")
     which.add_argument("--average", action="store_const", const="average", dest="layers", help="mean of the layers")
     parser.add_argument("--tokenize", action="store_true", help="lines are raw text: tokenize them (PTB-like)")
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
+    parser.add_argument("--batch-size", type=int, default=64, help="at most this many sentences per batch (default 64)")
+    parser.add_argument("--max-tokens", type=int, default=None,
+                        help="at most this many padded tokens (sentences x longest) per batch (default: no limit)")
+    parser.add_argument("--forget-sentences", action="store_true",
+                        help="do not write sentence_to_index (as allennlp elmo); elmoc tasks cannot read such a file")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
 
 
 def run(args: argparse.Namespace) -> int:
     import torch
 
     from elmoc.errors import ConfigError
-    from elmoc.features.sentences import read_sentences
+    from elmoc.features.embed import check_batching
+    from elmoc.features.sentences import check_sentences, iter_sentences
     from elmoc.features.store import write_features
     from elmoc.pretrained.loader import load_bilm
 
-    if args.batch_size < 1:
-        raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}")
-    if args.threads:
+    check_batching(args.batch_size, args.max_tokens)
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ConfigError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
-    sentences = read_sentences(args.input_file, tokenize=args.tokenize)
+    total = check_sentences(args.input_file)  # a bad line is refused before the model loads
     bilm = load_bilm(args.model, args.device)
-    write_features(bilm, sentences, args.output_file, batch_size=args.batch_size, device=args.device,
-                   layers=args.layers)
+    write_features(bilm, iter_sentences(args.input_file, tokenize=args.tokenize), args.output_file,
+                   batch_size=args.batch_size, device=args.device, layers=args.layers,
+                   max_tokens=args.max_tokens, total=total, forget_sentences=args.forget_sentences)
     return 0

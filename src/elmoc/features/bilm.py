@@ -25,6 +25,7 @@ subwords and each word is represented by its first subword (spec 3.3).
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -33,15 +34,22 @@ import torch
 from elmoc.data.vocab.vocabulary import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabulary
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.inputs.char_cnn import CharCnnInput
-from elmoc.inputs.characters import batch_char_ids
+from elmoc.inputs.characters import token_char_ids
 from elmoc.lm import LanguageModel
 from elmoc.nn.masking import reverse_padded
+from elmoc.nn.skip_init import skip_weight_init
 from elmoc.registry import build
 
 if TYPE_CHECKING:
     from elmoc.data.vocab.subword import SubwordEncoder
     from elmoc.inputs.char_cnn_vectors import CharCnnVectors
     from elmoc.inputs.fasttext_subwords import SubwordVectors
+
+
+@lru_cache(maxsize=1 << 17)
+def word_char_ids(word: str, max_chars: int) -> tuple[int, ...]:
+    """:func:`~elmoc.inputs.characters.token_char_ids`, remembered for the frequent words."""
+    return tuple(token_char_ids(word, max_chars))
 
 
 class FeatureLM(LanguageModel):
@@ -81,8 +89,9 @@ class FeatureLM(LanguageModel):
         input_cfg = dict(spec["input"])
         if input_cfg.get("type") == "char_cnn":
             input_cfg.pop("weights", None)  # the char-CNN weights are in ``state``
-        input_layer = build("input", input_cfg, vocab=vocab)
-        encoder = build("encoder", spec["encoder"], input_dim=input_layer.output_dim)
+        with skip_weight_init():  # every parameter is loaded from ``state`` below (a missing one is refused)
+            input_layer = build("input", input_cfg, vocab=vocab)
+            encoder = build("encoder", spec["encoder"], input_dim=input_layer.output_dim)
         model = cls(input_layer, encoder, vocab, subwords)
         wanted = {k: v for k, v in state.items() if not k.startswith(("output_layer.", "mask_vector"))}
         missing, unexpected = model.load_state_dict(wanted, strict=False)
@@ -96,6 +105,28 @@ class FeatureLM(LanguageModel):
         """True when out-of-vocabulary words get their own input vector."""
         return isinstance(self.input_layer, CharCnnInput) or self.subwords is not None
 
+    def char_cnn_vectors(self, rows: Sequence[Sequence[str]], width: int, device: torch.device) -> torch.Tensor:
+        """The char-CNN input of a batch, each distinct word encoded once.
+
+        A word's char-CNN vector does not depend on its neighbours, so the batch's
+        distinct words go through the CNN as one (1, words, max_chars) sequence and are
+        gathered back to their positions (a sentence of 25 words repeats ``<s>``, ``the``,
+        ``,`` ... across the batch: at batch 64 about half the positions are repeats).
+
+        Shape: rows: batch lists of tokens; returns (batch, width, input_dim), zero at
+        padding positions.
+        """
+        words: dict[str, int] = {}
+        index = torch.zeros(len(rows), width, dtype=torch.long)  # 0 = the zero row
+        for b, row in enumerate(rows):
+            index[b, : len(row)] = torch.tensor([words.setdefault(w, len(words) + 1) for w in row],
+                                                dtype=torch.long)
+        max_chars = self.input_layer.max_chars
+        chars = torch.tensor([word_char_ids(w, max_chars) for w in words], dtype=torch.long)
+        vectors = self.input_layer.encode_chars(chars.to(device).view(1, len(words), max_chars))[0]
+        table = torch.cat([vectors.new_zeros(1, vectors.shape[1]), vectors])  # (1 + words, input_dim)
+        return table[index.to(device)]
+
     def token_vectors(self, ids: torch.Tensor, rows: Sequence[Sequence[str]] | None) -> torch.Tensor:
         """Input vectors of a padded batch.
 
@@ -108,10 +139,7 @@ class FeatureLM(LanguageModel):
         if rows is None:
             return self.input_layer(ids)
         if isinstance(self.input_layer, CharCnnInput):
-            chars = batch_char_ids(rows, self.input_layer.max_chars).to(ids.device)
-            if chars.shape[1] < ids.shape[1]:
-                chars = torch.nn.functional.pad(chars, (0, 0, 0, ids.shape[1] - chars.shape[1]))
-            return self.input_layer.encode_chars(chars)
+            return self.char_cnn_vectors(rows, ids.shape[1], ids.device)
         vectors = self.input_layer(ids)
         if self.subwords is None:
             return vectors
@@ -142,11 +170,21 @@ class BiLM(torch.nn.Module):
         super().__init__()
         if backward_lm is not None and forward_lm.encoder.num_layers != backward_lm.encoder.num_layers:
             raise ConfigError("forward and backward LMs have different numbers of layers")
+        if (backward_lm is not None and forward_lm.input_layer is not backward_lm.input_layer
+                and same_input(forward_lm, backward_lm)):
+            backward_lm.input_layer = forward_lm.input_layer  # one module: its vectors are computed once
         self.forward_lm = forward_lm
         self.backward_lm = backward_lm
         self.vocab = vocab
         self.subwords = subwords  # ELMo-Sub: words are represented by their first subword
         self.boundaries = boundaries
+
+    @property
+    def shared_input(self) -> bool:
+        """Whether both directions read one input layer (bilm-tf's char-CNN, a joint bi-LM's
+        input, ELMo-C's frozen FastText table): its vectors are then computed once."""
+        return self.backward_lm is not None and self.forward_lm.input_layer is self.backward_lm.input_layer and (
+            self.forward_lm.subwords is self.backward_lm.subwords)
 
     @property
     def num_layers(self) -> int:
@@ -181,13 +219,18 @@ class BiLM(torch.nn.Module):
             encoders' final states (the second None for one stack).
         """
         mask = ids != PAD_ID
-        fwd = self.forward_lm.encode(ids, mask, states[0], vectors=self.forward_lm.token_vectors(ids, rows))
+        vectors = self.forward_lm.token_vectors(ids, rows)
+        fwd = self.forward_lm.encode(ids, mask, states[0], vectors=vectors)
         if self.single:
             layers = [layer * mask.unsqueeze(-1) for layer in fwd.layers]
             return torch.stack(layers, dim=1).float(), (fwd.state, None)
         rev_ids = reverse_padded(ids, lengths)
-        rev_rows = None if rows is None else [list(r)[::-1] for r in rows]
-        bwd = self.backward_lm.encode(rev_ids, mask, states[1], vectors=self.backward_lm.token_vectors(rev_ids, rev_rows))
+        if self.shared_input:  # a word's input vector does not depend on the direction
+            rev_vectors = reverse_padded(vectors, lengths)
+        else:
+            rev_rows = None if rows is None else [list(r)[::-1] for r in rows]
+            rev_vectors = self.backward_lm.token_vectors(rev_ids, rev_rows)
+        bwd = self.backward_lm.encode(rev_ids, mask, states[1], vectors=rev_vectors)
         layers = []
         for f, b in zip(fwd.layers, bwd.layers):
             b = reverse_padded(b, lengths)
@@ -214,6 +257,20 @@ class BiLM(torch.nn.Module):
         index, mask = index.to(acts.device), mask.to(acts.device)
         gathered = torch.gather(acts, 2, index[:, None, :, None].expand(-1, acts.shape[1], -1, acts.shape[3]))
         return gathered * mask[:, None, :, None], mask, states
+
+
+def same_input(a: FeatureLM, b: FeatureLM) -> bool:
+    """Whether two directions' input layers compute the same vectors: same class and
+    settings, equal parameters and buffers (a frozen FastText table, a trained char-CNN
+    loaded twice from one bilm-tf file or one joint checkpoint)."""
+    x, y = a.input_layer, b.input_layer
+    if type(x) is not type(y) or x.extra_repr() != y.extra_repr() or a.subwords is not b.subwords:
+        return False
+    tensors_x = dict(x.named_parameters()) | dict(x.named_buffers())
+    tensors_y = dict(y.named_parameters()) | dict(y.named_buffers())
+    return tensors_x.keys() == tensors_y.keys() and all(
+        tensors_x[k].shape == tensors_y[k].shape and tensors_x[k].dtype == tensors_y[k].dtype
+        and torch.equal(tensors_x[k], tensors_y[k]) for k in tensors_x)
 
 
 def encode_batch(vocab: Vocabulary, sentences: Sequence[Sequence[str]], boundaries: bool,

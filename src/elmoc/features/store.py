@@ -42,39 +42,64 @@ def sentence_key(tokens: Sequence[str]) -> str:
     return " ".join(tokens)
 
 
-def write_features(bilm: "BiLM", sentences: list[list[str]], output: str | Path, batch_size: int = 64,
+def write_features(bilm: "BiLM", sentences: Iterable[Sequence[str]], output: str | Path, batch_size: int = 64,
                    boundaries: bool | None = None, device: "str | torch.device" = "cpu",
-                   layers: str = "all") -> None:
-    """Write the feature file of ``sentences`` (line ``i`` -> dataset ``str(i)``) atomically.
+                   layers: str = "all", max_tokens: int | None = None, total: int | None = None,
+                   forget_sentences: bool = False) -> int:
+    """Write the feature file of ``sentences`` (line ``i`` -> dataset ``str(i)``) atomically;
+    returns how many sentences it holds.
 
-    ``layers``: ``all`` (dataset ``(layers, words, dim)``), ``top`` (``(words, dim)``,
-    the last layer) or ``average`` (``(words, dim)``, the mean of the layers), as the
-    ``--all/--top/--average`` flags of ``allennlp elmo``.  ``boundaries`` overrides
-    the model's setting.
+    ``sentences``: a list, or any iterable (a file being read with
+    :func:`~elmoc.features.sentences.iter_sentences`): it is consumed in chunks, and what
+    stays in memory is one chunk, one batch's features and the ``sentence_to_index``
+    text, gathered in a temporary file beside the output and read back once at the end
+    (``forget_sentences`` leaves that index out, as ``allennlp elmo --forget-sentences``;
+    :class:`FeatureStore` then refuses the file).  ``layers``: ``all`` (dataset
+    ``(layers, words, dim)``), ``top`` (``(words, dim)``, the last layer) or ``average``
+    (``(words, dim)``, the mean of the layers), as the ``--all/--top/--average`` flags of
+    ``allennlp elmo``.  ``batch_size`` / ``max_tokens``: sentences and padded tokens per
+    batch (:func:`~elmoc.features.embed.length_batches`); ``total``: the sentence count
+    for the progress bar.  ``boundaries`` overrides the model's setting.
     """
     import h5py
 
     from elmoc.devices import resolve_device
-    from elmoc.features.embed import select_layers, sentence_features
+    from elmoc.features.embed import check_batching, iter_features, select_layers
     from elmoc.io.atomic import atomic_path
 
-    select_layers(np.zeros((1, 1, 1), np.float32), layers)  # checks the name before any work
+    select_layers(np.zeros((1, 1, 1), np.float32), layers)  # checks the name and sizes before any work
+    check_batching(batch_size, max_tokens)
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     if boundaries is not None:
         bilm.boundaries = boundaries
     bilm = bilm.to(resolve_device(device)).eval()
-    with atomic_path(output) as tmp, h5py.File(tmp, "w") as h5:
-        for i, value in sentence_features(bilm, sentences, layers, batch_size, progress=True):
-            h5.create_dataset(str(i), data=value, dtype="float32")
-        mapping = {sentence_key(tokens): str(i) for i, tokens in enumerate(sentences)}
-        ds = h5.create_dataset(INDEX_KEY, (1,), dtype=h5py.string_dtype())
-        ds[0] = json.dumps(mapping)
+    if total is None and hasattr(sentences, "__len__"):
+        total = len(sentences)
+    count = 0
+    with atomic_path(output) as tmp, h5py.File(tmp, "w") as h5, \
+            open(f"{tmp}.index", "w+", encoding="utf-8") as index:
+        try:
+            # identical sentences have equal lengths and the length sort is stable, so they come
+            # in input order and the last one's key wins in the index, as in a dict over the input
+            for i, tokens, value in iter_features(bilm, sentences, layers, batch_size, max_tokens,
+                                                  progress=True, total=total):
+                h5.create_dataset(str(i), data=value, dtype="float32")
+                if not forget_sentences:
+                    index.write(f"{',' if count else ''}{json.dumps(sentence_key(tokens))}:{json.dumps(str(i))}")
+                count += 1
+            if not forget_sentences:
+                index.seek(0)
+                ds = h5.create_dataset(INDEX_KEY, (1,), dtype=h5py.string_dtype())
+                ds[0] = "{" + index.read() + "}"
+        finally:
+            Path(f"{tmp}.index").unlink(missing_ok=True)
         h5.attrs["num_layers"] = bilm.num_layers
         h5.attrs["dim"] = bilm.output_dim
         h5.attrs["boundaries"] = bilm.boundaries
         h5.attrs["open_vocabulary"] = bilm.open_vocabulary
-    log.info("wrote %d sentences x %d layers x %d dims to %s", len(sentences), bilm.num_layers, bilm.output_dim, output)
+    log.info("wrote %d sentences x %d layers x %d dims to %s", count, bilm.num_layers, bilm.output_dim, output)
+    return count
 
 
 class FeatureStore:

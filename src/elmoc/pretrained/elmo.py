@@ -17,7 +17,7 @@ from torch import nn
 from elmoc.devices import resolve_device
 from elmoc.errors import ConfigError
 from elmoc.features.bilm import BiLM
-from elmoc.features.embed import select_layers, sentence_features
+from elmoc.features.embed import check_batching, select_layers, sentence_features
 from elmoc.features.scalar_mix import ScalarMix
 from elmoc.pretrained.loader import load_bilm
 
@@ -142,16 +142,20 @@ def _merge(new: Any, old: Any) -> Any:
 
 
 def embed_sentences(model: str | Path | BiLM, sentences: Sequence[Sequence[str]], layers: str = "all",
-                    batch_size: int = 64, device: str | torch.device = "cpu") -> list[np.ndarray]:
-    """Features of tokenized sentences, one float32 array per sentence.
+                    batch_size: int = 64, device: str | torch.device = "cpu",
+                    max_tokens: int | None = None) -> list[np.ndarray]:
+    """Features of tokenized sentences, one float32 array per sentence, in input order.
 
     ``layers``: ``all`` -> (layers, words, dim); ``top`` / ``average`` -> (words, dim).
-    ``model`` is a model directory or a loaded :class:`BiLM`.
+    ``model`` is a model directory or a loaded :class:`BiLM`.  Batched as ``elmoc embed``:
+    sorted by length, at most ``batch_size`` sentences and ``max_tokens`` padded tokens
+    per batch (:func:`~elmoc.features.embed.length_batches`).
     """
     select_layers(np.zeros((1, 1, 1), np.float32), layers)  # checks the name before loading
+    check_batching(batch_size, max_tokens)
     bilm = load_bilm(model, device) if not isinstance(model, BiLM) else model.to(resolve_device(device))
     bilm.eval()
     out: list[np.ndarray] = [np.empty(0)] * len(sentences)
-    for i, value in sentence_features(bilm, sentences, layers, batch_size):
+    for i, value in sentence_features(bilm, sentences, layers, batch_size, max_tokens=max_tokens):
         out[i] = value
     return out
