@@ -202,3 +202,28 @@ def test_transformer_resume_under_two_processes_is_bit_exact(runs):
         assert max_abs_diff(resumed[key], straight[key], key) == 0.0, key
     # dropout did act: the run differs from the dropout-free one
     assert max_abs_diff(straight["model"], load_checkpoint(os.path.join(tmp, "ddp", "sampled", "checkpoint.pt"))["model"]) > 0
+
+
+# --- GPT's 512-token windows ------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_gpt_preset_trains_on_512_token_windows(tmp_path, repo_root):
+    """config/lm/gpt-c.yaml, shrunk but with its bptt 512 and its optimizer (tokens_per_epoch_ref),
+    through `elmoc train`: every step reads full windows of 512 tokens per row."""
+    from elmoc.config import resolve_variant
+
+    config = {"pretrain": {"presets_dir": str(repo_root / "config" / "lm"), "extra_variants": ["gpt-c"],
+                           "overrides_by_type": {"encoder": {"transformer": {"d_model": 8, "heads": 2, "d_ff": 16,
+                                                                             "num_layers": 1}}},
+                           "overrides": {"input": {"vectors": "vec.npy"}, "output": {"vectors": "vec.npy"},
+                                         "train": {"batch_size": 2, "max_steps": 2, "log_every": 1,
+                                                   "checkpoint_every": 0}}}}
+    spec = resolve_variant(config, "gpt-c")
+    assert spec["train"]["bptt"] == 512 and spec["optimizer"]["tokens_per_epoch_ref"] == 1.5625e7
+    spec.update(data={"train": "corpus/train", "heldout": "corpus/heldout.txt"}, vocab="vocab.txt")
+    rng = np.random.default_rng(5)
+    write_workdir(tmp_path, [sentences(rng, 500)], sentences(rng, 5), spec, rng)  # ~3,500 tokens with boundaries
+    r = elmoc_train(tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    steps = [rec for rec in _records(tmp_path / "out" / "train_log.jsonl") if rec["event"] == "train"]
+    assert [rec["tokens"] for rec in steps] == [2 * 512, 2 * 2 * 512]
