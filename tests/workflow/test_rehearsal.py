@@ -40,6 +40,12 @@ def test_rehearsal_has_the_paper_shape(tmp_path):
     paper = yaml.safe_load((REPO_ROOT / "config/paper.yaml").read_text())
     rehearsal = yaml.safe_load((REPO_ROOT / "config/rehearsal.yaml").read_text())
     assert list(rehearsal["pretrain"]["variants"]) == list(paper["pretrain"]["variants"])
+    # beyond the paper (issue 25): opt-in presets, none in paper.yaml by default, two tiny ones here
+    assert paper["pretrain"]["extra_variants"] == []
+    extra = rehearsal["pretrain"]["extra_variants"]
+    assert extra == ["trans-base-c", "trans-base-sampled"]
+    paper_text = (REPO_ROOT / "config/paper.yaml").read_text()
+    assert all(name in paper_text for name in extra)  # the opt-in list's comment names every preset
     assert rehearsal["tasks"]["run"] == paper["tasks"]["run"]
     assert rehearsal["bench"]["enabled"] == paper["bench"]["enabled"]
     _, paper_rules = dry_run("config/paper.yaml", tmp_path / "paper")
@@ -47,10 +53,14 @@ def test_rehearsal_has_the_paper_shape(tmp_path):
     # the paper downloads its data (fetch); the rehearsal reads ../shared/data
     assert rehearsal_rules == paper_rules - {"fetch"}
     pretrain = [c for c in out.splitlines() if " train --spec " in c]
-    # ELMo: released weights; ELMo-A and ELMo-Sub: one joint bi-LM each; ELMo-C and its 5 ablations x 2 directions
-    assert len(pretrain) == 14
+    # ELMo: released weights; ELMo-A and ELMo-Sub: one joint bi-LM each; ELMo-C and its 5 ablations x 2
+    # directions; trans-base-c: 2 directions, trans-base-sampled: one joint bi-LM
+    assert len(pretrain) == 17
     assert sorted(re.search(r"--output-dir (\S+)", c)[1] for c in pretrain if "--direction joint" in c) == [
-        "results/lm/elmo-a/joint", "results/lm/elmo-sub/joint"]
+        "results/lm/elmo-a/joint", "results/lm/elmo-sub/joint", "results/lm/trans-base-sampled/joint"]
+    for variant in extra:  # each extra variant is extracted and scored on every task, like the others
+        assert len([c for c in out.splitlines() if f" extract --forward results/lm/{variant}/" in c]) == 5
+        assert len([c for c in out.splitlines() if " task --task " in c and f"results/features/{variant}/" in c]) == 5
     assert all("with-gpus --lock-dir .snakemake/gpu-slots 0 -- " in c and "--nproc-per-node=2 -m elmoc.cli train" in c
                and "--device cpu --threads 1" in c for c in pretrain)
     for marker in (" extract --forward ", " task --task "):
