@@ -154,8 +154,10 @@ def resolve_variant(config: dict[str, Any], variant: str, presets_dir: str | Pat
     """The complete LM spec of ``variant`` under a (validated) workflow ``config``.
 
     A number out of range (:func:`check_spec_numbers`) is a ConfigError naming where it
-    was set: ``pretrain.variants.<variant>.overrides...``, ``pretrain.overrides...``
-    or the preset file.
+    was set: ``pretrain.variants.<variant>.overrides...``,
+    ``pretrain.overrides_by_type.<section>.<type>...``, ``pretrain.overrides...`` or the
+    preset file.  ``variant`` is a key of ``pretrain.variants`` or a name of
+    ``pretrain.extra_variants`` (:func:`variant_names`).
     """
     pretrain = config.get("pretrain", {})
     names = variant_names(config)
