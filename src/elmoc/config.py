@@ -10,6 +10,25 @@ A workflow config names pretraining variants; each one is a preset from
         elmo-c: {}                                  # preset config/lm/elmo-c.yaml
         elmo-c-small: {preset: elmo-c, overrides: {train: {batch_size: 16}}}
 
+Variants beyond the paper (issue 25: Transformer bi-LMs, ...) are opt-in by name:
+``pretrain.extra_variants: [trans-base-c, gpt-sampled]`` trains presets
+``config/lm/<name>.yaml`` as if each were listed as ``<name>: {}`` (:func:`variant_names`).
+
+Overrides by block type: ``pretrain.overrides_by_type.<section>.<type>`` (section
+``input``, ``encoder``, ``output`` or ``optimizer``) is merged into a variant's section
+only when that section's ``type`` is ``<type>``, so one config can shrink LSTM and
+Transformer encoders (or sampled and adaptive outputs) without giving an LSTM's
+``cell_size`` to a Transformer::
+
+    pretrain:
+      overrides_by_type:
+        encoder:
+          elmo_lstm: {cell_size: 32, projection_size: 16}
+          transformer: {d_model: 16, heads: 2, d_ff: 32, num_layers: 2}
+
+Layers, later wins: the preset, ``pretrain.overrides``, ``pretrain.overrides_by_type``,
+the variant's own ``overrides``.  The type a section has is read from the preset with
+the other layers merged (a variant's overrides may change it).
 Mappings merge key by key; any other value (lists included) replaces.  The numbers
 of the resolved spec that only make sense in a range (:data:`SPEC_NUMBERS`: batch
 size, bptt, epochs, sizes, learning rates, dropouts...) are checked there and then,
@@ -100,6 +119,7 @@ SPEC_NUMBERS: dict[str, dict[str, str]] = {
         "lr": "positive", "base_scale": "positive", "base_ratio": "positive", "warmup": "positive integer",
         "decay_ratio": "non-negative", "end_decay_ratio": "positive", "eps": "positive",
         "weight_decay": "non-negative", "initial_accumulator_value": "non-negative",
+        "tokens_per_epoch_ref": "positive",
     },
 }
 
@@ -134,14 +154,16 @@ def resolve_variant(config: dict[str, Any], variant: str, presets_dir: str | Pat
     """The complete LM spec of ``variant`` under a (validated) workflow ``config``.
 
     A number out of range (:func:`check_spec_numbers`) is a ConfigError naming where it
-    was set: ``pretrain.variants.<variant>.overrides...``, ``pretrain.overrides...``
-    or the preset file.
+    was set: ``pretrain.variants.<variant>.overrides...``,
+    ``pretrain.overrides_by_type.<section>.<type>...``, ``pretrain.overrides...`` or the
+    preset file.  ``variant`` is a key of ``pretrain.variants`` or a name of
+    ``pretrain.extra_variants`` (:func:`variant_names`).
     """
     pretrain = config.get("pretrain", {})
-    variants = pretrain.get("variants", {})
-    if variant not in variants:
-        raise ConfigError(f"unknown variant {variant!r}; the config defines: {', '.join(sorted(variants)) or '(none)'}")
-    entry = variants[variant] or {}
+    names = variant_names(config)
+    if variant not in names:
+        raise ConfigError(f"unknown variant {variant!r}; the config defines: {', '.join(sorted(names)) or '(none)'}")
+    entry = (pretrain.get("variants") or {}).get(variant) or {}
     presets_dir = Path(presets_dir or pretrain.get("presets_dir", "config/lm"))
     preset_name = entry.get("preset", variant)
     preset_path = presets_dir / f"{preset_name}.yaml"
@@ -151,18 +173,20 @@ def resolve_variant(config: dict[str, Any], variant: str, presets_dir: str | Pat
     spec = load_yaml(preset_path) or {}
     if not isinstance(spec, dict):
         raise InputFileError(preset_path, "an LM preset must be a mapping")
-    layers = [
-        (f"pretrain.variants.{variant}.overrides", entry.get("overrides", {}) or {}),
-        ("pretrain.overrides", pretrain.get("overrides", {}) or {}),
-    ]
-    for name, layer in layers[::-1]:
+    own = entry.get("overrides", {}) or {}
+    general = pretrain.get("overrides", {}) or {}
+    # (name of the layer in messages, the layer as a partial spec), later wins
+    layers = [("pretrain.overrides", general), *by_type_layers(pretrain, deep_merge(deep_merge(spec, general), own)),
+              (f"pretrain.variants.{variant}.overrides", own)]
+    for name, layer in layers:
         spec = deep_merge(spec, layer)
 
     def where(section: str, key: str) -> str:
         """The last layer that set ``section.key`` (or the section itself when key is "")."""
-        for name, layer in layers:
+        for name, layer in layers[::-1]:
             if section in layer and (not key or (isinstance(layer[section], dict) and key in layer[section])):
-                return ".".join(filter(None, (name, section, key)))
+                prefix = name if name.startswith(BY_TYPE) else f"{name}.{section}"
+                return ".".join(filter(None, (prefix, key)))
         return f"{preset_path}: " + ".".join(filter(None, (section, key)))
 
     check_spec_numbers(spec, where)
@@ -170,6 +194,43 @@ def resolve_variant(config: dict[str, Any], variant: str, presets_dir: str | Pat
     spec.setdefault("vocab", pretrain.get("vocab", DEFAULT_VOCAB))
     spec["data"] = deep_merge(DEFAULT_DATA, spec.get("data", {}) or {})
     return spec
+
+
+BY_TYPE = "pretrain.overrides_by_type"
+TYPED_SECTIONS = ("input", "encoder", "output", "optimizer")
+
+
+def variant_names(config: dict[str, Any]) -> list[str]:
+    """The pretraining variants of a workflow ``config``, in order: the keys of
+    ``pretrain.variants``, then the opt-in names of ``pretrain.extra_variants`` (each a
+    preset trained with no overrides of its own).  A name given twice is a ConfigError."""
+    pretrain = config.get("pretrain") or {}
+    defined = list(pretrain.get("variants") or {})
+    extra = list(pretrain.get("extra_variants") or [])
+    for name in extra:
+        if not isinstance(name, str):
+            raise ConfigError(f"pretrain.extra_variants: {name!r} is not a preset name (a string)")
+        if name in defined:
+            raise ConfigError(f"pretrain.extra_variants lists {name!r}, which pretrain.variants defines too; "
+                              "keep one (pretrain.variants to give it overrides of its own)")
+    if len(set(extra)) != len(extra):
+        twice = sorted({n for n in extra if extra.count(n) > 1})
+        raise ConfigError(f"pretrain.extra_variants lists {', '.join(twice)} more than once")
+    return defined + extra
+
+
+def by_type_layers(pretrain: dict[str, Any], spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The ``pretrain.overrides_by_type`` layers that apply to ``spec`` (the preset with the
+    other override layers merged): ``(name, {section: options})`` for each section whose
+    ``type`` has an entry, in :data:`TYPED_SECTIONS` order."""
+    by_type = pretrain.get("overrides_by_type") or {}
+    layers = []
+    for section in TYPED_SECTIONS:
+        kind = (spec.get(section) or {}).get("type") if isinstance(spec.get(section), dict) else None
+        options = (by_type.get(section) or {}).get(kind) if kind is not None else None
+        if options:
+            layers.append((f"{BY_TYPE}.{section}.{kind}", {section: options}))
+    return layers
 
 
 def artifact_paths(spec: Any) -> list[str]:

@@ -130,15 +130,14 @@ def parse_table_dims(items: list[str]) -> dict[str, int]:
 
 def named_specs(config: str | None = None, presets: list[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
     """(name, spec) of every pretrain variant of a workflow ``config``, or of preset files."""
-    from elmoc.config import load_yaml, resolve_variant
+    from elmoc.config import load_yaml, resolve_variant, variant_names
     from elmoc.errors import InputFileError
 
     if config:
         data = load_yaml(config)
         if not isinstance(data, dict):
             raise InputFileError(config, "a workflow config must be a mapping")
-        variants = (data.get("pretrain") or {}).get("variants") or {}
-        return [(name, resolve_variant(data, name)) for name in variants]
+        return [(name, resolve_variant(data, name)) for name in variant_names(data)]
     out = []
     for preset in presets or []:
         spec = load_yaml(preset)

@@ -1,7 +1,7 @@
 import pytest
 import yaml
 
-from elmoc.config import artifact_paths, deep_merge, load_yaml, resolve_variant
+from elmoc.config import artifact_paths, deep_merge, load_yaml, resolve_variant, variant_names
 from elmoc.errors import ConfigError, InputFileError
 
 
@@ -30,6 +30,62 @@ def test_resolve_variant_merges_global_then_variant_overrides(tmp_path):
     assert spec["vocab"] == "results/vocab/vocab.txt"
     assert artifact_paths(spec) == sorted({
         "results/vectors/cc.npy", "results/vocab/vocab.txt", "results/corpus/train", "results/corpus/heldout.txt"})
+
+
+def _two_families(tmp_path):
+    """Presets of an LSTM and a Transformer LM, and a config that opts into the Transformer."""
+    (tmp_path / "lstm.yaml").write_text(yaml.safe_dump({
+        "encoder": {"type": "elmo_lstm", "cell_size": 4096, "projection_size": 512},
+        "output": {"type": "sampled", "num_samples": 8192},
+        "optimizer": {"type": "adagrad", "lr": 0.2}}))
+    (tmp_path / "trans.yaml").write_text(yaml.safe_dump({
+        "encoder": {"type": "transformer", "d_model": 512, "heads": 8, "num_layers": 6},
+        "output": {"type": "cosine", "vectors": "results/vectors/cc.npy"},
+        "optimizer": {"type": "scheduled_adam", "base_scale": 4.0e-5, "warmup": 4000}}))
+    return {"pretrain": {
+        "presets_dir": str(tmp_path),
+        "variants": {"lstm": {"overrides": {"output": {"num_samples": 64}}}},
+        "extra_variants": ["trans"],
+        "overrides": {"train": {"batch_size": 8}},
+        "overrides_by_type": {
+            "encoder": {"elmo_lstm": {"cell_size": 32, "projection_size": 16},
+                        "transformer": {"d_model": 16, "heads": 2}},
+            "output": {"sampled": {"num_samples": 32}},
+            "optimizer": {"scheduled_adam": {"warmup": 5}}}}}
+
+
+def test_extra_variants_are_opt_in_presets_after_the_variants(tmp_path):
+    config = _two_families(tmp_path)
+    assert variant_names(config) == ["lstm", "trans"]
+    assert variant_names({"pretrain": {"variants": {"lstm": {}}}}) == ["lstm"]  # none listed: none added
+    spec = resolve_variant(config, "trans")
+    assert spec["name"] == "trans" and spec["train"] == {"batch_size": 8}
+    config["pretrain"]["variants"]["trans"] = {}
+    with pytest.raises(ConfigError, match="extra_variants lists 'trans', which pretrain.variants defines too"):
+        variant_names(config)
+    with pytest.raises(ConfigError, match="more than once"):
+        variant_names({"pretrain": {"extra_variants": ["a", "b", "a"]}})
+
+
+def test_overrides_by_type_reach_only_sections_of_that_type(tmp_path):
+    config = _two_families(tmp_path)
+    lstm, trans = resolve_variant(config, "lstm"), resolve_variant(config, "trans")
+    assert lstm["encoder"] == {"type": "elmo_lstm", "cell_size": 32, "projection_size": 16}
+    assert trans["encoder"] == {"type": "transformer", "d_model": 16, "heads": 2, "num_layers": 6}
+    assert lstm["output"]["num_samples"] == 64  # the variant's own overrides come last
+    assert lstm["optimizer"] == {"type": "adagrad", "lr": 0.2}  # not scheduled_adam: untouched
+    assert trans["optimizer"] == {"type": "scheduled_adam", "base_scale": 4.0e-5, "warmup": 5}
+    # a variant's overrides may change a section's type: the entry of the new type applies
+    config["pretrain"]["variants"]["lstm"]["overrides"]["encoder"] = {"type": "transformer"}
+    assert resolve_variant(config, "lstm")["encoder"]["d_model"] == 16
+    # a bad number is named by the key path where it was set
+    config["pretrain"]["overrides_by_type"]["encoder"]["transformer"]["heads"] = 0
+    with pytest.raises(ConfigError, match=r"^pretrain\.overrides_by_type\.encoder\.transformer\.heads: 0 must be"):
+        resolve_variant(config, "trans")
+    config["pretrain"]["overrides_by_type"]["encoder"]["transformer"]["heads"] = 2
+    config["pretrain"]["overrides"]["train"]["batch_size"] = -1
+    with pytest.raises(ConfigError, match=r"^pretrain\.overrides\.train\.batch_size: -1 must be"):
+        resolve_variant(config, "trans")
 
 
 def test_unknown_variant_and_preset(tmp_path):

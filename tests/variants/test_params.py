@@ -68,3 +68,55 @@ def test_cli_bad_cutoffs_named(repo_root, monkeypatch, tmp_path, capsys):
     code = main(["params", "--preset", str(repo_root / "config" / "lm" / "elmo-a.yaml"), "--vocab-size", "40000"])
     assert code == 1
     assert "cutoffs [100000, 600000]" in capsys.readouterr().err
+
+
+TRANSFORMER_SIZES = {"trans-base": (512, 2048, 6), "trans-large": (768, 3072, 12), "gpt": (768, 3072, 12)}
+OUTPUT_KINDS = ("c", "fixed", "sub", "a", "sampled")
+
+
+def transformer_encoder_count(input_dim: int, d: int, ff: int, blocks: int) -> int:
+    """By hand: Linear(input_dim -> d) unless equal; per block self-attention (q, k, v, out:
+    4 d x d + 4 d), ReLU FFN (2 d ff + ff + d) and two LayerNorms (4 d); a final LayerNorm (2 d)."""
+    projection = input_dim * d + d if input_dim != d else 0
+    return projection + blocks * (4 * d * d + 4 * d + 2 * d * ff + ff + d + 4 * d) + 2 * d
+
+
+@pytest.mark.parametrize("size", list(TRANSFORMER_SIZES))
+@pytest.mark.parametrize("kind", OUTPUT_KINDS)
+def test_transformer_presets_at_paper_size(repo_root, monkeypatch, tmp_path, size, kind):
+    """The Table 5 Transformer presets build on the meta device at paper size (793K words, 300-d
+    FastText tables, 30K subwords) with the encoder of paper-spec section 4, counted by hand."""
+    monkeypatch.chdir(tmp_path)
+    spec = load_yaml(repo_root / "config" / "lm" / f"{size}-{kind}.yaml")
+    d, ff, blocks = TRANSFORMER_SIZES[size]
+    assert spec["name"] == f"{size}-{kind}" and spec["encoder"]["type"] == "transformer"
+    assert spec["train"]["bptt"] == (512 if size == "gpt" else 20)
+    vocab = 30_004 if kind == "sub" else 793_475
+    counts = count_parameters(spec, vocab)
+    assert counts["encoder"] == transformer_encoder_count(d if kind == "sub" else 300, d, ff, blocks)
+    expected_output = {"c": d * 300 + 300, "fixed": d * 300 + 300, "sub": vocab, "sampled": vocab * (d + 1)}
+    if kind in expected_output:
+        assert counts["output"] == expected_output[kind]
+    else:  # ADAPTIVE at 793K words: the head and two tails of ELMo-A's cutoffs
+        assert spec["output"]["cutoffs"] == [100_000, 600_000] and 1e8 < counts["output"] < 2e8
+    assert counts["input"] == (vocab * d if kind == "sub" else 0)
+    joint = kind in ("sub", "a", "sampled")  # as the LSTM presets elmo-sub, elmo-a, elmo-sampled
+    assert counts["joint"] == joint
+    total = counts["input"] + counts["output"] + 2 * counts["encoder"] if joint else 2 * counts["per_direction"]
+    assert counts["trained"] == total
+
+
+def test_cli_counts_opt_in_variants_with_overrides_by_type(repo_root, monkeypatch, tmp_path, capsys):
+    """`elmoc params --config` lists pretrain.extra_variants after pretrain.variants, each
+    encoder family shrunk by its own pretrain.overrides_by_type entry."""
+    monkeypatch.chdir(tmp_path)
+    config = {"pretrain": {"presets_dir": str(repo_root / "config" / "lm"), "variants": {"elmo-c": {}},
+                           "extra_variants": ["trans-base-c", "gpt-sampled"],
+                           "overrides_by_type": {"encoder": {
+                               "elmo_lstm": {"cell_size": 64, "projection_size": 16},
+                               "transformer": {"d_model": 16, "heads": 2, "d_ff": 32, "num_layers": 2}}}}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert main(["params", "--config", "c.yaml", "--json", "--vocab-size", "1000"]) == 0
+    rows = [(r["variant"], r["encoder"]) for r in json.loads(capsys.readouterr().out)]
+    assert [name for name, _ in rows] == ["elmo-c", "trans-base-c", "gpt-sampled"]
+    assert dict(rows)["trans-base-c"] == dict(rows)["gpt-sampled"] == transformer_encoder_count(300, 16, 32, 2)

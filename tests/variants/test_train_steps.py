@@ -12,6 +12,9 @@ from elmoc.train.optim import build_optimizer, clip_global_norm
 
 VARIANTS = ["elmo", "elmo-c", "elmo-a", "elmo-sub", "elmo-c-oneb", "elmo-c-rnd", "elmo-c-cnn",
             "elmo-c-cnn-cc", "elmo-c-cc-cnn", "elmo-fixed", "elmo-sampled", "elmo-c-open"]
+# beyond the paper (issue 25): the Table 5 Transformers with each output layer
+VARIANTS += [f"{size}-{kind}" for size in ("trans-base", "trans-large", "gpt")
+             for kind in ("c", "fixed", "sub", "a", "sampled")]
 WORDS = ("the cat sat on a mat while the dog ran after the red ball and a bird sang "
          "over the old green tree near the river bank").split()
 TINY_CNN = {"lstm": {"projection_dim": 16}, "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 4], [2, 8]],
@@ -22,6 +25,13 @@ PER_VARIANT = {
     "elmo-fixed": {"output": {"num_samples": 12}},
     "elmo-sampled": {"output": {"num_samples": 12}},
     "elmo-sub": {"input": {"dim": 16}},
+}
+# tiny sizes by block type (elmoc.config: pretrain.overrides_by_type), for every variant that has one
+BY_TYPE = {
+    "encoder": {"elmo_lstm": {"cell_size": 24, "projection_size": 16, "recurrent_dropout": 0.0},
+                "transformer": {"d_model": 16, "heads": 2, "d_ff": 32, "num_layers": 2, "dropout": 0.0}},
+    "input": {"subword": {"dim": 16}},
+    "output": {"sampled": {"num_samples": 12}, "fixed": {"num_samples": 12}, "adaptive": {"cutoffs": [8, 20]}},
 }
 
 
@@ -58,12 +68,12 @@ def test_variant_trains_and_heldout_improves(variant, workdir, repo_root, monkey
     monkeypatch.chdir(root)
     config = {"pretrain": {
         "presets_dir": str(repo_root / "config" / "lm"),
-        "overrides": {"encoder": {"cell_size": 24, "projection_size": 16, "recurrent_dropout": 0.0}},
+        "overrides_by_type": BY_TYPE,
         "variants": {variant: {"overrides": PER_VARIANT.get(variant, {})}},
     }}
     spec = resolve_variant(config, variant)
     vocab = Vocabulary.load(spec["vocab"])
-    if variant == "elmo-sub":
+    if spec["data"].get("tokenizer"):
         encoder = SubwordEncoder(spec["data"]["tokenizer"])
         ids = [i for line in text for i in [1] + encoder.encode_line(line) + [2]]
     else:

@@ -139,3 +139,31 @@ def test_joint_variants_train_once_and_feed_both_directions(tmp_path):
     assert ("extract --forward results/lm/elmo-c/forward/model.pt --backward results/lm/elmo-c/backward/model.pt"
             in r.stdout)
     assert "results/lm/elmo/joint/model.pt" in r.stdout.split("rule cnn_table:", 1)[1].split("rule ", 1)[0]
+
+
+@pytest.mark.slow
+def test_paper_opt_in_variants_join_every_stage(tmp_path):
+    """config/paper.yaml with every Transformer preset listed in pretrain.extra_variants: each is
+    pretrained (CONT and FIXED as two direction jobs of 2 GPUs, the softmax family as one joint
+    job of 4), extracted and scored on every task like the paper's variants."""
+    import yaml
+
+    config = yaml.safe_load((REPO_ROOT / "config/paper.yaml").read_text())
+    extra = [f"{size}-{kind}" for size in ("trans-base", "trans-large", "gpt")
+             for kind in ("c", "fixed", "sub", "a", "sampled")]
+    config["pretrain"]["extra_variants"] = extra
+    work = workdir(tmp_path)
+    (tmp_path / "paper-extra.yaml").write_text(yaml.safe_dump(config))
+    r = snakemake("-n", "-p", "--cores", "2", "--resources", "gpu=4", "--snakefile", str(REPO_ROOT / "Snakefile"),
+                  "--configfile", str(tmp_path / "paper-extra.yaml"), "--directory", str(work), cwd=work)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    extracts = lambda v: len([c for c in lines if f" extract --forward results/lm/{v}/" in c])  # noqa: E731
+    assert extracts("elmo-c") >= 2  # the tasks whose data the paper config has (the others wait for data)
+    for name in extra:
+        train = [c for c in lines if " train --spec " in c and f"--output-dir results/lm/{name}/" in c]
+        joint = name.split("-")[-1] in ("sub", "a", "sampled")
+        assert len(train) == (1 if joint else 2), name
+        assert all(f"--nproc-per-node={4 if joint else 2}" in c for c in train), name
+        assert extracts(name) == extracts("elmo-c"), name
+        assert any(f"results/features/{name}/" in c and " task --task " in c for c in lines), name

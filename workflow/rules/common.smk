@@ -10,7 +10,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from elmoc import directions
-from elmoc.config import artifact_paths, resolve_variant
+from elmoc.config import artifact_paths, resolve_variant, variant_names
 from elmoc.process_tree import torchrun_options
 from elmoc.tables import families
 
@@ -27,8 +27,9 @@ wildcard_constraints:
 
 
 def variants():
-    """Pretraining variants enabled in the config, in config order."""
-    return list(config["pretrain"]["variants"])
+    """Pretraining variants enabled in the config, in config order: pretrain.variants, then the
+    opt-in presets of pretrain.extra_variants (elmoc.config.variant_names)."""
+    return variant_names(config)
 
 
 def lm_spec(variant):

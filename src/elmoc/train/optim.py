@@ -3,7 +3,9 @@
 ``optimizer.type``:
 
 * ``scheduled_adam`` (ELMo-C family, spec 1.1): Adam, betas (0.9, 0.999), eps 1e-6,
-  learning rate overwritten each step by :class:`~elmoc.train.schedule.ScaledSchedule`.
+  learning rate overwritten each step by :class:`~elmoc.train.schedule.ScaledSchedule`
+  (``tokens_per_epoch_ref``, default 4e8, is its length in batch rows; the GPT presets'
+  512-token windows set it to 4e8 / 25.6 so the decay spans the same tokens).
 * ``adam``: Adam with a constant ``lr``.
 * ``adagrad`` (original ELMo / bilm-tf): Adagrad, ``lr`` 0.2, initial accumulator 1.0.
 
@@ -61,7 +63,8 @@ class OptimizerBundle:
 
 
 _KNOWN = {
-    "scheduled_adam": {"base_scale", "base_ratio", "warmup", "decay_ratio", "end_decay_ratio", "betas", "eps"},
+    "scheduled_adam": {"base_scale", "base_ratio", "warmup", "decay_ratio", "end_decay_ratio", "tokens_per_epoch_ref",
+                       "betas", "eps"},
     "adam": {"lr", "betas", "eps", "weight_decay"},
     "adagrad": {"lr", "initial_accumulator_value"},
 }
@@ -124,6 +127,7 @@ def build_optimizer(config: dict, model: nn.Module, batch_size: int) -> Optimize
             warmup=int(config.get("warmup", 10000)),
             decay_ratio=float(config.get("decay_ratio", 0.4)),
             end_decay_ratio=float(config.get("end_decay_ratio", 2.0)),
+            tokens_per_epoch_ref=float(config.get("tokens_per_epoch_ref", 4e8)),
         )
         weight_decay = 0.0
     optimizers: list[torch.optim.Optimizer] = []

@@ -52,7 +52,8 @@ class ScaledSchedule:
         base_ratio: multiplies ``B/128`` to give the plateau factor ``n``.
         warmup: warmup steps (10,000 in the paper).
         decay_ratio, end_decay_ratio: fractions of ``4e8 / B`` steps where decay starts and ends.
-        tokens_per_epoch_ref: the ``4e8`` constant (sequences of 20 tokens: 8e9 tokens = ~10 epochs of 1B Word).
+        tokens_per_epoch_ref: the ``4e8`` constant (sequences of 20 tokens: 8e9 tokens = ~10 epochs of 1B Word);
+            ``optimizer.tokens_per_epoch_ref`` in a spec sets it (the GPT presets: 4e8 / 25.6 for 512-token rows).
     """
 
     batch_size: int
