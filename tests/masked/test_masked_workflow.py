@@ -1,12 +1,7 @@
-"""The workflow runs a masked LM like any variant: a dry run of config/rehearsal.yaml with
-mlm-c and mlm-sampled added lists one `train --direction masked` job each, extraction and
-export reading its one model.pt as both files, and every task for it.
-
-The config is config/rehearsal.yaml with the two variants added in a scratch folder: the
-LSTM sizes of its config-wide `pretrain.overrides.encoder` (cell_size ...) would reach a
-Transformer, so they move to the LSTM variants' own overrides here (the opt-in list of
-variants beyond the paper and the overrides by block type come from the causal-Transformer
-work of issue 25; once merged, the rehearsal lists mlm-c and mlm-sampled itself)."""
+"""The workflow runs a masked LM like any variant: a dry run of config/rehearsal.yaml, which
+opts into mlm-c and mlm-sampled (pretrain.extra_variants, sized by pretrain.overrides_by_type),
+lists one `train --direction masked` job each, extraction and export reading its one model.pt
+as both files, and every task for it."""
 import re
 import subprocess
 import sys
@@ -21,28 +16,13 @@ from elmoc.directions import runs
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED = REPO_ROOT.parent / "shared"
 TINY_TRANSFORMER = {"d_model": 16, "heads": 2, "d_ff": 32, "num_layers": 2}
-MLM_REHEARSAL = {  # tiny sizes, the rehearsal's step budget (pretrain.overrides.train)
-    "mlm-c": {"overrides": {"encoder": TINY_TRANSFORMER, "train": {"bptt": 32},
-                            "optimizer": {"type": "scheduled_adam", "base_scale": 2.0e-3, "base_ratio": 16.0,
-                                          "warmup": 5}}},
-    "mlm-sampled": {"overrides": {"encoder": TINY_TRANSFORMER, "train": {"bptt": 32}, "output": {"num_samples": 64},
-                                  "optimizer": {"type": "scheduled_adam", "base_scale": 2.0e-3, "base_ratio": 16.0,
-                                                "warmup": 5}}},
-}
 
 
 def scratch_config(tmp_path: Path) -> Path:
+    """The rehearsal config itself (it lists both masked LMs among its extra variants)."""
     config = yaml.safe_load((REPO_ROOT / "config/rehearsal.yaml").read_text())
-    pretrain = config["pretrain"]
-    lstm_sizes = pretrain.get("overrides", {}).pop("encoder", None)
-    if lstm_sizes:
-        for name, entry in pretrain["variants"].items():
-            if not (entry or {}).get("released"):
-                entry.setdefault("overrides", {}).setdefault("encoder", lstm_sizes)
-    pretrain["variants"].update(MLM_REHEARSAL)
-    path = tmp_path / "rehearsal-mlm.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
+    assert {"mlm-c", "mlm-sampled"} <= set(config["pretrain"]["extra_variants"])
+    return REPO_ROOT / "config/rehearsal.yaml"
 
 
 def test_the_rehearsal_specs_of_the_masked_variants(tmp_path):

@@ -43,15 +43,16 @@ def test_rehearsal_has_the_paper_shape(tmp_path):
     # beyond the paper (issue 25): opt-in presets, none in paper.yaml by default, two tiny ones here
     assert paper["pretrain"]["extra_variants"] == []
     extra = rehearsal["pretrain"]["extra_variants"]
-    assert {"trans-base-c", "trans-base-sampled"} <= set(extra)
+    assert {"trans-base-c", "trans-base-sampled", "mlm-c", "mlm-sampled"} <= set(extra)
     paper_text = (REPO_ROOT / "config/paper.yaml").read_text()
     assert all(name in paper_text for name in extra)  # the opt-in list's comment names every preset
     assert rehearsal["tasks"]["run"] == paper["tasks"]["run"]
     assert rehearsal["bench"]["enabled"] == paper["bench"]["enabled"]
     _, paper_rules = dry_run("config/paper.yaml", tmp_path / "paper")
     out, rehearsal_rules = dry_run("config/rehearsal.yaml", tmp_path / "rehearsal")
-    # the paper downloads its data (fetch); the rehearsal reads ../shared/data
-    assert rehearsal_rules == paper_rules - {"fetch"}
+    # the paper downloads its data (fetch); the rehearsal reads ../shared/data, and its opt-in
+    # variants beyond the paper add their table (paper.yaml opts into none by default)
+    assert rehearsal_rules == (paper_rules - {"fetch"}) | {"beyond_table"}
     pretrain = [c for c in out.splitlines() if " train --spec " in c]
     run_dir = lambda c: re.search(r"--output-dir (\S+)", c)[1]  # noqa: E731
     paper_jobs = [c for c in pretrain if run_dir(c).split("/")[2] not in extra]
@@ -62,6 +63,9 @@ def test_rehearsal_has_the_paper_shape(tmp_path):
     # beyond the paper: CONT as two direction runs, SAMPLED as one joint bi-LM
     assert sorted(run_dir(c) for c in pretrain if "/trans-base-" in run_dir(c)) == [
         "results/lm/trans-base-c/backward", "results/lm/trans-base-c/forward", "results/lm/trans-base-sampled/joint"]
+    # the masked LMs: one `masked` run each
+    assert sorted(run_dir(c) for c in pretrain if "/mlm-" in run_dir(c)) == [
+        "results/lm/mlm-c/masked", "results/lm/mlm-sampled/masked"]
     for variant in extra:  # each extra variant is extracted and scored on every task, like the others
         assert len([c for c in out.splitlines() if f" extract --forward results/lm/{variant}/" in c]) == 5
         assert len([c for c in out.splitlines() if " task --task " in c and f"results/features/{variant}/" in c]) == 5
