@@ -18,12 +18,12 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from elmoc.errors import InputFileError
 from elmoc.tables import paper
 from elmoc.tables.cells import DAGGER, count, score_cell, task_order
 from elmoc.tables.families import Family, classify
 from elmoc.tables.render import Table
-from elmoc.tables.runs import LMRun, by_variant, variant_heldout, variant_params, variant_tokens_per_second
+from elmoc.tables.runs import (LMRun, by_variant, read_spec_file, variant_heldout, variant_params,
+                               variant_tokens_per_second)
 from elmoc.tables.speed import bench_differs
 
 NAME = "beyond"
@@ -34,18 +34,7 @@ FIXED_COLUMNS = ["Encoder", "Size", "Output", "Variant", "Params", "Train tokens
 
 def read_spec(run: LMRun) -> dict[str, Any] | None:
     """The variant's ``spec.yaml`` beside its run folders (``elmoc spec``), or ``None`` if absent."""
-    import yaml
-
-    path = Path(run.record.path).parent.parent / "spec.yaml"
-    if not path.is_file():
-        return None
-    try:
-        spec = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
-        raise InputFileError(path, f"invalid YAML: {e}") from None
-    if not isinstance(spec, dict):
-        raise InputFileError(path, "an LM spec must be a mapping")
-    return spec
+    return read_spec_file(Path(run.record.path).parent.parent / "spec.yaml")
 
 
 def heldout_cell(metric: str | None, value: float | None) -> str | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 import pandas as pd
 
@@ -24,6 +24,22 @@ from elmoc.records import HeldoutRecord, TaskRecord, TrainLog, TrainPoint
 
 
 # --- pretraining runs -------------------------------------------------------------------
+
+
+def read_spec_file(path: Path) -> dict[str, Any] | None:
+    """A resolved LM spec (``results/lm/{variant}/spec.yaml``), or ``None`` when absent;
+    invalid YAML or a non-mapping is an :class:`InputFileError` naming the file."""
+    import yaml
+
+    if not path.exists():
+        return None
+    try:
+        spec = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise InputFileError(path, f"invalid YAML: {e}") from None
+    if not isinstance(spec, dict):
+        raise InputFileError(path, "an LM spec must be a mapping")
+    return spec
 
 
 @dataclass(frozen=True)
@@ -38,16 +54,9 @@ class LMSetting:
 
     @classmethod
     def from_yaml(cls, path: Path) -> "LMSetting":
-        import yaml
-
-        if not path.exists():
+        spec = read_spec_file(path)
+        if spec is None:
             return cls()
-        try:
-            spec = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as e:
-            raise InputFileError(path, f"invalid YAML: {e}") from None
-        if not isinstance(spec, dict):
-            raise InputFileError(path, "an LM spec must be a mapping")
         train, encoder = spec.get("train") or {}, spec.get("encoder") or {}
         return cls(epochs=train.get("epochs"), batch_size=train.get("batch_size"),
                    cell_size=encoder.get("cell_size"), projection_size=encoder.get("projection_size"))
