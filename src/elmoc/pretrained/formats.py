@@ -89,7 +89,17 @@ def quantize_int8(module: nn.Module) -> nn.Module:
                 setattr(child, attr, Int8ProjectedLstmLayer.from_float(sub))
     with quiet_quantization():
         quantize_dynamic(module, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=True)
+    for sub in module.modules():
+        if isinstance(sub, nn.TransformerEncoderLayer):
+            # torch's fused inference path reads linear1.weight etc. as tensors, which a quantized
+            # Linear does not have; a forward pre-hook is one of the conditions that turn it off
+            sub.register_forward_pre_hook(_unfused)
     return module
+
+
+def _unfused(module: nn.Module, args: tuple) -> None:
+    """A no-op forward pre-hook: its presence keeps ``nn.TransformerEncoderLayer`` off its fused path."""
+    return None
 
 
 def int8_modules(module: nn.Module) -> Iterator[tuple[str, nn.Module]]:
