@@ -14,7 +14,7 @@ tokens/s and the fidelity of the features.
 
 Reported per model: size on disk (MB and the ratio to the source), best wall seconds and
 tokens/s (words, no boundaries), tokens/s excluding startup, the speed ratio to the source
-(median over rounds of the source's seconds / the copy's in the same round), peak RSS.
+(the source's seconds over all rounds / the copy's), peak RSS.
 
 The model: ``--model DIR`` (any model directory), or ``--random-original DIR``: the released
 "original" size ELMo with random weights in bilm-tf's layout (``elmo_vs_allennlp.py``'s
@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import shlex
-import statistics
 import sys
 import tempfile
 import time
@@ -85,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=2, help="timed rounds of every model (default 2)")
     parser.add_argument("--compress-rounds", type=int, default=1,
                         help="`elmoc compress --rounds` (its own in-process measurement, on the card)")
+    parser.add_argument("--compress-sentences", type=int, default=None,
+                        help="`elmoc compress --measure` on the first N sentences only (default all)")
+    parser.add_argument("--reuse", action="store_true", help="keep copies already in the work dir")
     parser.add_argument("--elmoc", default=f"{shlex.quote(sys.executable)} -m elmoc.cli",
                         help="command that runs elmoc (default: this python -m elmoc.cli)")
     parser.add_argument("--work-dir", default=None, help="where models and outputs go (default: a temp dir)")
@@ -119,11 +121,17 @@ def main(argv: list[str] | None = None) -> int:
                                "--output", str(source_dir)], env, work / "export.log")
     models = {"float32": source_dir}
     compress_seconds = {}
+    measure = sentences
+    if args.compress_sentences:
+        measure = work / "measure.txt"
+        measure.write_text("\n".join(lines[: args.compress_sentences]) + "\n", encoding="utf-8")
     for fmt in args.formats:
         models[fmt] = work / fmt
+        if args.reuse and (models[fmt] / "elmoc-model.json").is_file():
+            continue
         start = time.perf_counter()
         run_child(elmoc + ["compress", str(source_dir), "--output", str(models[fmt]), "--format", fmt,
-                           "--measure", str(sentences), "--threads", str(args.threads),
+                           "--measure", str(measure), "--threads", str(args.threads),
                            "--batch-size", str(args.batch_size), "--rounds", str(args.compress_rounds)],
                   env, work / f"compress-{fmt}.log")
         compress_seconds[fmt] = time.perf_counter() - start
@@ -155,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         # None when a loaded machine made the one-sentence run as slow as the whole file
         res["tokens_per_second_after_startup"] = (tokens / (best - res["startup_seconds"])
                                                   if best > res["startup_seconds"] else None)
-        res["speed_ratio"] = statistics.median(s / c for s, c in zip(results["float32"]["seconds"], res["seconds"]))
+        # all rounds together: load that comes and goes slows every model of a round alike
+        res["speed_ratio"] = sum(results["float32"]["seconds"]) / sum(res["seconds"])
         if name != "float32":
             res["fidelity"] = hdf5_fidelity(work / "float32.hdf5", work / f"{name}.hdf5")
             res["card_measurement"] = json.loads((models[name] / "elmoc-model.json").read_text())["compression"]["measured"]

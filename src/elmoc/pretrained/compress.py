@@ -191,7 +191,7 @@ def card_section(record: dict[str, Any]) -> str:
             f"| size on disk (MB) | {size['source'] / 1e6:.2f} | {size['compressed'] / 1e6:.2f} "
             f"({size['compressed'] / size['source']:.2f}x) |",
             f"| embed tokens/s (CPU) | {speed['source']:.0f} | {speed['compressed']:.0f} "
-            f"({m['speed_ratio']:.2f}x, median of {m['rounds']} alternated rounds) |",
+            f"({m['speed_ratio']:.2f}x; {m['rounds']} rounds, the two models alternated) |",
             "| mean cosine to the source, per layer | 1 | " + ", ".join(f"{c:.6f}" for c in m["mean_cosine"]) + " |",
             f"| lowest token cosine | 1 | {m['min_cosine']:.6f} |",
             f"| max abs difference of the features | 0 | {m['max_abs_diff']:.3g} |",
