@@ -24,9 +24,10 @@ everything there only read:
 Usage (the demo's sentiment task; docs/benchmarks.md):
     PYTHONPATH=src .venv/bin/python benchmarks/compressed_downstream.py --workflow-dir /tmp/demo-run \
         --configfile config/config.yaml --task sentiment --variant elmo-c --seeds 1 --work-dir /tmp/cd-sentiment
-SST-5 (after a shared-data run of the workflow, e.g. in /tmp/shared-run):
-    PYTHONPATH=src .venv/bin/python benchmarks/compressed_downstream.py --workflow-dir /tmp/shared-run \
-        --configfile config/config.yaml config/shared-data.yaml --task sst5 --variant elmo-c --seeds 1 2 3 \
+SST-5 (after a shared-data run of the workflow in its directory, e.g. the repository root, where
+the config's ../shared/data paths resolve):
+    PYTHONPATH=src .venv/bin/python benchmarks/compressed_downstream.py --workflow-dir . \
+        --configfile config/shared-data.yaml --task sst5 --variant elmo-c --seeds 1 2 3 \
         --work-dir /tmp/cd-sst5
 """
 from __future__ import annotations
