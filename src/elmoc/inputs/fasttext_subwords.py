@@ -130,7 +130,7 @@ def _load_npy(path: Path, shape: tuple[int, int]) -> np.ndarray:
         array = np.load(path, mmap_mode="r")
     except (ValueError, OSError) as e:
         raise InputFileError(path, f"not a readable .npy file ({e}); export the model again") from None
-    if tuple(array.shape) != shape or array.dtype != np.float32:
+    if tuple(array.shape) != shape or array.dtype not in (np.float32, np.float16):  # float16: a compressed copy
         raise InputFileError(path, f"has {array.dtype} {list(array.shape)}, expected float32 {list(shape)}; "
                              "export the model again")
     return array

@@ -2,11 +2,15 @@
 
 One job per module, each importing only the ones above it in this list:
 
+- :mod:`~elmoc.pretrained.formats`: storage formats of a directory's weights (float32, and the
+  compressed float16, bfloat16, int8): narrow for storage, widen back, int8 modules;
 - :mod:`~elmoc.pretrained.loader`: the one loader (``model.pt`` files or a model directory -> ``BiLM``);
 - :mod:`~elmoc.pretrained.card`: the model card (``README.md``) of a directory;
 - :mod:`~elmoc.pretrained.writer`: ``elmoc export``: a trained variant -> a model directory;
 - :mod:`~elmoc.pretrained.bilm_tf`: the released bilm-tf ELMo -> a model directory or ``model.pt`` files;
-- :mod:`~elmoc.pretrained.elmo`: the ``Elmo`` module and ``embed_sentences`` (``from elmoc import ...``).
+- :mod:`~elmoc.pretrained.elmo`: the ``Elmo`` module and ``embed_sentences`` (``from elmoc import ...``);
+- :mod:`~elmoc.pretrained.compare`: a compressed copy measured against its source (size, speed, cosine);
+- :mod:`~elmoc.pretrained.compress`: ``elmoc compress``: a model directory -> its float16/bfloat16/int8 copy.
 
 Directory layout::
 
@@ -26,6 +30,10 @@ Directory layout::
     tokenizer.json        subword LMs (ELMo-Sub): the BPE tokenizer
     README.md             model card: data, tokens seen, sizes, heldout metric, time,
                           hardware, the command that made it
+
+A compressed copy (``elmoc compress``) has the same files, its weights stored as
+``compression.format`` of ``elmoc-model.json`` says (:mod:`~elmoc.pretrained.formats`),
+its ``.npy`` tables in float16, and its measured figures in ``compression`` and on the card.
 
 The output layer is not exported (features never use it).
 """

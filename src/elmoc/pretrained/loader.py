@@ -18,8 +18,9 @@ import torch
 from elmoc.data.vocab.vocabulary import SPECIALS, Vocabulary
 from elmoc.devices import resolve_device
 from elmoc.directions import DIRECTIONS, MASKED
-from elmoc.errors import InputFileError
+from elmoc.errors import ConfigError, InputFileError
 from elmoc.features.bilm import BiLM, FeatureLM
+from elmoc.pretrained import formats
 from elmoc.train.checkpoint import load_directions
 
 if TYPE_CHECKING:
@@ -169,8 +170,19 @@ def load_bilm(directory: str | Path, device: str | torch.device = "cpu", check_f
 
         subword_encoder = SubwordEncoder(directory / meta["tokenizer"])
     where = {d: directory / f"{d}.pt" for d in stacks_of(meta)}
-    states = {d: load_weights_only(where[d], what="a model directory's weights file", fix="export the model again")
-              for d in where}
-    bilm = build_bilm({"input": input_cfg, "encoder": meta["encoder"]}, states, where, vocab, composer,
+    fmt = formats.stored_format(meta, directory / MODEL_FILE)  # float32, or a compressed copy's format
+    if fmt == "int8" and resolve_device(device).type != "cpu":
+        raise ConfigError(f"{directory}: an int8 model runs on the CPU only (torch's quantized kernels); use "
+                          "--device cpu, or a float16/bfloat16 copy or the uncompressed model on the GPU")
+    with formats.quiet_quantization():
+        states = {d: load_weights_only(where[d], what="a model directory's weights file",
+                                       fix="export the model again") for d in where}
+    # compressed copies are widened to float32 to build (and compute, on the CPU)
+    bilm = build_bilm({"input": input_cfg, "encoder": meta["encoder"]},
+                      {d: formats.widen(s) for d, s in states.items()}, where, vocab, composer,
                       subword_encoder, boundaries=bool(meta["boundaries"]))
+    if fmt == "int8":  # the int8 products, with exactly the stored int8 weights
+        lms = [bilm.forward_lm] if bilm.single else [bilm.forward_lm, bilm.backward_lm]
+        for d, lm in zip(where, lms):
+            formats.load_int8(formats.quantize_int8(lm), states[d], where[d])
     return bilm.to(resolve_device(device))

@@ -1,0 +1,64 @@
+"""`elmoc compress`: a smaller copy of a model directory (float16, bfloat16 or int8), measured."""
+from __future__ import annotations
+
+import argparse
+
+NAME = "compress"
+HELP = "write a float16/bfloat16/int8 copy of a model directory, with its measured size, speed and fidelity"
+DESCRIPTION = (
+    "Copy MODEL_DIR (written by `elmoc export`, of a variant or of the released bilm-tf ELMo) to --output "
+    "with its weights in --format: float16 or bfloat16 (half the size; widened to float32 on load) or "
+    "int8 (torch dynamic quantization of every Linear, the LSTM matrices included; CPU only). Frozen "
+    ".npy tables become float16. The copy is measured against MODEL_DIR on --measure (one sentence per "
+    "line): size on disk, embedding tokens/s (alternated runs) and the per-layer mean cosine of the "
+    "features; the figures go into elmoc-model.json and the model card. `elmoc embed --model` and "
+    "elmoc.Elmo.from_pretrained load the copy like any model directory."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model_dir", help="the model directory to compress (elmoc export)")
+    parser.add_argument("--output", required=True, help="directory to write (replaced atomically)")
+    parser.add_argument("--format", required=True, dest="fmt", metavar="{float16,bfloat16,int8}",
+                        help="storage format of the weights")
+    parser.add_argument("--measure", required=True, metavar="SENTENCES_FILE",
+                        help="sentences (one per line, whitespace-tokenized) to measure the copy on")
+    parser.add_argument("--tokenize", action="store_true", help="--measure lines are raw text: tokenize them")
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch when measuring (default 64)")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads when measuring")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="timed rounds, each running both models in alternating order (default 3)")
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The command as typed (for the model card)."""
+    import shlex
+
+    parts = ["elmoc", "compress", shlex.quote(args.model_dir), "--output", shlex.quote(args.output),
+             "--format", args.fmt, "--measure", shlex.quote(args.measure), "--batch-size", str(args.batch_size),
+             "--rounds", str(args.rounds)]
+    if args.tokenize:
+        parts.append("--tokenize")
+    if args.threads:
+        parts += ["--threads", str(args.threads)]
+    return " ".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from elmoc.errors import ConfigError
+    from elmoc.features.sentences import read_sentences
+    from elmoc.pretrained.compress import compress_model
+    from elmoc.pretrained.formats import check_format
+
+    check_format(args.fmt)
+    for name in ("batch_size", "rounds"):
+        if getattr(args, name) < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    sentences = read_sentences(args.measure, tokenize=args.tokenize)
+    compress_model(args.model_dir, args.output, args.fmt, sentences, args.measure, args.batch_size, args.rounds,
+                   command_line(args))
+    return 0

@@ -1,0 +1,217 @@
+"""``elmoc compress``: a smaller copy of a model directory (issue 24.3), offered only
+with its measured figures.
+
+The copy has the source's layout (:mod:`elmoc.pretrained`) with its weights in one of
+the formats of :mod:`elmoc.pretrained.formats` (float16, bfloat16, int8), its frozen
+``.npy`` tables in float16, ``compression`` in ``elmoc-model.json`` (format, source,
+measured figures) and a "Compressed copy" section on the model card with the figures
+of :func:`elmoc.pretrained.compare.compare_models` on a sentences file; downstream task
+scores measured later are added with :func:`record_downstream`.
+Any model directory can be compressed (``elmoc export`` of a variant or of the released
+bilm-tf ELMo), but not a compressed one.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from elmoc import __version__
+from elmoc.directions import DIRECTIONS
+from elmoc.errors import InputFileError
+from elmoc.io.atomic import atomic_directory, atomic_file
+from elmoc.io.safe_load import load_weights_only
+from elmoc.pretrained import formats
+from elmoc.pretrained.compare import compare_models
+from elmoc.pretrained.loader import MODEL_FILE, load_bilm, read_model_meta
+
+log = logging.getLogger(__name__)
+
+CARD_MARK = "<!-- elmoc compress: everything below is written by elmoc compress -->"
+COMPUTE = {
+    "float16": "weights stored in float16, widened to float32 on load: computed in float32",
+    "bfloat16": "weights stored in bfloat16, widened to float32 on load: computed in float32",
+    "int8": "int8 matrix products on the CPU (torch dynamic quantization, per-output-row int8 weights, "
+            "activations quantized per call); the LSTM time loop runs in Python around them; the rest float32",
+}
+
+
+def compress_model(source: str | Path, output: str | Path, fmt: str, sentences: Sequence[Sequence[str]],
+                   sentences_file: str | Path, batch_size: int = 64, repeats: int = 3,
+                   command: str | None = None) -> dict[str, Any]:
+    """Write the ``fmt`` copy of the model directory ``source`` to ``output`` (replaced
+    atomically, after the copy loads and has been measured on ``sentences``).
+
+    Args:
+        source: a model directory (not itself compressed).
+        output: the directory to write.
+        fmt: ``float16``, ``bfloat16`` or ``int8``.
+        sentences, sentences_file: tokenized sentences to measure on, and their file (for the card).
+        batch_size, repeats: as :func:`~elmoc.pretrained.compare.compare_models`.
+        command: recorded on the card (default: this process's command line).
+
+    Returns:
+        The ``compression`` record written into ``elmoc-model.json``.
+    """
+    fmt = formats.check_format(fmt)
+    source = Path(source)
+    meta = read_model_meta(source)
+    if formats.stored_format(meta, source / MODEL_FILE) != "float32":
+        raise InputFileError(source, f"is already a compressed copy ({meta['compression']['format']}, of "
+                             f"{meta['compression'].get('source')}); compress the uncompressed model directory")
+    if Path(output).resolve() == source.resolve():
+        raise InputFileError(output, "is the source directory; write the compressed copy elsewhere (--output)")
+    for name in meta["files"]:
+        if not (source / name).is_file():
+            raise InputFileError(source / name, "missing from the model directory; export it again")
+    with atomic_directory(output) as tmp:
+        tables = _copy_files(source, tmp, meta["files"], fmt)
+        states = _compressed_states(source, fmt)
+        for direction, state in states.items():
+            torch.save(state, tmp / f"{direction}.pt")
+        record: dict[str, Any] = {
+            "format": fmt, "compute": COMPUTE[fmt], "tables": tables,
+            "source": {"name": meta.get("name"), "path": str(source.resolve()),
+                       "elmoc_version": meta.get("elmoc_version")},
+            "elmoc_version": __version__,
+            "command": command or " ".join(["elmoc", *sys.argv[1:]]),
+        }
+        if fmt == "int8":
+            record["int8_modules"] = sorted(set(_int8_weight_names(states)))
+        new_meta = {**meta, "compression": record}
+        source_card = ((source / "README.md").read_text(encoding="utf-8") if (source / "README.md").is_file()
+                       else f"# {meta.get('name', 'model')}\n")
+        _write_meta(tmp, new_meta)
+        _write_card(tmp, source_card, record)  # replaced by the measured one below
+        load_bilm(tmp)  # proves the copy loads before it is measured
+        log.info("measuring %s against %s on %d sentences", fmt, source, len(sentences))
+        record["measured"] = {**compare_models(source, tmp, sentences, batch_size, repeats),
+                              "sentences_file": str(sentences_file)}
+        record["downstream"] = {}
+        _write_meta(tmp, new_meta)
+        _write_card(tmp, source_card, record)
+    log.info("wrote the %s copy of %s to %s", fmt, source, output)
+    return record
+
+
+def record_downstream(directory: str | Path, key: str, entry: dict[str, Any]) -> None:
+    """Add (or replace) a downstream result ``entry`` under ``key`` in a compressed copy's
+    ``compression.downstream`` and rewrite its card section.
+
+    ``entry``: ``{"task": ..., "metric": ..., "source": score with the uncompressed
+    features, "compressed": score with this copy's, "seed": ..., "note": ...}``.
+    """
+    directory = Path(directory)
+    meta = read_model_meta(directory)
+    if formats.stored_format(meta, directory / MODEL_FILE) == "float32":
+        raise InputFileError(directory, "is not a compressed copy (no compression entry in elmoc-model.json)")
+    meta["compression"].setdefault("downstream", {})[key] = entry
+    card = (directory / "README.md").read_text(encoding="utf-8").split(CARD_MARK)[0].rstrip("\n") + "\n"
+    _write_meta(directory, meta)
+    _write_card(directory, card, meta["compression"])
+
+
+def _copy_files(source: Path, tmp: Path, names: Sequence[str], fmt: str) -> str | None:
+    """Copy the source's files except the weights, meta and card; float ``.npy`` tables
+    become float16, a char-CNN table composer (``char_cnn.pt``) the half format.
+    Returns the tables' stored dtype, or None without tables."""
+    tables = None
+    skip = {f"{d}.pt" for d in DIRECTIONS} | {MODEL_FILE, "README.md"}
+    for name in names:
+        if name in skip:
+            continue
+        src, dst = source / name, tmp / name
+        if name.endswith(".npy"):
+            array = np.load(src, mmap_mode="r")
+            if array.dtype.kind == "f":
+                with atomic_file(dst, "wb", encoding=None) as f:
+                    np.save(f, np.asarray(array, dtype=np.float16))
+                tables = "float16"
+                continue
+        if name == "char_cnn.pt" and fmt in formats.HALF:
+            state = load_weights_only(src, what="a char-CNN weights file", fix="export the model again")
+            torch.save(formats.narrow(state, fmt), dst)
+            continue
+        shutil.copyfile(src, dst)
+    return tables
+
+
+def _compressed_states(source: Path, fmt: str) -> dict[str, dict[str, torch.Tensor]]:
+    """Both directions' stored states in ``fmt``."""
+    where = {d: source / f"{d}.pt" for d in DIRECTIONS}
+    states = {d: load_weights_only(where[d], what="a model directory's weights file", fix="export the model again")
+              for d in DIRECTIONS}
+    if fmt in formats.HALF:
+        return {d: formats.narrow(s, fmt) for d, s in states.items()}
+    bilm = load_bilm(source)
+    out = {}
+    for d in DIRECTIONS:
+        lm = formats.quantize_int8(getattr(bilm, f"{d}_lm").eval())
+        out[d] = formats.int8_state(lm, {k: v.float() for k, v in states[d].items()})
+    return out
+
+
+def _int8_weight_names(states: dict[str, dict[str, torch.Tensor]]) -> list[str]:
+    return [k.removesuffix(".weight") for s in states.values() for k, v in s.items() if v.is_quantized]
+
+
+def _write_meta(directory: Path, meta: dict[str, Any]) -> None:
+    with atomic_file(directory / MODEL_FILE) as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+
+
+def _write_card(directory: Path, source_card: str, record: dict[str, Any]) -> None:
+    with atomic_file(directory / "README.md") as f:
+        f.write(source_card.rstrip("\n") + "\n\n" + CARD_MARK + "\n\n" + card_section(record))
+
+
+def card_section(record: dict[str, Any]) -> str:
+    """The model card's "Compressed copy" section of a ``compression`` record."""
+    fmt, m = record["format"], record.get("measured") or {}
+    src = record["source"]
+    lines = [f"## Compressed copy: {fmt}", "",
+             f"{'An' if fmt == 'int8' else 'A'} {fmt} copy of `{src.get('name')}` (`{src.get('path')}`), written by elmoc "
+             f"{record.get('elmoc_version')}: {record['compute']}."]
+    if record.get("tables"):
+        lines.append(f"Frozen tables (`.npy`) stored as {record['tables']}.")
+    if fmt == "int8":
+        lines.append("Runs on the CPU only. int8 layers: " + ", ".join(f"`{n}`" for n in record["int8_modules"]) + ".")
+    lines += ["", "Figures measured against the source (not claimed: measured when the copy was written):", "",
+              f"| | source (float32) | {fmt} |", "|---|---|---|"]
+    if m:
+        size, speed = m["size_bytes"], m["tokens_per_s"]
+        lines += [
+            f"| size on disk (MB) | {size['source'] / 1e6:.2f} | {size['compressed'] / 1e6:.2f} "
+            f"({size['compressed'] / size['source']:.2f}x) |",
+            f"| embed tokens/s (CPU) | {speed['source']:.0f} | {speed['compressed']:.0f} "
+            f"({m['speed_ratio']:.2f}x; {m['rounds']} rounds, the two models alternated) |",
+            "| mean cosine to the source, per layer | 1 | " + ", ".join(f"{c:.6f}" for c in m["mean_cosine"]) + " |",
+            f"| lowest token cosine | 1 | {m['min_cosine']:.6f} |",
+            f"| max abs difference of the features | 0 | {m['max_abs_diff']:.3g} |",
+        ]
+    for key, d in sorted((record.get("downstream") or {}).items()):
+        lines.append(f"| {d.get('task', key)} {d.get('metric', 'score')} (seed {d.get('seed')}) | "
+                     f"{_score(d.get('source'))} | {_score(d.get('compressed'))} |")
+    if not record.get("downstream"):
+        lines.append("| downstream task scores | not measured yet | not measured yet |")
+    lines.append("")
+    if m:
+        lines += [f"Measured on `{Path(m['sentences_file']).name}` ({m['sentences']} sentences, {m['tokens']} tokens), "
+                  f"batch size {m['batch_size']}, {m['threads']} torch threads, {m['machine']}, {m['date']}; "
+                  "tokens/s depend on the machine and its load, the ratio of alternated runs less so.", ""]
+    for key, d in sorted((record.get("downstream") or {}).items()):
+        if d.get("note"):
+            lines += [f"{d.get('task', key)}: {d['note']}", ""]
+    lines += ["Written by:", "", "```", record.get("command", ""), "```", ""]
+    return "\n".join(lines)
+
+
+def _score(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
