@@ -16,7 +16,7 @@ def reference_lr(s, B, base_scale=1e-4, base_ratio=1.0, warmup=10000, decay_rati
     return base_scale * min(1 + s * (n - 1) / warmup, n, n * (2 * n) ** ((start - s) / (end - start)))
 
 
-@pytest.mark.parametrize("B", [64, 128, 1536])
+@pytest.mark.parametrize("B", [128, 512, 1536])
 @pytest.mark.parametrize("step", [1, 500, 10000, 50000, 104166, 104167, 270000, 520832, 520833, 600000])
 def test_matches_formula(B, step):
     sched = ScaledSchedule(batch_size=B)
@@ -48,3 +48,17 @@ def test_bad_arguments():
         ScaledSchedule(batch_size=64, decay_ratio=3.0)
     with pytest.raises(ValueError, match="count from 1"):
         ScaledSchedule(batch_size=64)(0)
+
+
+@pytest.mark.parametrize("B", [16, 32])
+def test_small_plateau_factor_never_gives_a_negative_rate(B):
+    """n = base_ratio * B / 128 < 1: the formula's warmup term would cross zero after
+    warmup / (1 - n) steps; the schedule holds it at its end-of-warmup value instead."""
+    sched = ScaledSchedule(batch_size=B, base_scale=2e-3, base_ratio=2.0, warmup=100, decay_ratio=0.0625,
+                           end_decay_ratio=0.3125)
+    assert sched.n < 1
+    for step in range(1, sched.end_decay + 10, 7):
+        assert sched(step) > 0
+    for step in (1, 50, 100):  # during warmup, the formula itself
+        assert sched(step) == pytest.approx(reference_lr(step, B, 2e-3, 2.0, 100, 0.0625, 0.3125), rel=1e-12)
+    assert sched(1000) <= sched.n * 2e-3 + 1e-12

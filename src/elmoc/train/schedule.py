@@ -10,7 +10,10 @@ schedule (Chen et al. 2018).  With ``B`` the *global* batch size::
             for s < end_decay, and base_scale / 2 afterwards
 
 where the step ``s`` counts from 1.  Warmup starts at about ``base_scale`` (not 0),
-plateaus at ``n * base_scale`` and decays toward ``base_scale / 2``.
+plateaus at ``n * base_scale`` and decays toward ``base_scale / 2``.  The warmup term is
+held at its value of step ``warmup`` afterwards: the same schedule whenever ``n >= 1`` (the
+paper's batches give n = 12), and never a negative rate when ``n < 1`` (a small batch with a
+small ``base_ratio``: the rate then goes from ``base_scale`` down to ``n * base_scale``).
 """
 from __future__ import annotations
 
@@ -99,6 +102,9 @@ class ScaledSchedule:
         n = self.n
         if step >= self.end_decay:
             return self.base_scale / 2
-        warm = 1 + step * (n - 1) / self.warmup
+        # the warmup term stops at the end of warmup: for n >= 1 (every paper batch) it is >= n from there
+        # on and the min() is the formula's; for n < 1 the unstopped term would fall below zero after
+        # warmup / (1 - n) steps, a negative learning rate (issue 25's shared-data masked LMs hit it)
+        warm = 1 + min(step, self.warmup) * (n - 1) / self.warmup
         decay = n * (2 * n) ** ((self.start_decay - step) / (self.end_decay - self.start_decay))
         return self.base_scale * min(warm, n, decay)
