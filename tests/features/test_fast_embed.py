@@ -91,3 +91,31 @@ def test_distinct_words_equal_every_position(released):
     for b, row in enumerate(rows):
         torch.testing.assert_close(got[b, : len(row)], want[b, : len(row)], rtol=0, atol=1e-6)
         assert not got[b, len(row):].any()
+
+
+def test_lstm_skips_the_padding_of_sorted_rows(released, monkeypatch):
+    """Without gradients an ELMo LSTM runs in time segments over the rows still going: the
+    same layers and final states as one call over the padded batch, for fewer positions."""
+    directory, sentences = released
+    bilm = load_bilm(directory)
+    batch = [s for s in sentences for _ in range(3)][:20]  # >= 8 rows, lengths 5..~20
+    batch = [s[: 2 + i] for i, s in enumerate(batch)]  # every row its own length
+    with torch.enable_grad():  # the one-call path
+        whole, mask, (fwd_whole, bwd_whole) = bilm.embed(batch)
+    positions: list[int] = []
+    original = type(bilm.forward_lm).encode
+
+    def counting(self, ids, mask=None, state=None, vectors=None):
+        positions.append(ids.numel())
+        return original(self, ids, mask, state, vectors)
+
+    monkeypatch.setattr(type(bilm.forward_lm), "encode", counting)
+    with torch.inference_mode():
+        segmented, mask2, (fwd_seg, bwd_seg) = bilm.embed(batch)
+    padded = len(batch) * (max(len(s) for s in batch) + 2)
+    assert len(positions) > 2 and sum(positions) < 2 * padded * 0.8  # both directions, < 80% of the padded work
+    assert torch.equal(mask, mask2)
+    torch.testing.assert_close(segmented, whole.detach(), rtol=0, atol=1e-5)
+    for seg, ref in zip([*fwd_seg, *bwd_seg], [*fwd_whole, *bwd_whole]):  # per layer (h, c), row order kept
+        for a, b in zip(seg, ref):
+            torch.testing.assert_close(a, b.detach(), rtol=0, atol=1e-5)
