@@ -101,7 +101,8 @@ def count_parameters(spec: dict[str, Any], vocab_size: int, table_dims: dict[str
     if masked:  # elmoc.masked_lm.MaskedLM: one encoder, and the mask vector
         one_model = per_direction + model.input_layer.output_dim
         return {"vocab": vocab_size, "input": n(inp), "encoder": n(enc), "output": n(out),
-                "per_direction": per_direction, "paper": one_model, "trained": one_model, "joint": False}
+                "per_direction": per_direction, "paper": one_model, "trained": one_model, "joint": False,
+                "masked": True}
     return {
         "vocab": vocab_size,
         "input": n(inp),
@@ -164,5 +165,5 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     lines = [f"{'variant':<16} {'vocab':>9} {'input':>12} {'encoder':>12} {'output':>13} {'paper':>14} {'trained':>14}  directions"]
     for r in rows:
         lines.append(f"{r['variant']:<16} {r['vocab']:>9,} {r['input']:>12,} {r['encoder']:>12,} {r['output']:>13,} "
-                     f"{r['paper'] / 1e6:>13.1f}M {r['trained'] / 1e6:>13.1f}M  {'joint' if r['joint'] else 'separate'}")
+                     f"{r['paper'] / 1e6:>13.1f}M {r['trained'] / 1e6:>13.1f}M  {'masked' if r.get('masked') else 'joint' if r['joint'] else 'separate'}")
     return "\n".join(lines)
