@@ -24,21 +24,29 @@ if [ "$status" -ne 0 ]; then exit "$status"; fi
 import json, sys
 from pathlib import Path
 work = Path(sys.argv[1])
-variants = ["elmo", "elmo-c", "elmo-a", "elmo-sub", "elmo-c-oneb", "elmo-c-rnd", "elmo-c-cnn", "elmo-c-cnn-cc", "elmo-c-cc-cnn"]
-joint = {"elmo-a", "elmo-sub"}   # train.directions: joint (one run, results/lm/{v}/joint)
-runs = [(v, d) for v in variants for d in (("joint",) if v in joint else ("forward", "backward"))]
+paper = ["elmo", "elmo-c", "elmo-a", "elmo-sub", "elmo-c-oneb", "elmo-c-rnd", "elmo-c-cnn", "elmo-c-cnn-cc", "elmo-c-cc-cnn"]
+beyond = ["trans-base-c", "trans-base-sampled", "mlm-c", "mlm-sampled"]   # pretrain.extra_variants (issue 25)
+variants = paper + beyond
+joint = {"elmo-a", "elmo-sub", "trans-base-sampled"}   # train.directions: joint (one run, results/lm/{v}/joint)
+masked = {"mlm-c", "mlm-sampled"}   # train.objective: masked_lm (one run, results/lm/{v}/masked)
+runs = [(v, d) for v in variants
+        for d in (("joint",) if v in joint else ("masked",) if v in masked else ("forward", "backward"))]
 for v, d in runs:
     heldout = json.loads((work / f"results/lm/{v}/{d}/heldout.json").read_text())
     assert (work / f"results/lm/{v}/{d}/model.pt").is_file(), (v, d)
     if d == "joint":
         assert heldout["direction"] == "joint" and {"forward", "backward"} <= heldout.keys(), (v, sorted(heldout))
-    assert not (work / f"results/lm/{v}/{'forward' if d == 'joint' else 'joint'}").exists(), (v, d)
+    others = {"forward", "backward", "joint", "masked"} - ({"forward", "backward"} if d in ("forward", "backward") else {d})
+    assert not [o for o in others if (work / f"results/lm/{v}/{o}").exists()], (v, d)
+table = (work / "results/tables/beyond.md").read_text()
+assert all(f"| {v} |" in table for v in beyond + ["elmo-c"]), table
 tasks = [json.loads(p.read_text()) for p in sorted(work.glob("results/tasks/*/*/seed*.json"))]
 assert len(tasks) == 5 * (len(variants) + 1), len(tasks)
 bad = [(r["task"], r["variant"], r["status"]) for r in tasks if r["status"] != "ok"]
 assert not bad, bad
 left = sorted(str(p) for p in work.glob("results/features/*/*.hdf5"))
 assert not left, f"temporary features were not deleted: {left}"
-print(f"rehearsal: {len(runs)} LM runs (ELMo released; ELMo-A, ELMo-Sub joint), {len(tasks)} task runs ok, features deleted after use")
+print(f"rehearsal: {len(runs)} LM runs (ELMo released; ELMo-A, ELMo-Sub, trans-base-sampled joint; mlm-c, mlm-sampled "
+      f"masked), {len(tasks)} task runs ok, the beyond table, features deleted after use")
 PY
 rm -rf "$TMP"
