@@ -87,7 +87,9 @@ def _num(value: float | None) -> str:
 
 
 def directory_mb(path: Path) -> float:
-    return sum(p.stat().st_size for p in path.iterdir() if p.is_file()) / 1e6
+    from elmoc.pretrained.compare import directory_size
+
+    return directory_size(path) / 1e6
 
 
 def main(argv: list[str] | None = None) -> int:
