@@ -1,15 +1,28 @@
-"""Helpers of the data-parallel tests (tests/train/test_ddp.py, tests/joint/test_joint_ddp.py):
-a free TCP port for the gloo rendezvous, the spawn of the workers, the largest difference of two nested states, and
-the 1-process reference of a data-parallel run whose output layer draws negatives per rank."""
+"""Helpers of the data-parallel tests (tests/train/test_ddp.py, tests/joint/test_joint_ddp.py,
+tests/masked/test_masked_ddp.py, tests/train/test_transformer_lm.py): a free TCP port for the gloo
+rendezvous, the spawn of the workers and their common ending, the largest difference of two nested
+states, and the 1-process reference of a data-parallel run whose output layer draws negatives per rank.
+
+A worker process that dies after its work is done, in gloo's teardown or the interpreter's exit (a
+C++ ``std::terminate`` seen once in CI: "terminate called without an active exception", SIGABRT,
+no Python traceback), must neither fail the test nor hide a death during the work:
+:func:`spawn_runs` records every rank's Python stacks on a fatal signal (``faulthandler``), and
+:func:`finish_worker` writes the report and then waits for every rank before the teardown, so
+"every report written" means every rank finished the work the test checks.  A death after that is
+a warning with the stacks; a death before it fails with them."""
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import socket
+import sys
+import warnings
 from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from elmoc.data.batches import BiLMBatch, LMBatch
@@ -27,19 +40,61 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _traced(rank: int, worker: Callable[[int, int, str], None], port: int, tmp: str) -> None:
+    """``worker(rank, port, tmp)`` with this process's Python stacks written to
+    ``tmp/fault{rank}.txt`` should a fatal signal (SIGABRT, SIGSEGV, ...) kill it."""
+    with open(os.path.join(tmp, f"fault{rank}.txt"), "w") as trace:
+        faulthandler.enable(trace, all_threads=True)
+        worker(rank, port, tmp)
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def finish_worker(tmp: str, rank: int, report: Any) -> None:
+    """The end of every worker: ``tmp/report{rank}.json`` written (atomically), a barrier (so
+    every rank has written its report before any tears down) and the process group destroyed."""
+    path = os.path.join(tmp, f"report{rank}.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(report, f)
+    os.replace(path + ".tmp", path)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def spawn_runs(tmp: str, worker: Callable[[int, int, str], None], world: int, vocab_size: int,
                dim: int) -> list[dict]:
     """Writes ``tmp/vec.npy`` ((vocab_size, dim) standard normal floats, seed 0), runs
     ``worker(rank, port, tmp)`` in `world` spawned processes (a free port for the gloo
-    rendezvous) and returns what each rank wrote to ``tmp/report{rank}.json``."""
+    rendezvous; the worker ends with :func:`finish_worker`) and returns what each rank
+    wrote to ``tmp/report{rank}.json``.
+
+    A process killed by a signal fails the call with every rank's stacks, unless every
+    rank had written its report: then the death was in the teardown, after the work, and
+    it is a warning (with the stacks) instead."""
     np.save(os.path.join(tmp, "vec.npy"),
             np.random.default_rng(0).standard_normal((vocab_size, dim)).astype("float32"))
-    mp.spawn(worker, args=(free_port(), tmp), nprocs=world, join=True)
-    reports = []
-    for rank in range(world):
-        with open(os.path.join(tmp, f"report{rank}.json")) as f:
-            reports.append(json.load(f))
-    return reports
+    reports = [os.path.join(tmp, f"report{rank}.json") for rank in range(world)]
+    try:
+        mp.spawn(_traced, args=(worker, free_port(), tmp), nprocs=world, join=True)
+    except mp.ProcessExitedException as e:
+        stacks = "\n".join(f"--- rank {rank}:\n{_read(os.path.join(tmp, f'fault{rank}.txt'))}"
+                           for rank in range(world))
+        if e.signal_name is None or not all(os.path.exists(r) for r in reports):
+            raise AssertionError(f"a worker died during the work: {e}\n{stacks}") from e
+        warnings.warn(f"a worker died after every rank wrote its report (in the teardown): {e}\n{stacks}")
+    out = []
+    for path in reports:
+        with open(path) as f:
+            out.append(json.load(f))
+    return out
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip() or "(no fatal signal recorded)"
+    except OSError as e:
+        return f"(unreadable: {e})"
 
 
 def max_abs_diff(a, b, where="") -> float:

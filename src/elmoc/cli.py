@@ -9,7 +9,9 @@ stage also runs without Snakemake.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
+import io
 import logging
 import pkgutil
 import sys
@@ -56,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    _stacks_on_fatal_signals()
     try:
         return int(args._run(args) or 0)
     except ElmocError as e:  # an error may name its own exit status (e.g. a busy output folder)
@@ -64,6 +67,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C (SIGINT) outside a handler of the command's own
         print(f"elmoc {args.command}: interrupted", file=sys.stderr)
         return EXIT_SIGINT
+
+
+def _stacks_on_fatal_signals() -> None:
+    """A process killed by SIGSEGV, SIGABRT, SIGBUS, SIGFPE or SIGILL (a C++ library's
+    ``std::terminate``, a crash in a native kernel) writes every thread's Python stack to
+    stderr first, so a job log of a week-long run says where it died.  Skipped when stderr
+    is not a real file (a caller that captures it in memory) or a caller enabled it already."""
+    if faulthandler.is_enabled():
+        return
+    try:
+        faulthandler.enable(all_threads=True)
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        pass
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 import torch
 import torch.distributed as dist
-from ddp_compare import max_abs_diff, reference_sampled, spawn_runs
+from ddp_compare import finish_worker, max_abs_diff, reference_sampled, spawn_runs
 
 from elmoc.data.batches import BiLMBatch, LMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
@@ -104,9 +104,7 @@ def _worker(rank, port, tmp):
             "buffers": [n for n, _ in ddp.module.named_buffers()],
             "ddp_sees_sparse": any(id(p) in sparse for p in ddp._module_parameters),
         }
-    with open(os.path.join(tmp, f"report{rank}.json"), "w") as f:
-        json.dump(report, f)
-    dist.destroy_process_group()
+    finish_worker(tmp, rank, report)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-from ddp_compare import max_abs_diff, reference_sampled, spawn_runs
+from ddp_compare import finish_worker, max_abs_diff, reference_sampled, spawn_runs
 
 from elmoc.data.batches import ShardBatches, iter_heldout
 from elmoc.data.vocab.vocabulary import Vocabulary
@@ -80,9 +80,7 @@ def _worker(rank, port, tmp):
         train(_spec(tmp, layer), _vocab(), os.path.join(tmp, "ddp", layer), make_batches, make_heldout,
               direction="masked")
     counts["predicted"] = [b.num_predicted for b, _ in make_batches(None, rank, WORLD)]
-    with open(os.path.join(tmp, f"report{rank}.json"), "w") as f:
-        json.dump(counts, f)
-    dist.destroy_process_group()
+    finish_worker(tmp, rank, counts)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-from ddp_compare import max_abs_diff, reference_sampled, spawn_runs
+from ddp_compare import finish_worker, max_abs_diff, reference_sampled, spawn_runs
 
 from elmoc.data.batches import LMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
@@ -182,9 +182,7 @@ def _worker(rank, port, tmp):
     limited = train(_spec(tmp, "cont"), vocab, os.path.join(tmp, "limited"), make_batches, make_heldout)
     os.environ.pop("SLURM_JOB_END_TIME", None)
     report["limited"] = [limited.steps, limited.interrupted]
-    with open(os.path.join(tmp, f"report{rank}.json"), "w") as f:
-        json.dump(report, f)
-    dist.destroy_process_group()
+    finish_worker(tmp, rank, report)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-from ddp_compare import max_abs_diff, reference_sampled, spawn_runs
+from ddp_compare import finish_worker, max_abs_diff, reference_sampled, spawn_runs
 from tiny_corpus import elmoc_train, sentences, tiny_spec, write_workdir
 
 from elmoc.data.batches import BiLMBatch, LMBatch
@@ -154,9 +154,7 @@ def _worker(rank, port, tmp):
     _run(tmp, "sampled", "dropout/straight", dropout=0.1)
     _run(tmp, "sampled", "dropout/resumed", dropout=0.1, max_steps=2)
     _run(tmp, "sampled", "dropout/resumed", dropout=0.1)
-    with open(os.path.join(tmp, f"report{rank}.json"), "w") as f:
-        json.dump({}, f)
-    dist.destroy_process_group()
+    finish_worker(tmp, rank, {})
 
 
 @pytest.fixture(scope="module")
