@@ -9,6 +9,8 @@ import pytest
 import torch.distributed as dist
 from ddp_compare import finish_worker, spawn_runs
 
+pytestmark = pytest.mark.slow  # spawns gloo processes
+
 
 def _join(rank, port):
     os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),

@@ -4,6 +4,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 # `elmoc params` whose run() aborts the process as a C++ std::terminate would (SIGABRT)
 ABORTING = """\
 import os, sys
@@ -16,6 +18,7 @@ sys.exit(main(["params", "--preset", "elmo-c"]))
 """
 
 
+@pytest.mark.slow
 def test_a_fatal_signal_leaves_the_python_stack_in_stderr():
     r = subprocess.run([sys.executable, "-c", ABORTING], capture_output=True, text=True, timeout=120)
     assert r.returncode == -signal.SIGABRT
