@@ -58,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lengths", type=int, nargs="+", default=[20, 40, 80], help="window lengths to evaluate")
     p.add_argument("--buckets", type=int, nargs="+", default=[0, 10, 20, 40, 60, 80],
                    help="bucket edges of window positions (the last edge ends the last bucket)")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="heldout rows per batch (default: the spec's, so the trained length's 'all' is the "
+                        "run's heldout metric)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args(argv)
@@ -72,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     vocab = Vocabulary.load(spec["vocab"])
     trained = spec["train"]["bptt"]
+    batch_size = args.batch_size or spec["train"].get("eval_batch_size") or spec["train"]["batch_size"]
     edges = args.buckets
     result = {"variant": args.variant, "trained_window": trained, "heldout": spec["data"]["heldout"], "directions": {}}
     for direction in ("forward", "backward"):
@@ -83,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         model.eval()
         rows = {}
         for length in args.lengths:
-            sums, counts = position_cosines(model, spec["data"]["heldout"], vocab, length, direction, args.batch_size)
+            sums, counts = position_cosines(model, spec["data"]["heldout"], vocab, length, direction, batch_size)
             rows[length] = {}
             for lo, hi in zip(edges, edges[1:]):
                 if lo >= length:
