@@ -10,10 +10,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 from tiny_corpus import elmoc_train, sentences, tiny_spec, write_workdir
 
 pytestmark = pytest.mark.slow  # trains two tiny LMs through `elmoc train`
+
+
+@pytest.fixture(autouse=True)
+def _same_threads_after():
+    """The script sets torch's thread count (--threads): later tests get this process's back."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
 
 
 def _script():
