@@ -2,27 +2,13 @@
 fidelity and the task section passed to `elmoc task` as the workflow passes it."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load(name: str):
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
+from benchmark_scripts import load_benchmark
 
 
 def _features(path: Path, arrays: list[np.ndarray]) -> None:
@@ -33,7 +19,7 @@ def _features(path: Path, arrays: list[np.ndarray]) -> None:
 
 
 def test_hdf5_fidelity_per_layer(tmp_path):
-    bench = _load("compressed_models")
+    bench = load_benchmark("compressed_models")
     rng = np.random.default_rng(0)
     ref = [rng.standard_normal((3, n, 4)).astype(np.float32) for n in (2, 5)]
     other = [a.copy() for a in ref]
@@ -49,7 +35,7 @@ def test_hdf5_fidelity_per_layer(tmp_path):
 
 
 def test_task_section_is_the_workflows(tmp_path, repo_root):
-    bench = _load("compressed_downstream")
+    bench = load_benchmark("compressed_downstream")
     overlay = tmp_path / "overlay.yaml"
     overlay.write_text("tasks:\n  sentiment:\n    trainer: {epochs: 2}\n")
     section = bench.task_section([str(repo_root / "config/config.yaml"), str(overlay)], "sentiment", tmp_path)

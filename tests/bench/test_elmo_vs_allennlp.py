@@ -2,25 +2,20 @@
 elmoc, and the HDF5 comparison finds what differs.  AllenNLP itself is not needed."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 import torch
+from benchmark_scripts import load_benchmark
 
 from elmoc.pretrained.bilm_tf import _bilm_tf_parts
 
 
 @pytest.fixture(scope="module")
 def bench():
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "elmo_vs_allennlp.py"
-    spec = importlib.util.spec_from_file_location("elmo_vs_allennlp", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("elmo_vs_allennlp")
 
 
 TINY = {"lstm": {"use_skip_connections": True, "projection_dim": 4, "cell_clip": 3, "proj_clip": 3, "dim": 8,

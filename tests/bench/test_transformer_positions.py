@@ -3,15 +3,14 @@ Transformer.  At the trained window length its mean over every position is the r
 heldout metric (the trainer's evaluation, an independent path); the buckets count every token."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import yaml
+from benchmark_scripts import load_benchmark
 from tiny_corpus import elmoc_train, sentences, tiny_spec, write_workdir
 
 pytestmark = pytest.mark.slow  # trains two tiny LMs through `elmoc train`
@@ -23,14 +22,6 @@ def _same_threads_after():
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)
-
-
-def _script():
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "transformer_positions.py"
-    spec = importlib.util.spec_from_file_location("transformer_positions", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_trained_length_gives_the_heldout_metric_and_buckets_count_every_token(tmp_path, monkeypatch):
@@ -45,7 +36,7 @@ def test_the_trained_length_gives_the_heldout_metric_and_buckets_count_every_tok
     shutil.copy(tmp_path / "spec.yaml", run / "spec.yaml")
     monkeypatch.chdir(tmp_path)  # the script works in the workflow folder; restored after the test
     out = tmp_path / "positions.json"
-    assert _script().main(["--workflow-dir", str(tmp_path), "--variant", "trans", "--lengths", "6", "12",
+    assert load_benchmark("transformer_positions").main(["--workflow-dir", str(tmp_path), "--variant", "trans", "--lengths", "6", "12",
                            "--buckets", "0", "3", "6", "12", "--threads", "1", "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["trained_window"] == yaml.safe_load((run / "spec.yaml").read_text())["train"]["bptt"] == 6
@@ -68,6 +59,6 @@ def test_a_recurrent_or_joint_run_is_refused_in_one_line(tmp_path, capsys, monke
     spec = tiny_spec("elmo-c", {"type": "cosine", "vectors": "vec.npy"})
     (run / "spec.yaml").write_text(yaml.safe_dump(spec))
     monkeypatch.chdir(tmp_path)
-    assert _script().main(["--workflow-dir", str(tmp_path), "--variant", "elmo-c"]) == 2
+    assert load_benchmark("transformer_positions").main(["--workflow-dir", str(tmp_path), "--variant", "elmo-c"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "causal Transformer" in err[0]

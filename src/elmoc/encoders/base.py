@@ -5,15 +5,29 @@ lists every representation a downstream model may mix: layer 0 is the encoder's
 own view of the token input (for the ELMo LSTM: the projected, layer-normed
 input), then one entry per layer.  ``state`` is whatever the encoder carries to
 the next window (``None`` for encoders that carry nothing); the trainer only
-passes it back and detaches it.
+passes it back and detaches it.  :func:`map_state` is the one walk over such a
+state (tensors nested in lists and tuples) that everything reshaping it uses.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
+
+
+def map_state(fn: Callable[..., torch.Tensor], state: Any, *others: Any) -> Any:
+    """``fn`` applied to every tensor of a carried state (and the tensors at the same
+    places of ``others``, states of the same structure), the nesting of lists and
+    tuples kept; None stays None.  E.g. ``map_state(lambda t: t[rows], state)``."""
+    if state is None:
+        return None
+    if isinstance(state, torch.Tensor):
+        return fn(state, *others)
+    if isinstance(state, (list, tuple)):
+        return type(state)(map_state(fn, *parts) for parts in zip(state, *others, strict=True))
+    raise TypeError(f"an encoder state holds tensors in lists and tuples, not {type(state)!r}")
 
 
 @dataclass
@@ -35,10 +49,4 @@ class Encoder(nn.Module):
     @staticmethod
     def detach_state(state: Any) -> Any:
         """Cut the graph of a carried state (truncated BPTT between windows)."""
-        if state is None:
-            return None
-        if isinstance(state, torch.Tensor):
-            return state.detach()
-        if isinstance(state, (list, tuple)):
-            return type(state)(Encoder.detach_state(s) for s in state)
-        raise TypeError(f"cannot detach state of type {type(state)!r}")
+        return map_state(torch.Tensor.detach, state)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import torch
 
 from elmoc.data.vocab.vocabulary import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabulary
+from elmoc.encoders.base import map_state
 from elmoc.encoders.elmo_lstm import ElmoLstmEncoder
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.inputs.char_cnn import CharCnnInput
@@ -149,26 +150,28 @@ class FeatureLM(LanguageModel):
         if torch.is_grad_enabled() or not isinstance(self.encoder, ElmoLstmEncoder) or batch < 8:
             out = self.encode(ids, mask, state, vectors=vectors)
             return out.layers, out.state
-        order = torch.argsort(lengths.cpu(), descending=True, stable=True)
-        ordered = lengths.cpu()[order]
+        lengths = lengths.cpu()
+        order = torch.argsort(lengths, descending=True, stable=True)
+        ordered = lengths[order]
         cuts = sorted({0, steps} | {int(ordered[int(batch * q)]) for q in (0.25, 0.5, 0.75)})
         layers: list[torch.Tensor] | None = None
-        rows_state = None if state is None else _rows(state, order.to(ids.device))
+        rows_state = map_state(lambda t: t[order.to(t.device)], state)  # longest rows first
         for start, end in zip(cuts, cuts[1:]):
             active = int((ordered > start).sum())
             if active == 0:
                 break
             index = order[:active].to(ids.device)
-            carried = None if rows_state is None else _rows(rows_state, slice(0, active))
+            carried = map_state(lambda t: t[:active], rows_state)
             out = self.encode(ids[index, start:end], mask[index, start:end], carried,
                               vectors=vectors[index, start:end])
             if layers is None:
                 layers = [x.new_zeros(batch, steps, x.shape[-1]) for x in out.layers]
             for full, part in zip(layers, out.layers):
                 full[index, start:end] = part
-            rows_state = out.state if rows_state is None else _put_rows(rows_state, out.state, active)
-        inverse = torch.argsort(order).to(ids.device)
-        return layers, _rows(rows_state, inverse)
+            rows_state = (out.state if rows_state is None
+                          else map_state(lambda old, new: torch.cat([new, old[active:]]), rows_state, out.state))
+        inverse = torch.argsort(order)
+        return layers, map_state(lambda t: t[inverse.to(t.device)], rows_state)  # back to the input order
 
     def token_vectors(self, ids: torch.Tensor, rows: Sequence[Sequence[str]] | None) -> torch.Tensor:
         """Input vectors of a padded batch.
@@ -300,20 +303,6 @@ class BiLM(torch.nn.Module):
         index, mask = index.to(acts.device), mask.to(acts.device)
         gathered = torch.gather(acts, 2, index[:, None, :, None].expand(-1, acts.shape[1], -1, acts.shape[3]))
         return gathered * mask[:, None, :, None], mask, states
-
-
-def _rows(state: Any, index: torch.Tensor | slice) -> Any:
-    """Rows ``index`` of a carried state (batch-first tensors, nested in lists or tuples)."""
-    if isinstance(state, torch.Tensor):
-        return state[index]
-    return type(state)(_rows(s, index) for s in state)
-
-
-def _put_rows(state: Any, update: Any, count: int) -> Any:
-    """``state`` with its first ``count`` rows replaced by ``update``'s (a new structure)."""
-    if isinstance(state, torch.Tensor):
-        return torch.cat([update, state[count:]])
-    return type(state)(_put_rows(s, u, count) for s, u in zip(state, update))
 
 
 def same_input(a: FeatureLM, b: FeatureLM) -> bool:

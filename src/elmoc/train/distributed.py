@@ -65,6 +65,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from elmoc.data.batches import BiLMBatch, LMBatch
 from elmoc.data.masking import MaskedLMBatch
+from elmoc.encoders.base import map_state
 from elmoc.errors import ConfigError
 from elmoc.outputs.base import OutputLayer
 from elmoc.train.optim import split_parameters
@@ -273,24 +274,24 @@ def gather_state_rows(state: Any, world_size: int) -> Any:
     gives the state one process would carry: a checkpoint stores that, and
     :func:`shard_state_rows` hands each rank its part on resume.
     """
-    if state is None or world_size == 1:
+    if world_size == 1:
         return state
-    if isinstance(state, torch.Tensor):
-        parts = [torch.empty_like(state) for _ in range(world_size)]
-        dist.all_gather(parts, state.contiguous())
+
+    def gather(rows: torch.Tensor) -> torch.Tensor:
+        parts = [torch.empty_like(rows) for _ in range(world_size)]
+        dist.all_gather(parts, rows.contiguous())
         return torch.cat(parts)
-    if isinstance(state, (list, tuple)):
-        return type(state)(gather_state_rows(s, world_size) for s in state)
-    raise TypeError(f"cannot gather an encoder state of type {type(state)!r}")
+
+    return map_state(gather, state)
 
 
 def shard_state_rows(state: Any, rank: int, world_size: int) -> Any:
     """This process's rows of a global carried state (inverse of :func:`gather_state_rows`)."""
-    if state is None or world_size == 1:
+    if world_size == 1:
         return state
-    if isinstance(state, torch.Tensor):
-        per = state.shape[0] // world_size
-        return state[rank * per:(rank + 1) * per]
-    if isinstance(state, (list, tuple)):
-        return type(state)(shard_state_rows(s, rank, world_size) for s in state)
-    raise TypeError(f"cannot shard an encoder state of type {type(state)!r}")
+
+    def shard(rows: torch.Tensor) -> torch.Tensor:
+        per = rows.shape[0] // world_size
+        return rows[rank * per:(rank + 1) * per]
+
+    return map_state(shard, state)
