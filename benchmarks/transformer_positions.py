@@ -27,9 +27,11 @@ import yaml
 
 from elmoc.data.batches import iter_heldout
 from elmoc.data.vocab.vocabulary import Vocabulary
+from elmoc.directions import DIRECTIONS, runs
 from elmoc.lm import LanguageModel
 from elmoc.nn.cosine import cosine_similarity
 from elmoc.outputs.continuous import ContinuousOutput
+from elmoc.registry import by_name
 from elmoc.train.checkpoint import load_checkpoint
 
 
@@ -68,32 +70,28 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(args.workflow_dir)
     run = Path("results/lm") / args.variant
     spec = yaml.safe_load((run / "spec.yaml").read_text())
-    if spec["encoder"]["type"] != "transformer" or spec.get("train", {}).get("directions") == "joint":
+    if spec["encoder"]["type"] != "transformer" or runs(spec) != DIRECTIONS or not issubclass(by_name("output", spec["output"]["type"]), ContinuousOutput):
         print(f"{run}: needs a causal Transformer trained one direction at a time with a continuous output "
-              f"(trans-*-c), got encoder {spec['encoder']['type']!r}, output {spec['output']['type']!r}", file=sys.stderr)
+              f"(trans-*-c); this one trains {'/'.join(runs(spec))} with encoder {spec['encoder']['type']!r} and "
+              f"output {spec['output']['type']!r}", file=sys.stderr)
         return 2
     vocab = Vocabulary.load(spec["vocab"])
-    trained = spec["train"]["bptt"]
     batch_size = args.batch_size or spec["train"].get("eval_batch_size") or spec["train"]["batch_size"]
-    edges = args.buckets
-    result = {"variant": args.variant, "trained_window": trained, "heldout": spec["data"]["heldout"], "directions": {}}
-    for direction in ("forward", "backward"):
+    result = {"variant": args.variant, "trained_window": spec["train"]["bptt"], "heldout": spec["data"]["heldout"],
+              "directions": {}}
+    for direction in DIRECTIONS:
         model = LanguageModel.from_spec(spec, vocab)
-        if not isinstance(model.output_layer, ContinuousOutput):
-            print(f"{run}: output {spec['output']['type']!r} is not continuous (CONT, trans-*-c)", file=sys.stderr)
-            return 2
         model.load_state_dict(load_checkpoint(run / direction / "model.pt")["model"])
         model.eval()
         rows = {}
         for length in args.lengths:
             sums, counts = position_cosines(model, spec["data"]["heldout"], vocab, length, direction, batch_size)
             rows[length] = {}
-            for lo, hi in zip(edges, edges[1:]):
-                if lo >= length:
-                    continue
-                n = float(counts[lo:min(hi, length)].sum())
-                rows[length][f"{lo}-{min(hi, length) - 1}"] = {
-                    "cosine": float(sums[lo:min(hi, length)].sum()) / n, "tokens": int(n)}
+            for lo, hi in zip(args.buckets, args.buckets[1:]):
+                hi = min(hi, length)
+                if lo < hi:
+                    n = float(counts[lo:hi].sum())
+                    rows[length][f"{lo}-{hi - 1}"] = {"cosine": float(sums[lo:hi].sum()) / n, "tokens": int(n)}
             rows[length]["all"] = {"cosine": float(sums.sum() / counts.sum()), "tokens": int(counts.sum())}
             print(f"{direction} window {length}: " + ", ".join(
                 f"{k} {v['cosine']:.4f} ({v['tokens']})" for k, v in rows[length].items()), flush=True)

@@ -14,6 +14,7 @@ from benchmark_scripts import load_benchmark
 from tiny_corpus import elmoc_train, sentences, tiny_spec, write_workdir
 
 pytestmark = pytest.mark.slow  # trains two tiny LMs through `elmoc train`
+TRANSFORMER = {"type": "transformer", "d_model": 8, "heads": 2, "d_ff": 16, "num_layers": 2}
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +28,7 @@ def _same_threads_after():
 def test_the_trained_length_gives_the_heldout_metric_and_buckets_count_every_token(tmp_path, monkeypatch):
     rng = np.random.default_rng(3)
     spec = tiny_spec("trans", {"type": "cosine", "vectors": "vec.npy"}, batch_size=2, bptt=6, eval_batch_size=3)
-    spec["encoder"] = {"type": "transformer", "d_model": 8, "heads": 2, "d_ff": 16, "num_layers": 2, "dropout": 0.1}
+    spec["encoder"] = {**TRANSFORMER, "dropout": 0.1}
     write_workdir(tmp_path, [sentences(rng, 30)], sentences(np.random.default_rng(4), 12), spec, rng)
     run = tmp_path / "results/lm/trans"
     for direction in ("forward", "backward"):
@@ -53,12 +54,20 @@ def test_the_trained_length_gives_the_heldout_metric_and_buckets_count_every_tok
             assert mean == pytest.approx(rows[length]["all"]["cosine"], abs=1e-9)
 
 
-def test_a_recurrent_or_joint_run_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
-    run = tmp_path / "results/lm/elmo-c"
+@pytest.mark.parametrize("encoder, output, train", [
+    (None, {"type": "cosine", "vectors": "vec.npy"}, {}),  # an LSTM (no positions)
+    (TRANSFORMER, {"type": "sampled", "num_samples": 5}, {"directions": "joint"}),  # trans-*-sampled
+    ({**TRANSFORMER, "causal": False}, {"type": "cosine", "vectors": "vec.npy"}, {"objective": "masked_lm"}),  # mlm-c
+])
+def test_anything_but_a_cont_causal_transformer_is_refused_in_one_line(tmp_path, capsys, monkeypatch,
+                                                                        encoder, output, train):
+    run = tmp_path / "results/lm/other"
     run.mkdir(parents=True)
-    spec = tiny_spec("elmo-c", {"type": "cosine", "vectors": "vec.npy"})
+    spec = tiny_spec("other", output, **train)
+    if encoder:
+        spec["encoder"] = encoder
     (run / "spec.yaml").write_text(yaml.safe_dump(spec))
     monkeypatch.chdir(tmp_path)
-    assert load_benchmark("transformer_positions").main(["--workflow-dir", str(tmp_path), "--variant", "elmo-c"]) == 2
+    assert load_benchmark("transformer_positions").main(["--workflow-dir", str(tmp_path), "--variant", "other"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "causal Transformer" in err[0]
