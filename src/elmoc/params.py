@@ -70,7 +70,7 @@ def count_parameters(spec: dict[str, Any], vocab_size: int, table_dims: dict[str
                      default_table_dim: int = 300, ignore_files: bool = False) -> dict[str, int]:
     """Trainable parameter counts of one LM spec (see the module docstring).
 
-    Returns ``{"input", "encoder", "output", "per_direction", "paper", "trained", "joint", "vocab"}``.
+    Returns ``{"input", "encoder", "output", "per_direction", "paper", "trained", "joint", "masked", "vocab"}``.
     A masked LM (``train.objective: masked_lm``) is one model: ``paper`` and ``trained``
     are its input, encoder and output layer plus its mask vector (``input`` wide).
     """
@@ -113,6 +113,7 @@ def count_parameters(spec: dict[str, Any], vocab_size: int, table_dims: dict[str
         # a joint bi-LM (elmoc.lm.BidirectionalLM): one input and one output layer, two encoders
         "trained": n(inp) + 2 * n(enc) + n(out) if joint else 2 * per_direction,
         "joint": joint,
+        "masked": False,
     }
 
 
@@ -165,5 +166,5 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     lines = [f"{'variant':<16} {'vocab':>9} {'input':>12} {'encoder':>12} {'output':>13} {'paper':>14} {'trained':>14}  directions"]
     for r in rows:
         lines.append(f"{r['variant']:<16} {r['vocab']:>9,} {r['input']:>12,} {r['encoder']:>12,} {r['output']:>13,} "
-                     f"{r['paper'] / 1e6:>13.1f}M {r['trained'] / 1e6:>13.1f}M  {'masked' if r.get('masked') else 'joint' if r['joint'] else 'separate'}")
+                     f"{r['paper'] / 1e6:>13.1f}M {r['trained'] / 1e6:>13.1f}M  {'masked' if r['masked'] else 'joint' if r['joint'] else 'separate'}")
     return "\n".join(lines)
