@@ -15,6 +15,9 @@ count.  Two totals are reported:
   one output layer and two encoders; separate directions are 2 x one LM.  For the
   softmax family it equals ``paper`` (bilm-tf's joint model is what the paper counts).
 
+A one-direction LM (``train.directions: forward``, the GPT presets: the paper's GPT is
+uni-directional) is one LM: ``paper`` and ``trained`` are both its one count.
+
 Sizes come from the preset; the vocabulary size from ``--vocab-size``, else the
 spec's vocabulary file if it exists, else the paper's 793,475 words (30,004
 subwords for presets whose vocabulary is the BPE one).  Frozen tables that do not
@@ -70,18 +73,20 @@ def count_parameters(spec: dict[str, Any], vocab_size: int, table_dims: dict[str
                      default_table_dim: int = 300, ignore_files: bool = False) -> dict[str, int]:
     """Trainable parameter counts of one LM spec (see the module docstring).
 
-    Returns ``{"input", "encoder", "output", "per_direction", "paper", "trained", "joint", "masked", "vocab"}``.
+    Returns ``{"input", "encoder", "output", "per_direction", "paper", "trained", "joint", "masked",
+    "one_direction", "vocab"}``.
     A masked LM (``train.objective: masked_lm``) is one model: ``paper`` and ``trained``
-    are its input, encoder and output layer plus its mask vector (``input`` wide).
+    are its input, encoder and output layer plus its mask vector (``input`` wide); a
+    one-direction LM (``train.directions: forward``) one LM: both are ``per_direction``.
     """
     import torch
 
-    from elmoc.directions import is_joint, is_masked
+    from elmoc.directions import is_joint, is_masked, one_direction
 
     from elmoc.lm import LanguageModel
 
     dims = {**DEFAULT_TABLE_DIMS, **(table_dims or {})}
-    joint, masked = is_joint(spec), is_masked(spec)
+    joint, masked, single = is_joint(spec), is_masked(spec), one_direction(spec)
     spec = {k: v for k, v in spec.items() if k in ("input", "encoder", "output")}
     spec = _with_table_dims(spec, dims, default_table_dim, ignore_files)
     with torch.device("meta"):
@@ -102,7 +107,11 @@ def count_parameters(spec: dict[str, Any], vocab_size: int, table_dims: dict[str
         one_model = per_direction + model.input_layer.output_dim
         return {"vocab": vocab_size, "input": n(inp), "encoder": n(enc), "output": n(out),
                 "per_direction": per_direction, "paper": one_model, "trained": one_model, "joint": False,
-                "masked": True}
+                "masked": True, "one_direction": False}
+    if single:  # one forward LM: nothing counts twice
+        return {"vocab": vocab_size, "input": n(inp), "encoder": n(enc), "output": n(out),
+                "per_direction": per_direction, "paper": per_direction, "trained": per_direction, "joint": False,
+                "masked": False, "one_direction": True}
     return {
         "vocab": vocab_size,
         "input": n(inp),
@@ -114,6 +123,7 @@ def count_parameters(spec: dict[str, Any], vocab_size: int, table_dims: dict[str
         "trained": n(inp) + 2 * n(enc) + n(out) if joint else 2 * per_direction,
         "joint": joint,
         "masked": False,
+        "one_direction": False,
     }
 
 
@@ -166,5 +176,5 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     lines = [f"{'variant':<16} {'vocab':>9} {'input':>12} {'encoder':>12} {'output':>13} {'paper':>14} {'trained':>14}  directions"]
     for r in rows:
         lines.append(f"{r['variant']:<16} {r['vocab']:>9,} {r['input']:>12,} {r['encoder']:>12,} {r['output']:>13,} "
-                     f"{r['paper'] / 1e6:>13.1f}M {r['trained'] / 1e6:>13.1f}M  {'masked' if r['masked'] else 'joint' if r['joint'] else 'separate'}")
+                     f"{r['paper'] / 1e6:>13.1f}M {r['trained'] / 1e6:>13.1f}M  {'masked' if r['masked'] else 'joint' if r['joint'] else 'forward' if r['one_direction'] else 'separate'}")
     return "\n".join(lines)

@@ -29,7 +29,7 @@ VARIANTS = {  # not in table order: the table sorts
     "trans-base-sampled": (spec(TRANSFORMER, "sampled", 20, directions="joint"), ("joint",), 3000, 100.0,
                            "perplexity", 250.0),
     "elmo-c": (spec(LSTM, "cosine"), ("forward", "backward"), 500, 1000.0, "cosine", 0.6),
-    "gpt-c": (spec(TRANSFORMER, "cosine", 64), ("forward", "backward"), 1000, 200.0, "cosine", 0.25),
+    "gpt-c": (spec(TRANSFORMER, "cosine", 64, directions="forward"), ("forward",), 1000, 200.0, "cosine", 0.25),
     "elmo-c-rnd": (spec(LSTM, "cosine"), ("forward", "backward"), 500, 1000.0, "cosine", 0.6),
     "mlm-c": (spec(TRANSFORMER, "cosine", 20, objective="masked_lm"), ("masked",), 1500, 300.0, "cosine", 0.75),
     "trans-base-c": (spec(TRANSFORMER, "cosine"), ("forward", "backward"), 1000, 400.0, "cosine", 0.5),
@@ -86,6 +86,7 @@ def test_exact_cells(tree):
     assert s["Heldout metric"] == "perplexity" and s["Heldout"] == "250.0"
     g = rows["gpt-c"]
     assert g["Size"].endswith("len 64") and g["Bench"] is None and g["Bench (paper)"] == "43.53s"
+    assert g["Params"] == "1.0K" and g["Heldout"] == "0.2500"  # one forward LM (uni-directional): its one run
     m = rows["mlm-c"]
     assert m["Params"] == "1.5K" and m["Run × CONT"] == "1.00x" and m["Bench (paper)"] is None
     assert m["NER"] == "no data: set tasks.ner.train"

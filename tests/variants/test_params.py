@@ -100,6 +100,12 @@ def test_transformer_presets_at_paper_size(repo_root, monkeypatch, tmp_path, siz
     else:  # ADAPTIVE at 793K words: the head and two tails of ELMo-A's cutoffs
         assert spec["output"]["cutoffs"] == [100_000, 600_000] and 1e8 < counts["output"] < 2e8
     assert counts["input"] == (vocab * d if kind == "sub" else 0)
+    if size == "gpt":  # "a uni-directional Transformer" (paper section 5.2.2): one forward LM, counted once
+        assert counts["one_direction"] and not counts["joint"]
+        assert counts["trained"] == counts["paper"] == counts["per_direction"] == (
+            counts["input"] + counts["encoder"] + counts["output"])
+        return
+    assert not counts["one_direction"]
     joint = kind in ("sub", "a", "sampled")  # as the LSTM presets elmo-sub, elmo-a, elmo-sampled
     assert counts["joint"] == joint
     total = counts["input"] + counts["output"] + 2 * counts["encoder"] if joint else 2 * counts["per_direction"]

@@ -144,8 +144,10 @@ def test_joint_variants_train_once_and_feed_both_directions(tmp_path):
 @pytest.mark.slow
 def test_paper_opt_in_variants_join_every_stage(tmp_path):
     """config/paper.yaml with every Transformer preset listed in pretrain.extra_variants: each is
-    pretrained (CONT and FIXED as two direction jobs of 2 GPUs, the softmax family as one joint
-    job of 4), extracted and scored on every task like the paper's variants."""
+    pretrained (TRANS BASE / LARGE: CONT and FIXED as two direction jobs of 2 GPUs, the softmax
+    family as one joint job of 4; GPT, uni-directional as the paper's: one forward job of 2 GPUs,
+    extracted from its forward model.pt alone), extracted and scored on every task like the
+    paper's variants."""
     import yaml
 
     config = yaml.safe_load((REPO_ROOT / "config/paper.yaml").read_text())
@@ -162,8 +164,14 @@ def test_paper_opt_in_variants_join_every_stage(tmp_path):
     assert extracts("elmo-c") >= 2  # the tasks whose data the paper config has (the others wait for data)
     for name in extra:
         train = [c for c in lines if " train --spec " in c and f"--output-dir results/lm/{name}/" in c]
-        joint = name.split("-")[-1] in ("sub", "a", "sampled")
-        assert len(train) == (1 if joint else 2), name
-        assert all(f"--nproc-per-node={4 if joint else 2}" in c for c in train), name
+        if name.startswith("gpt-"):  # one forward LM, whatever the output layer
+            assert len(train) == 1 and "--direction forward" in train[0], name
+            assert "--nproc-per-node=2" in train[0], name
+            extract = [c for c in lines if f" extract --forward results/lm/{name}/forward/model.pt " in c]
+            assert len(extract) == extracts(name) and not any("--backward" in c for c in extract), name
+        else:
+            joint = name.split("-")[-1] in ("sub", "a", "sampled")
+            assert len(train) == (1 if joint else 2), name
+            assert all(f"--nproc-per-node={4 if joint else 2}" in c for c in train), name
         assert extracts(name) == extracts("elmo-c"), name
         assert any(f"results/features/{name}/" in c and " task --task " in c for c in lines), name

@@ -50,7 +50,8 @@ def lm_spec_json(wildcards):
 
 def lm_directions(variant):
     """The pretrain runs of a variant: ["joint"] for a joint bi-LM (train.directions: joint,
-    the softmax family), ["masked"] for a masked LM (train.objective: masked_lm), else
+    the softmax family), ["masked"] for a masked LM (train.objective: masked_lm), ["forward"]
+    for a one-direction LM (train.directions: forward, the GPT presets), else
     ["forward", "backward"]; a released ELMo comes as two files."""
     if released_lm(variant):
         return DIRECTIONS
@@ -60,15 +61,22 @@ def lm_directions(variant):
 def lm_models(variant):
     """{"forward": model.pt, "backward": model.pt} of a variant: a joint bi-LM's one file
     serves as both (elmoc reads each direction's view of it), a masked LM's too (elmoc
-    reads its one bidirectional stack)."""
-    single = directions.single_run(lm_directions(variant))
+    reads its one bidirectional stack); a one-direction LM has {"forward": model.pt} alone."""
+    runs = lm_directions(variant)
+    single = directions.single_run(runs)
     if single:
         return dict.fromkeys(DIRECTIONS, f"results/lm/{variant}/{single}/model.pt")
-    return {d: f"results/lm/{variant}/{d}/model.pt" for d in DIRECTIONS}
+    return {d: f"results/lm/{variant}/{d}/model.pt" for d in runs}
 
 
 def lm_model_inputs(wildcards):
     return lm_models(wildcards.variant)
+
+
+def lm_model_args(wildcards, input):
+    """--forward FILE [--backward FILE] of `elmoc extract` / `elmoc export` (no --backward
+    for a one-direction LM)."""
+    return " ".join(f"--{d} {shlex.quote(str(input[d]))}" for d in DIRECTIONS if d in input.keys())
 
 
 def cnn_source_model():

@@ -47,7 +47,8 @@ rule export_model:
         "logs/export/{variant}.log",
     params:
         elmoc=ELMOC,
+        models=lm_model_args,
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} export --forward {input.forward} --backward {input.backward} --output {output} > {log} 2>&1"
+        "{params.elmoc} export {params.models} --output {output} > {log} 2>&1"

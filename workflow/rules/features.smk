@@ -1,4 +1,5 @@
-# Feature extraction: the forward and backward LMs (model.pt, or a joint bi-LM's one file) of a variant over a task's
+# Feature extraction: the forward and backward LMs (model.pt, or a joint bi-LM's one file; a one-direction LM's
+# forward model.pt alone) of a variant over a task's
 # sentences -> HDF5 in the `allennlp elmo --all` layout (spec 5.3). With
 # features.temporary the file is deleted once every task run that reads it is done
 # (SNLI's features are ~80 GB per variant at paper size).
@@ -7,7 +8,7 @@ EXTRACT = RESOURCES["extract"]
 
 rule extract:
     input:
-        unpack(lm_model_inputs),  # forward, backward (a joint bi-LM's or a masked LM's one model.pt as both)
+        unpack(lm_model_inputs),  # forward, backward (a joint bi-LM's or a masked LM's one model.pt as both; forward alone)
         sentences="results/tasks/{task}/sentences.txt",
     output:
         temp("results/features/{variant}/{task}.hdf5")
@@ -28,11 +29,12 @@ rule extract:
         with_gpus=with_gpus(EXTRACT["gpus"]),
         device=device_for(EXTRACT["gpus"]),
         threads=EXTRACT["threads"],
+        models=lm_model_args,
         # `temporary` only marks the output (toggling it must not rerun extraction)
         section=section_json({k: v for k, v in config["features"].items() if k != "temporary"}),
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.with_gpus} {params.elmoc} extract --forward {input.forward} --backward {input.backward}"
+        "{params.with_gpus} {params.elmoc} extract {params.models}"
         " --sentences {input.sentences} --section-json {params.section:q} --output {output}"
         " --device {params.device} --threads {params.threads} > {log} 2>&1"

@@ -9,7 +9,8 @@ NAME = "export"
 HELP = "write a self-contained model directory (weights, vocabulary, tables, model card)"
 DESCRIPTION = (
     "Collect both directions of a trained variant (results/lm/VARIANT/{forward,backward}/model.pt; "
-    "a joint bi-LM's joint/model.pt; a masked LM's masked/model.pt, one bidirectional stack), "
+    "a joint bi-LM's joint/model.pt; a masked LM's masked/model.pt, one bidirectional stack; a "
+    "one-direction LM's forward/model.pt alone, train.directions: forward), "
     "the vocabulary, the frozen input tables and, for FastText inputs, fastText's n-gram buckets "
     "(so words outside the vocabulary get their vector without the .bin) into DIR, with a model "
     "card README.md. Load DIR with elmoc.Elmo.from_pretrained(DIR) or `elmoc embed --model DIR`. "
@@ -23,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", help="trained variant under --results (results/lm/VARIANT)")
     parser.add_argument("--results", default="results", help="results tree of the workflow (default results)")
     parser.add_argument("--forward", help="forward model.pt (instead of --variant)")
-    parser.add_argument("--backward", help="backward model.pt (instead of --variant)")
+    parser.add_argument("--backward", help="backward model.pt (instead of --variant; none for a one-direction LM)")
     parser.add_argument("--fasttext-model", help="fastText .bin the input table was made from "
                         "(default: results/fasttext/NAME.bin beside the table)")
     parser.add_argument("--char-cnn-model", help="ELMo model.pt whose char-CNN made a char-CNN input table "
@@ -80,11 +81,11 @@ def run(args: argparse.Namespace) -> int:
         if args.forward or args.backward:
             raise ConfigError("give --variant or --forward/--backward, not both")
         files = writer.lm_files(args.results, args.variant)
-    elif args.forward and args.backward:
-        files = {"forward": args.forward, "backward": args.backward}
+    elif args.forward:
+        files = {"forward": args.forward, "backward": args.backward}  # no backward: checked by the loader
     else:
-        raise ConfigError("give --variant (or --forward and --backward)")
-    writer.export_model(files["forward"], files["backward"], args.output, fasttext_model=args.fasttext_model,
+        raise ConfigError("give --variant (or --forward and --backward; --forward alone for a one-direction LM)")
+    writer.export_model(files["forward"], files.get("backward"), args.output, fasttext_model=args.fasttext_model,
                         boundaries=not args.no_boundaries, command=command_line(args),
                         char_cnn_model=args.char_cnn_model)
     return 0

@@ -7,7 +7,8 @@ NAME = "extract"
 HELP = "write bi-LM layer activations for a sentences file to HDF5 (allennlp elmo layout)"
 DESCRIPTION = (
     "Run a forward and a backward LM (model.pt) over one tokenized sentence per line and "
-    "write dataset str(i) of shape [layers, tokens, 2*hidden] for line i, plus "
+    "write dataset str(i) of shape [layers, tokens, 2*hidden] for line i ([layers, tokens, hidden] "
+    "for a one-direction LM, train.directions: forward, given as --forward alone), plus "
     "sentence_to_index (JSON: sentence -> key), like `allennlp elmo --all`. Words outside "
     "the LM vocabulary keep their identity: char-CNN inputs read their characters, FastText "
     "inputs the vector fastText composes from their n-grams (the .bin the input table was "
@@ -23,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_section_argument(parser, "features section")
     parser.add_argument("--forward", required=True, help="forward LM model.pt (or checkpoint.pt); a joint bi-LM's or a masked LM's model.pt as both "
                         "--forward and --backward (a masked LM gives one bidirectional stack of layers)")
-    parser.add_argument("--backward", required=True, help="backward LM model.pt (or checkpoint.pt; the joint or masked model.pt again)")
+    parser.add_argument("--backward", help="backward LM model.pt (or checkpoint.pt; the joint or masked model.pt again); "
+                        "omit it for a one-direction LM (train.directions: forward: the forward LM's features alone)")
     parser.add_argument("--sentences", required=True, help="one whitespace-tokenized sentence per line")
     parser.add_argument("--output", required=True, help="HDF5 file to write")
     parser.add_argument("--vocab", help="vocabulary file (default: the one recorded in the checkpoint)")

@@ -8,7 +8,7 @@ DESCRIPTION = (
     "parameters the original models share between directions (input table/char-CNN, softmax) once "
     "and the rest twice, as the paper's Tables 2 and 4; 'trained' is what this pipeline trains: the "
     "joint bi-LM of a spec with train.directions: joint (one input and output layer, two encoders), else "
-    "2 x one direction. Give a workflow config (--config, every pretrain variant) or presets (--preset)."
+    "2 x one direction (one direction for train.directions: forward, the GPT presets). Give a workflow config (--config, every pretrain variant) or presets (--preset)."
 )
 
 

@@ -27,9 +27,9 @@ def card_description(description: str | None) -> str:
 
 def write_card(tmp: Path, spec: dict, payloads: dict, heldout: dict, bilm: BiLM, command: str | None) -> None:
     """The card of the directory being written in ``tmp``: one column per weights file
-    (forward and backward, or a masked LM's one stack)."""
+    (forward and backward, a masked LM's one stack, or a one-direction LM's forward LM)."""
     data = spec.get("data") or {}
-    stacks = list(payloads)  # ["forward", "backward"] or ["masked"]
+    stacks = list(payloads)  # ["forward", "backward"], ["masked"] or ["forward"]
     params = {d: sum(t.numel() for t in torch.load(tmp / f"{d}.pt", weights_only=True).values()) for d in stacks}
     lines = [f"# {spec.get('name', 'model')}", "", card_description(spec.get("description")), "",
              "Load it with `elmoc.Elmo.from_pretrained(\"<this directory>\", num_output_representations=1)`",
@@ -55,13 +55,20 @@ def write_card(tmp: Path, spec: dict, payloads: dict, heldout: dict, bilm: BiLM,
         lines += ["", "Resumed under another thread or process count: the weights equal neither layout's "
                   "uninterrupted run bit for bit."]
     lines += ["", f"Layers: {bilm.num_layers} (layer 0 = the encoder's projected input), "
-              f"output dim {bilm.output_dim} ({'one bidirectional stack' if bilm.single else 'forward + backward'}).",
+              f"output dim {bilm.output_dim} ({_stack_words(stacks)}).",
               f"Input: `{spec['input'].get('type')}`; encoder: `{json.dumps(spec['encoder'], sort_keys=True)}`.",
               f"Words outside the vocabulary: {_oov_note(bilm)}.", "",
               f"Exported with elmoc {__version__} (Python {platform.python_version()}, torch {torch.__version__}) by:",
               "", "```", command or " ".join(["elmoc", *sys.argv[1:]]), "```", ""]
     with atomic_file(tmp / "README.md") as f:
         f.write("\n".join(lines))
+
+
+def _stack_words(stacks: list[str]) -> str:
+    """What the weights files are, in words."""
+    if stacks == ["forward"]:
+        return "one forward LM (train.directions: forward): the forward direction's features alone"
+    return "one bidirectional stack" if len(stacks) == 1 else "forward + backward"
 
 
 def _count(value: Any) -> Any:

@@ -23,13 +23,13 @@ import numpy as np
 import torch
 
 from elmoc import __version__
-from elmoc.directions import DIRECTIONS
+from elmoc.directions import BACKWARD, DIRECTIONS, MASKED
 from elmoc.errors import InputFileError
 from elmoc.io.atomic import atomic_directory, atomic_file
 from elmoc.io.safe_load import load_weights_only
 from elmoc.pretrained import formats
 from elmoc.pretrained.compare import compare_models
-from elmoc.pretrained.loader import MODEL_FILE, load_bilm, read_model_meta
+from elmoc.pretrained.loader import MODEL_FILE, load_bilm, read_model_meta, stacks_of
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ def _copy_files(source: Path, tmp: Path, names: Sequence[str], fmt: str) -> str 
     become float16, a char-CNN table composer (``char_cnn.pt``) the half format.
     Returns the tables' stored dtype, or None without tables."""
     tables = None
-    skip = {f"{d}.pt" for d in DIRECTIONS} | {MODEL_FILE, "README.md"}
+    skip = {f"{d}.pt" for d in (*DIRECTIONS, MASKED)} | {MODEL_FILE, "README.md"}
     for name in names:
         if name in skip:
             continue
@@ -143,16 +143,18 @@ def _copy_files(source: Path, tmp: Path, names: Sequence[str], fmt: str) -> str 
 
 
 def _compressed_states(source: Path, fmt: str) -> dict[str, dict[str, torch.Tensor]]:
-    """Both directions' stored states in ``fmt``."""
-    where = {d: source / f"{d}.pt" for d in DIRECTIONS}
+    """Every weights file's stored state in ``fmt``: both directions', a masked LM's one
+    stack's or a one-direction LM's forward LM's (:func:`~elmoc.pretrained.loader.stacks_of`)."""
+    stacks = stacks_of(read_model_meta(source))
+    where = {d: source / f"{d}.pt" for d in stacks}
     states = {d: load_weights_only(where[d], what="a model directory's weights file", fix="export the model again")
-              for d in DIRECTIONS}
+              for d in stacks}
     if fmt in formats.HALF:
         return {d: formats.narrow(s, fmt) for d, s in states.items()}
     bilm = load_bilm(source)
     out = {}
-    for d in DIRECTIONS:
-        lm = formats.quantize_int8(getattr(bilm, f"{d}_lm").eval())
+    for d in stacks:
+        lm = formats.quantize_int8((bilm.backward_lm if d == BACKWARD else bilm.forward_lm).eval())
         out[d] = formats.int8_state(lm, {k: v.float() for k, v in states[d].items()})
     return out
 

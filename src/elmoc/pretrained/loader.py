@@ -3,7 +3,8 @@
 one per format:
 
 - :func:`load_checkpoints`: the workflow's ``model.pt`` (or ``checkpoint.pt``) files of
-  both directions (a joint bi-LM's or a masked LM's one file as both); ``elmoc extract``;
+  both directions (a joint bi-LM's or a masked LM's one file as both; a one-direction LM's
+  forward file alone); ``elmoc extract``;
 - :func:`load_bilm`: a model directory written by ``elmoc export``
   (:mod:`elmoc.pretrained.writer`; ``elmoc embed``, :class:`~elmoc.pretrained.elmo.Elmo`).
 """
@@ -17,7 +18,7 @@ import torch
 
 from elmoc.data.vocab.vocabulary import SPECIALS, Vocabulary
 from elmoc.devices import resolve_device
-from elmoc.directions import DIRECTIONS, MASKED
+from elmoc.directions import DIRECTIONS, FORWARD, MASKED
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.features.bilm import BiLM, FeatureLM
 from elmoc.pretrained import formats
@@ -31,12 +32,15 @@ if TYPE_CHECKING:
 FORMAT = "elmoc-model-v1"
 MODEL_FILE = "elmoc-model.json"
 SINGLE = "single"  # elmoc-model.json "stack": one bidirectional stack (a masked LM), weights in masked.pt;
+FORWARD_ONLY = "forward"  # "stack": one forward LM (train.directions: forward), weights in forward.pt;
 # absent (directories written before) or "pair": forward.pt and backward.pt
 
 
 def stacks_of(meta: dict[str, Any]) -> tuple[str, ...]:
-    """The weights files' stems of a model directory: ``("masked",)`` or the two directions."""
-    return (MASKED,) if meta.get("stack") == SINGLE else DIRECTIONS
+    """The weights files' stems of a model directory: ``("masked",)``, ``("forward",)`` (a
+    one-direction LM) or the two directions."""
+    stack = meta.get("stack")
+    return (MASKED,) if stack == SINGLE else (FORWARD,) if stack == FORWARD_ONLY else DIRECTIONS
 
 
 def build_bilm(spec: dict[str, Any], states: dict[str, dict[str, torch.Tensor]], where: dict[str, str | Path],
@@ -45,13 +49,17 @@ def build_bilm(spec: dict[str, Any], states: dict[str, dict[str, torch.Tensor]],
     """Both directions' input layer + encoder from ``spec`` (its ``input`` and
     ``encoder`` sections), their weights from ``states[direction]`` (read from
     ``where[direction]``, named in errors); with ``states`` keyed ``"masked"`` alone,
-    the one bidirectional stack of a masked LM.
+    the one bidirectional stack of a masked LM; keyed ``"forward"`` alone, a one-direction
+    LM (features of width H, the forward direction's).
 
     ``composer``: vectors of out-of-vocabulary words (:func:`elmoc.features.oov.oov_vectors_for`);
     ``subword_encoder``: ELMo-Sub's BPE tokenizer; ``boundaries``: wrap sentences in ``<s> ... </s>``.
     """
     if MASKED in states:
         lm = FeatureLM.from_spec(spec, states[MASKED], vocab, where[MASKED], composer)
+        return BiLM(lm, None, vocab, subword_encoder, boundaries=boundaries)
+    if set(states) == {FORWARD}:
+        lm = FeatureLM.from_spec(spec, states[FORWARD], vocab, where[FORWARD], composer)
         return BiLM(lm, None, vocab, subword_encoder, boundaries=boundaries)
     lms = [FeatureLM.from_spec(spec, states[d], vocab, where[d], composer) for d in DIRECTIONS]
     return BiLM(lms[0], lms[1], vocab, subword_encoder, boundaries=boundaries)
@@ -72,22 +80,23 @@ def check_same_model(forward_spec: dict, backward_spec: dict, forward_path: str 
                              "of one variant")
 
 
-def read_checkpoints(forward: str | Path, backward: str | Path) -> tuple[dict[str, dict], dict[str, Any]]:
+def read_checkpoints(forward: str | Path, backward: str | Path | None) -> tuple[dict[str, dict], dict[str, Any]]:
     """Both directions' payloads (``{"forward": ..., "backward": ...}``, a joint
-    ``model.pt`` read once serving both; ``{"masked": ...}`` for a masked LM's one file)
-    and their common spec."""
+    ``model.pt`` read once serving both; ``{"masked": ...}`` for a masked LM's one file;
+    ``{"forward": ...}`` for a one-direction LM's, ``backward`` None) and their common spec."""
     payloads = load_directions(forward, backward)
-    if MASKED in payloads:
-        return payloads, payloads[MASKED]["spec"]
+    if len(payloads) == 1:
+        return payloads, next(iter(payloads.values()))["spec"]
     check_same_model(payloads["forward"]["spec"], payloads["backward"]["spec"], forward, backward)
     return payloads, payloads["forward"]["spec"]
 
 
-def load_checkpoints(forward: str | Path, backward: str | Path, vocab_path: str | Path | None = None,
+def load_checkpoints(forward: str | Path, backward: str | Path | None, vocab_path: str | Path | None = None,
                      fasttext_model: str | Path | None = None, closed_vocabulary: bool = False,
                      char_cnn_model: str | Path | None = None) -> BiLM:
     """The bi-LM of both directions' ``model.pt`` (or ``checkpoint.pt``) files; a joint
-    bi-LM's (or a masked LM's: one stack) one file is passed as both.
+    bi-LM's (or a masked LM's: one stack) one file is passed as both; a one-direction LM's
+    (``train.directions: forward``) forward file with ``backward`` None (one stack).
 
     ``fasttext_model``: the ``.bin`` whose n-grams compose out-of-vocabulary words for
     a FastText input (default: the one the table was made from, when it exists;

@@ -1,4 +1,5 @@
-"""``elmoc export``: both directions of a trained variant (or a masked LM's one stack)
+"""``elmoc export``: both directions of a trained variant (or a masked LM's one stack, or a
+one-direction LM's forward LM)
 as a model directory (layout in :mod:`elmoc.pretrained`), everything needed to embed
 any sentence on another machine; the directory is loaded back once before it is moved
 into place.
@@ -16,13 +17,13 @@ import torch
 
 from elmoc import __version__
 from elmoc.data.vocab.vocabulary import Vocabulary
-from elmoc.directions import DIRECTIONS, JOINT, MASKED
+from elmoc.directions import BACKWARD, DIRECTIONS, FORWARD, JOINT, MASKED
 from elmoc.errors import InputFileError
 from elmoc.features.bilm import BiLM
 from elmoc.features.oov import oov_vectors_for
 from elmoc.io.atomic import atomic_directory, atomic_file
 from elmoc.pretrained.card import write_card
-from elmoc.pretrained.loader import FORMAT, MODEL_FILE, SINGLE, load_bilm, read_checkpoints
+from elmoc.pretrained.loader import FORMAT, FORWARD_ONLY, MODEL_FILE, SINGLE, load_bilm, read_checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,8 @@ log = logging.getLogger(__name__)
 def lm_files(results: str | Path, variant: str) -> dict[str, Path]:
     """``results/lm/{variant}/{direction}/model.pt`` of both directions, or the one
     ``results/lm/{variant}/joint/model.pt`` of a joint bi-LM (``.../masked/model.pt`` of a
-    masked LM) as both (``checkpoint.pt`` where no final ``model.pt`` exists yet)."""
+    masked LM) as both, or ``{"forward": ...}`` alone for a one-direction LM (its spec's
+    ``train.directions: forward``) (``checkpoint.pt`` where no final ``model.pt`` exists yet)."""
     def pick(direction: str) -> Path | None:
         folder = Path(results) / "lm" / variant / direction
         final, partial = folder / "model.pt", folder / "checkpoint.pt"
@@ -48,6 +50,8 @@ def lm_files(results: str | Path, variant: str) -> dict[str, Path]:
     out = {}
     for direction in DIRECTIONS:
         found = pick(direction)
+        if found is None and direction == BACKWARD and _one_direction_file(out[FORWARD]):
+            break  # a one-direction LM: no backward LM
         if found is None:
             raise InputFileError(Path(results) / "lm" / variant / direction / "model.pt",
                                  f"not found (nor a joint or masked model.pt); train variant {variant!r} first "
@@ -56,14 +60,23 @@ def lm_files(results: str | Path, variant: str) -> dict[str, Path]:
     return out
 
 
-def export_model(forward: str | Path, backward: str | Path, output: str | Path,
+def _one_direction_file(path: Path) -> bool:
+    """Whether a forward ``model.pt`` is a one-direction LM's (its spec's ``train.directions: forward``)."""
+    from elmoc.directions import one_direction
+    from elmoc.train.checkpoint import load_checkpoint
+
+    payload = load_checkpoint(path, mmap=True)
+    return payload.get("direction") == FORWARD and one_direction(payload.get("spec") or {})
+
+
+def export_model(forward: str | Path, backward: str | Path | None, output: str | Path,
                  fasttext_model: str | Path | None = None, boundaries: bool = True,
                  command: str | None = None, char_cnn_model: str | Path | None = None) -> Path:
     """Write the model directory of a trained forward + backward LM.
 
     Args:
         forward, backward: the two ``model.pt`` (or ``checkpoint.pt``) files; a joint bi-LM's
-            (or a masked LM's) one file as both.
+            (or a masked LM's) one file as both; a one-direction LM's forward file and None.
         output: the directory to write (replaced atomically).
         fasttext_model, char_cnn_model: frozen-table inputs: the ``.bin`` (or ELMo
             ``model.pt``) the input table was made from (default: found beside the
@@ -82,6 +95,8 @@ def export_model(forward: str | Path, backward: str | Path, output: str | Path,
         meta: dict[str, Any] = {"tokenizer": None, "oov_vectors": None, "vocab": "vocab.txt"}
         if MASKED in payloads:
             meta["stack"] = SINGLE  # masked.pt; a directory without "stack" has forward.pt and backward.pt
+        elif set(payloads) == {FORWARD}:
+            meta["stack"] = FORWARD_ONLY  # forward.pt alone
         vocab.save(tmp / "vocab.txt")
         if input_cfg["type"] == "fasttext":
             table = np.load(input_cfg["vectors"], mmap_mode="r")
@@ -107,7 +122,7 @@ def export_model(forward: str | Path, backward: str | Path, output: str | Path,
         heldout = {d: _read_json(Path(p).parent / "heldout.json") for d, p in zip(payloads, (forward, backward))}
         bilm = write_meta(tmp, spec.get("name", "model"), input_cfg, spec["encoder"], boundaries, meta)
         write_card(tmp, spec, payloads, heldout, bilm, command)
-    log.info("exported %s + %s to %s", forward, backward, output)
+    log.info("exported %s%s to %s", forward, "" if backward is None else f" + {backward}", output)
     return Path(output)
 
 

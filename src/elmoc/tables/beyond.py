@@ -88,11 +88,12 @@ def _caption(lm_runs: list[LMRun], rows: int, unplaced: list[str], bench: dict |
 
 
 NOTES = [
-    "Encoder: MLM = masked LM (train.objective: masked_lm), TRANS BASE / TRANS LARGE / GPT = causal "
-    "Transformer bi-LMs named for Table 5's sizes (from the preset's name, else the sizes), ELMO = the paper's LSTM "
+    "Encoder: MLM = masked LM (train.objective: masked_lm), TRANS BASE / TRANS LARGE = causal Transformer "
+    "bi-LMs (forward + backward), GPT = one forward causal Transformer LM (uni-directional, as the paper's GPT; "
+    "train.directions: forward), named for Table 5's sizes (from the preset's name, else the sizes), ELMO = the paper's LSTM "
     "(reference rows: ELMo-C and this run's softmax variants); Size: layers × width, sequence length of training.",
-    "Params: trainable parameters counted from the model (both directions added; a joint bi-LM or a masked LM: its "
-    "one count). Train tokens/s: all runs' tokens over their training time (train_log.jsonl). Run × CONT: the CONT "
+    "Params: trainable parameters counted from the model (both directions added; a joint bi-LM, a masked LM or a "
+    "one-direction LM: its one count). Train tokens/s: all runs' tokens over their training time (train_log.jsonl). Run × CONT: the CONT "
     "row's tokens/s over this row's, same encoder and size (time relative to CONT, Table 5's ratio measured on "
     "the training runs; > 1 = slower than CONT).",
     "Bench: `elmoc bench` Table 5 (CONT: seconds per 1M words; others: ratio to CONT; ADAPTIVE and SAMPLED at the "

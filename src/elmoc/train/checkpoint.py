@@ -66,7 +66,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from elmoc.directions import DIRECTIONS, JOINT, MASKED
+from elmoc.directions import DIRECTIONS, FORWARD, JOINT, MASKED, one_direction
 from elmoc.errors import InputFileError
 from elmoc.io.atomic import atomic_path
 from elmoc.io.safe_load import LEGACY_NUMPY_GLOBALS, load_weights_only
@@ -473,12 +473,30 @@ def direction_payload(payload: dict[str, Any], direction: str, path: str | Path)
     return {**payload, "direction": direction, "model": state}
 
 
-def load_directions(forward: str | Path, backward: str | Path,
+def load_directions(forward: str | Path, backward: str | Path | None = None,
                     map_location: str | torch.device = "cpu") -> dict[str, dict[str, Any]]:
     """``{"forward": payload, "backward": payload}`` (:func:`direction_payload`) of two
     direction files, or of a joint bi-LM's one file given twice (read once); a masked
-    LM's one file given twice is one stack, ``{"masked": payload}``."""
-    loaded: dict[Path, dict[str, Any]] = {}
+    LM's one file given twice is one stack, ``{"masked": payload}``; a one-direction LM's
+    forward file (``train.directions: forward``) is ``{"forward": payload}`` alone.
+
+    ``backward`` None: the forward file is a one-direction LM's, or a joint or masked
+    LM's one file (then read as both); a separate direction's file without its
+    backward is refused (one line naming the file and the fix).
+    """
+    first = load_checkpoint(forward, map_location)
+    if first.get("direction") == FORWARD and one_direction(first.get("spec") or {}):
+        if backward is not None and Path(backward).resolve() != Path(forward).resolve():
+            raise InputFileError(backward, f"given as the backward LM, but {forward} is a one-direction LM "
+                                 "(train.directions: forward) with no backward LM; give its model.pt alone "
+                                 "(no backward file)")
+        return {FORWARD: first}
+    if backward is None:
+        if first.get("direction") not in (JOINT, MASKED):
+            raise InputFileError(forward, f"is the {first.get('direction')} LM of a variant trained in two "
+                                 "directions; give its backward model.pt too")
+        backward = forward
+    loaded: dict[Path, dict[str, Any]] = {Path(forward).resolve(): first}
     out = {}
     for direction, path in zip(DIRECTIONS, (forward, backward)):
         key = Path(path).resolve()

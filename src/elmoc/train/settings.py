@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from elmoc.data.masking import Masking
-from elmoc.directions import CAUSAL_LM, SEPARATE, is_joint, is_masked
+from elmoc.directions import CAUSAL_LM, SEPARATE, is_masked, train_directions
 from elmoc.errors import ConfigError
 from elmoc.train.schedule import check_type
 
@@ -47,7 +47,8 @@ class TrainSettings:
             process-wide from the first step; the same as fp32 on CPU).
         directions: "separate" (two runs, ``--direction forward`` and ``backward``) or
             "joint" (one :class:`elmoc.lm.BidirectionalLM`, ``--direction joint``: shared
-            input and output layer, loss the mean of the two directions' means).
+            input and output layer, loss the mean of the two directions' means) or "forward"
+            (one forward LM, ``--direction forward`` only: the paper's uni-directional GPT).
         objective: "causal_lm" (next-word LMs, the paper) or "masked_lm" (one
             :class:`elmoc.masked_lm.MaskedLM`, ``--direction masked``; issue 25).
         masking: a masked LM's ``{rate, mask, random}`` (:class:`elmoc.data.masking.Masking`;
@@ -97,7 +98,7 @@ class TrainSettings:
                               f"> 0; got {settings.checkpoint_minutes} and {settings.collective_timeout_minutes}")
         if settings.precision not in ("fp32", "bf16", "tf32"):
             raise ConfigError(f"train.precision must be 'fp32', 'bf16' or 'tf32', got {settings.precision!r}")
-        is_joint({"train": {"directions": settings.directions}})  # "separate" or "joint", else one line
+        train_directions({"train": {"directions": settings.directions}})  # "separate", "joint" or "forward", else one line
         if is_masked({"train": {"objective": settings.objective}}):  # "causal_lm" or "masked_lm", else one line
             settings.masking_settings  # noqa: B018 -- checks train.masking (one line)
         elif settings.masking is not None:
