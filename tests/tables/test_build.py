@@ -42,6 +42,26 @@ def test_table3_partial_and_extra_task(results, write_task):
     assert rnd["SST-5"] is None and rnd["SST-5 (paper)"] == "53.01±1.67"
 
 
+def test_table3_random_input_row_only_with_its_results(results, write_task, write_lm):
+    """Section 5.1's random input (opt-in elmo-c-rnd-input): a row after Table 3's own, with the
+    paper's one number (SNLI 85.8), when the variant has results; no row otherwise."""
+    lm, tasks = read_lm_runs(results["heldout"]), read_task_runs(results["tasks"])
+    without = table3(lm, tasks)
+    assert "-RND-INPUT" not in [r[0] for r in without.rows] and not any("RND-INPUT" in n for n in without.notes)
+    snli = write_task(results["root"], "snli", "elmo-c-rnd-input", 1, 0.80, scale="full")
+    t = table3(lm, read_task_runs(results["tasks"] + [snli]))
+    assert [r[0] for r in t.rows] == [paper.PAPER_LABELS[v] for v in paper.TABLE3_ROWS] + ["-RND-INPUT"]
+    row = _cells(t, "-RND-INPUT")
+    assert row["SNLI"] == "80.00 (n=1)" and row["SNLI (paper)"] == "85.80"
+    assert row["SST-5"] is None and row["SST-5 (paper)"] is None        # the paper gives SNLI only
+    assert any("section 5.1" in n and "85.8" in n for n in t.notes)
+    # a pretraining run alone (no task yet) shows the row too, with the paper's number beside the gap
+    heldout = write_lm(results["root"], "elmo-c-rnd-input", "forward", params=100, tokens=1000, seconds=1.0)
+    t = table3(read_lm_runs(results["heldout"] + [heldout]), tasks)
+    row = _cells(t, "-RND-INPUT")
+    assert row["SNLI"] is None and row["SNLI (paper)"] == "85.80"
+
+
 def test_tables_with_no_results_are_all_gaps():
     lm, tasks = read_lm_runs([]), read_task_runs([])
     t2 = table2(lm, tasks)

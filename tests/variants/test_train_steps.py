@@ -11,7 +11,8 @@ from elmoc.lm import LanguageModel
 from elmoc.train.optim import build_optimizer, clip_global_norm
 
 VARIANTS = ["elmo", "elmo-c", "elmo-a", "elmo-sub", "elmo-c-oneb", "elmo-c-rnd", "elmo-c-cnn",
-            "elmo-c-cnn-cc", "elmo-c-cc-cnn", "elmo-fixed", "elmo-sampled", "elmo-c-open"]
+            "elmo-c-cnn-cc", "elmo-c-cc-cnn", "elmo-fixed", "elmo-sampled", "elmo-c-open",
+            "elmo-c-rnd-input"]  # section 5.1's random input (opt-in)
 # beyond the paper (issue 25): the Table 5 Transformers with each output layer
 VARIANTS += [f"{size}-{kind}" for size in ("trans-base", "trans-large", "gpt")
              for kind in ("c", "fixed", "sub", "a", "sampled")]

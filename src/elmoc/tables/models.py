@@ -108,10 +108,14 @@ def table2(lm_runs: list[LMRun], task_runs: pd.DataFrame, majority: pd.DataFrame
 
 
 def table3(lm_runs: list[LMRun], task_runs: pd.DataFrame) -> Table:
-    """Table 3: the ELMo-C ablations (input/output vector choices)."""
+    """Table 3: the ELMo-C ablations (input/output vector choices), then each opt-in row
+    (:data:`~elmoc.tables.paper.TABLE3_OPT_IN_ROWS`: section 5.1's random input) whose variant
+    has results (a pretraining run or a task run)."""
     tasks = task_order(task_runs)
     columns = ["Model"] + task_columns(tasks)
-    rows = [[paper.PAPER_LABELS.get(v, v)] + score_cells(task_runs, v, tasks) for v in paper.TABLE3_ROWS]
+    ran = {r.variant for r in lm_runs} | (set(task_runs.variant) if not task_runs.empty else set())
+    variants = list(paper.TABLE3_ROWS) + [v for v in paper.TABLE3_OPT_IN_ROWS if v in ran]
+    rows = [[paper.PAPER_LABELS.get(v, v)] + score_cells(task_runs, v, tasks) for v in variants]
     notes = ["Rows: ELMo-C with other input/output vectors (-ONEB: FastText on 1B Word; -RND: random output "
              "vectors; -CNN: ELMo's trained char-CNN vectors on both sides; -CNN-CC / -CC-CNN: CNN input with "
              "FastText output, and the reverse).",
@@ -121,3 +125,7 @@ def table3(lm_runs: list[LMRun], task_runs: pd.DataFrame) -> Table:
              "scorer's argument F1 of the same runs (no paper value)."]
     return Table("table3", "Table 3: ELMo-C variants, ours beside the paper's",
                  scale_caption(lm_runs, task_runs), columns, rows, notes)
+    if "elmo-c-rnd-input" in variants:
+        notes.append("-RND-INPUT (opt-in, pretrain.extra_variants: [elmo-c-rnd-input]): ELMo-C with a frozen random "
+                     "N(0, 1) input embedding instead of FastText-CC (output as ELMo-C's); not in the paper's Table 3: "
+                     "section 5.1 calls it unstable and gives SNLI only (85.8), its other paper cells are gaps.")
