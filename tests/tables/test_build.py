@@ -42,6 +42,23 @@ def test_table3_partial_and_extra_task(results, write_task):
     assert rnd["SST-5"] is None and rnd["SST-5 (paper)"] == "53.01±1.67"
 
 
+def test_table2_caption_gives_heldout_perplexities_beside_the_papers(tmp_path, write_lm, write_json):
+    """Section 4.1's ELMo-A 35.8 and ELMo 39.7 (the benchmark's held-out data) beside ours: a joint
+    ELMo-A's combined perplexity; the released ELMo has no softmax, so its cell is a gap."""
+    root = tmp_path / "results"
+    runs = [write_lm(root, "elmo-a", "joint", params=1, tokens=10, seconds=1.0, metric="perplexity", after=36.24,
+                     cell=4096, projection=512)]
+    for direction in ("forward", "backward"):  # the released weights: heldout.json without a metric
+        runs.append(write_json(root / "lm/elmo" / direction / "heldout.json", {
+            "direction": direction, "steps": 0, "tokens": None, "seconds": 0.0, "metric": None, "after": None}))
+    t = table2(read_lm_runs(runs), read_task_runs([]))
+    assert "Heldout perplexity" in t.caption and "news.en.heldout-00000-of-00050" in t.caption
+    assert "ELMo-A 36.2 (paper 35.8); ELMo — (paper 39.7)." in t.caption
+    small = write_lm(root, "elmo", "joint", params=1, tokens=10, seconds=1.0, metric="perplexity", after=80.0)
+    t = table2(read_lm_runs(runs[:1] + [small]), read_task_runs([]))
+    assert "ELMo 80.0 † (paper 39.7)" in t.caption  # a scaled-down LM: marked
+
+
 def test_table3_random_input_row_only_with_its_results(results, write_task, write_lm):
     """Section 5.1's random input (opt-in elmo-c-rnd-input): a row after Table 3's own, with the
     paper's one number (SNLI 85.8), when the variant has results; no row otherwise."""
