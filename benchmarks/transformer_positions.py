@@ -70,16 +70,16 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(args.workflow_dir)
     run = Path("results/lm") / args.variant
     spec = yaml.safe_load((run / "spec.yaml").read_text())
-    if spec["encoder"]["type"] != "transformer" or runs(spec) != DIRECTIONS or not issubclass(by_name("output", spec["output"]["type"]), ContinuousOutput):
+    if spec["encoder"]["type"] != "transformer" or not set(runs(spec)) <= set(DIRECTIONS) or not issubclass(by_name("output", spec["output"]["type"]), ContinuousOutput):
         print(f"{run}: needs a causal Transformer trained one direction at a time with a continuous output "
-              f"(trans-*-c); this one trains {'/'.join(runs(spec))} with encoder {spec['encoder']['type']!r} and "
+              f"(trans-*-c, gpt-c); this one trains {'/'.join(runs(spec))} with encoder {spec['encoder']['type']!r} and "
               f"output {spec['output']['type']!r}", file=sys.stderr)
         return 2
     vocab = Vocabulary.load(spec["vocab"])
     batch_size = args.batch_size or spec["train"].get("eval_batch_size") or spec["train"]["batch_size"]
     result = {"variant": args.variant, "trained_window": spec["train"]["bptt"], "heldout": spec["data"]["heldout"],
               "directions": {}}
-    for direction in DIRECTIONS:
+    for direction in runs(spec):  # forward and backward, or a one-direction LM's forward alone (gpt-c)
         model = LanguageModel.from_spec(spec, vocab)
         model.load_state_dict(load_checkpoint(run / direction / "model.pt")["model"])
         model.eval()
