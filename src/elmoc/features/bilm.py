@@ -1,13 +1,15 @@
 """The bi-LM of feature extraction: a forward and a backward LM read a batch of
-sentences and return every layer of both, per word (spec 5.3, 5.4); or one
-bidirectional stack (a masked LM, issue 25) returns its layers alone.
+sentences and return every layer of both, per word (spec 5.3, 5.4); or one stack
+returns its layers alone: a masked LM's bidirectional encoder (issue 25), or a
+one-direction LM's forward LM (``train.directions: forward``, the GPT presets: the
+paper's GPT is uni-directional, issue 31).
 
 How the two directions are combined (ELMo-C's ``BiDirectionalRNN``): the forward LM
 reads the sentence, the backward LM reads it reversed; each returns its encoder
 layers (layer 0 = its own projected input); the backward layers are flipped back
-to the sentence order and concatenated after the forward ones.  A masked LM is a
-single stack (``backward_lm`` None): its layers are the features as they are, read
-without any masking.
+to the sentence order and concatenated after the forward ones.  A masked LM or a
+one-direction LM is a single stack (``backward_lm`` None): its layers are the features
+as they are (a masked LM's read without any masking), ``hidden`` wide, not ``2 * hidden``.
 
 Sentence boundaries (spec P6, our choice): the LMs were trained on streams with
 ``<s>``/``</s>`` around every sentence, so by default each sentence is wrapped in
@@ -205,7 +207,8 @@ class FeatureLM(LanguageModel):
 
 class BiLM(torch.nn.Module):
     """A forward and a backward :class:`FeatureLM` used together for features, or
-    (``backward_lm`` None) one bidirectional stack, a masked LM's encoder.
+    (``backward_lm`` None) one stack: a masked LM's bidirectional encoder, or a
+    one-direction LM's forward LM (``train.directions: forward``).
 
     Load one with :mod:`elmoc.pretrained.loader` (``model.pt`` files or an exported
     model directory).
@@ -238,7 +241,8 @@ class BiLM(torch.nn.Module):
 
     @property
     def single(self) -> bool:
-        """True for one bidirectional stack (a masked LM), False for a forward + backward pair."""
+        """True for one stack (a masked LM, or a one-direction LM's forward LM), False for a
+        forward + backward pair."""
         return self.backward_lm is None
 
     @property
