@@ -14,7 +14,9 @@ against the workflow schema, its defaults filled: the trainer's batch sizes, epo
    steps (``task.collate`` of one paper batch, then forward, loss + scalar-mix L2, backward,
    clipping, optimizer step: the runner's step) and ``--steps`` dev-evaluation batches
    (``collate`` of ``eval_batch_size`` instances, forward without gradients, metric update);
-   the median of the steps after one warm-up step. Batches are length-bucketed in the runner,
+   the median of the steps after one warm-up step, in CPU seconds of the process
+   (``time.process_time``: other jobs on a shared machine stretch the wall time, recorded
+   beside it, but not the CPU time of a one-thread process; at ``--threads N`` it sums N threads). Batches are length-bucketed in the runner,
    so a batch holds instances of about one length and, with a step linear in the length, the
    step at the mean length is the mean step;
 3. the aten operations of one step that launch a kernel (views excluded), counted with a
@@ -254,16 +256,22 @@ def matmul_gflops(size: int = 1024, calls: int = 5) -> float:
 def dispatch_us(calls: int = 20000) -> float:
     """Microseconds per tiny ``torch.add`` on this CPU: the framework's cost of one operation."""
     a, b = torch.ones(4), torch.ones(4)
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(calls):
         torch.add(a, b)
-    return (time.perf_counter() - start) / calls * 1e6
+    return (time.process_time() - start) / calls * 1e6
+
+
+def clocks() -> tuple[float, float]:
+    """(CPU seconds of this process, wall seconds). The estimates use CPU seconds: the time-sharing
+    of a loaded machine stretches the wall time, not the CPU time of a one-thread process."""
+    return time.process_time(), time.perf_counter()
 
 
 def _timed(fn) -> float:
-    start = time.perf_counter()
+    start = time.process_time()
     fn()
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path, seed: int = 1) -> dict:
@@ -313,9 +321,9 @@ def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path
 
     def train_step():
         model.train()
-        t0 = time.perf_counter()
+        t0 = clocks()
         b = task.collate(train_pool, inputs)
-        t1 = time.perf_counter()
+        t1 = clocks()
         loss = model(b).loss
         if trainer.mix_l2:
             loss = loss + trainer.mix_l2 * model.mix_penalty()
@@ -329,18 +337,20 @@ def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path
         if decay is not None:
             decay.step()
         loss.item()
-        return t1 - t0, time.perf_counter() - t1
+        t2 = clocks()
+        return [t1[0] - t0[0], t2[0] - t1[0], t1[1] - t0[1], t2[1] - t1[1]]
 
     def eval_batch_step():
         model.eval()
         metric = task.new_metric()
         metric.reset()
-        t0 = time.perf_counter()
+        t0 = clocks()
         b = task.collate(dev_pool, inputs)
-        t1 = time.perf_counter()
+        t1 = clocks()
         with torch.no_grad():
             metric.update(model(b).predictions, b)
-        return t1 - t0, time.perf_counter() - t1
+        t2 = clocks()
+        return [t1[0] - t0[0], t2[0] - t1[0], t1[1] - t0[1], t2[1] - t1[1]]
 
     result = {"batch_size": batch, "eval_batch_size": eval_batch, "train_length": train_length,
               "dev_length": dev_length, "with_fasttext": bool(section.get("with_fasttext")),
@@ -348,8 +358,8 @@ def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path
     for key, fn in (("train", train_step), ("eval", eval_batch_step)):
         fn()  # warm-up
         timings = [fn() for _ in range(steps)]
-        result[f"{key}_collate_s"] = statistics.median(t[0] for t in timings)
-        result[f"{key}_model_s"] = statistics.median(t[1] for t in timings)
+        for i, part in enumerate(("collate_s", "model_s", "collate_wall_s", "model_wall_s")):
+            result[f"{key}_{part}"] = statistics.median(t[i] for t in timings)
         counter = KernelCounter()
         model.train(key == "train")
         b = task.collate(train_pool if key == "train" else dev_pool, inputs)
