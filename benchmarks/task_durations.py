@@ -16,9 +16,9 @@ against the workflow schema, its defaults filled: the trainer's batch sizes, epo
    (``collate`` of ``eval_batch_size`` instances, forward without gradients, metric update);
    the median of the steps after one warm-up step, in CPU seconds of the process
    (``time.process_time``: other jobs on a shared machine stretch the wall time, recorded
-   beside it, but not the CPU time of a one-thread process; at ``--threads N`` it sums N threads). Batches are length-bucketed in the runner,
-   so a batch holds instances of about one length and, with a step linear in the length, the
-   step at the mean length is the mean step;
+   beside it, but not the CPU time of a one-thread process; at ``--threads N`` it sums N
+   threads). Batches are length-bucketed in the runner, so a batch holds instances of about
+   one length and, with a step linear in the length, the step at the mean length is the mean step;
 3. the aten operations of one step that launch a kernel (views excluded), counted with a
    dispatch mode: on a GPU each is at least one kernel launch, which bounds a step from below
    whatever the GPU's speed (SRL's alternating LSTM runs its time loop in Python);
@@ -52,8 +52,8 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -101,9 +101,10 @@ DATASETS = {
         "CoNLL-2003 English 14,041 train / 3,250 dev (testa) sentences without -DOCSTART- (HF conll2003 card); "
         "203,621 / 51,362 tokens (Tjong Kim Sang & De Meulder 2003, Table 1): 14.5 / 15.8 per sentence")),
     "srl": Dataset(253_070, 35_297, 26, 26, source=(
-        "OntoNotes 5.0 CoNLL-2012 split, one instance per predicate: ~253K train / ~35K dev predicates "
-        "(issue 29; sentences without a predicate add a few more); mean length weighted by predicates ~26 "
-        "tokens [inferred: ~17 tokens per sentence on average, longer sentences hold more predicates]")),
+        "OntoNotes 5.0 CoNLL-2012 split, one instance per predicate: ~253K train predicates (issue 29), "
+        "~35K dev [recalled from the SRL literature, not checked here]; sentences without a predicate add a "
+        "few more; mean length weighted by predicates ~26 tokens [inferred: ~17 tokens per sentence on "
+        "average, longer sentences hold more predicates]")),
     "coref": Dataset(2_802, 343, 17, 17, sentences=27, source=(
         "CoNLL-2012 English 2,802 train / 343 dev documents (Pradhan et al. 2012); 463.7 tokens per document "
         "(Bamman et al. 2019, LitBank paper, OntoNotes average) as 27 sentences of 17 tokens; documents over "
@@ -319,11 +320,8 @@ def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path
     decay = (torch.optim.lr_scheduler.StepLR(optimizer, trainer.lr_decay_steps, trainer.lr_decay)
              if trainer.lr_decay else None)
 
-    def train_step():
-        model.train()
-        t0 = clocks()
-        b = task.collate(train_pool, inputs)
-        t1 = clocks()
+    def update(b: dict) -> None:
+        """The runner's training step on batch ``b``."""
         loss = model(b).loss
         if trainer.mix_l2:
             loss = loss + trainer.mix_l2 * model.mix_penalty()
@@ -337,41 +335,34 @@ def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path
         if decay is not None:
             decay.step()
         loss.item()
-        t2 = clocks()
-        return [t1[0] - t0[0], t2[0] - t1[0], t1[1] - t0[1], t2[1] - t1[1]]
 
-    def eval_batch_step():
-        model.eval()
+    def evaluate(b: dict) -> None:
+        """One dev batch as the runner's ``evaluate`` scores it (decoding included)."""
         metric = task.new_metric()
         metric.reset()
-        t0 = clocks()
-        b = task.collate(dev_pool, inputs)
-        t1 = clocks()
         with torch.no_grad():
             metric.update(model(b).predictions, b)
-        t2 = clocks()
-        return [t1[0] - t0[0], t2[0] - t1[0], t1[1] - t0[1], t2[1] - t1[1]]
 
     result = {"batch_size": batch, "eval_batch_size": eval_batch, "train_length": train_length,
               "dev_length": dev_length, "with_fasttext": bool(section.get("with_fasttext")),
-              "input_dim": model.embedder.output_dim, "parameters": sum(p.numel() for p in params), "epochs": trainer.epochs, "patience": trainer.patience}
-    for key, fn in (("train", train_step), ("eval", eval_batch_step)):
-        fn()  # warm-up
-        timings = [fn() for _ in range(steps)]
-        for i, part in enumerate(("collate_s", "model_s", "collate_wall_s", "model_wall_s")):
-            result[f"{key}_{part}"] = statistics.median(t[i] for t in timings)
-        counter = KernelCounter()
+              "input_dim": model.embedder.output_dim, "parameters": sum(p.numel() for p in params),
+              "epochs": trainer.epochs, "patience": trainer.patience}
+    for key, pool, run in (("train", train_pool, update), ("eval", dev_pool, evaluate)):
         model.train(key == "train")
-        b = task.collate(train_pool if key == "train" else dev_pool, inputs)
+        timings = []
+        for _ in range(1 + steps):  # a warm-up step, then the timed ones
+            t0 = clocks()
+            b = task.collate(pool, inputs)
+            t1 = clocks()
+            run(b)
+            t2 = clocks()
+            timings.append([t1[0] - t0[0], t2[0] - t1[0], t1[1] - t0[1], t2[1] - t1[1]])
+        for i, part in enumerate(("collate_s", "model_s", "collate_wall_s", "model_wall_s")):
+            result[f"{key}_{part}"] = statistics.median(t[i] for t in timings[1:])
+        counter = KernelCounter()
+        b = task.collate(pool, inputs)
         with counter:
-            if key == "train":
-                loss = model(b).loss + (trainer.mix_l2 * model.mix_penalty() if trainer.mix_l2 else 0)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-            else:
-                with torch.no_grad():
-                    model(b)
+            run(b)
         result[f"{key}_kernels"] = counter.count
     store.close()
     features.unlink()
