@@ -70,3 +70,14 @@ def test_hours_per_seed_follow_from_steps_epochs_and_the_factor():
 ])
 def test_jobs_under_a_24_hour_limit(hours, jobs, runtime, retries):
     assert durations.plan_jobs(hours) == {"jobs": jobs, "runtime": runtime, "retries": retries}
+
+
+def test_kernels_are_operations_that_write_memory_not_views():
+    counter = durations.KernelCounter()
+    with counter:
+        x = torch.ones(6)          # 1: fills memory
+        y = x + 1                  # 2
+        z = y.view(2, 3).t()[0]    # views: no kernel
+        z.mul_(2)                  # 3: in place, writes
+        (z * 3).sum()              # 4, 5
+    assert counter.count == 5
