@@ -411,7 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
     p.add_argument("--steps", type=int, default=3, help="timed steps per measurement, after one warm-up")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (the factor is measured at the same count)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads; keep 1: the times are the process's CPU seconds, summed over threads "
+                        "(the factor's matmul rate is measured at the same count)")
     p.add_argument("--config", type=Path, default=PAPER_CONFIG, help="workflow config with the task sections")
     p.add_argument("--tiny", action="store_true", help="every size shrunk: for the tests, the figures mean nothing")
     p.add_argument("--json", type=Path, help="write the figures here")
