@@ -1,0 +1,473 @@
+"""How long each paper task run takes per seed on a GPU, from CPU timings of the real task models.
+
+For each task of ``config/paper.yaml`` (SST-5 BCN, SNLI ESIM, CoNLL-2003 NER, OntoNotes SRL,
+CoNLL-2012 coreference), with the task section as the workflow passes it (the config validated
+against the workflow schema, its defaults filled: the trainer's batch sizes, epochs and patience,
+``with_fasttext``) and the task class's paper model sizes:
+
+1. synthetic instances of each dataset's mean length (``DATASETS``, every number with its
+   source), their LM features (3 layers x 1024, the paper's ELMo width) in an HDF5 file of the
+   ``elmoc extract`` layout read lazily through :class:`~elmoc.features.store.FeatureStore`, as a
+   paper-size feature file is, and random 300-d FastText rows where the section sets
+   ``with_fasttext``;
+2. ``task.build_model`` and the runner's optimizer; then, timed on the CPU, ``--steps`` training
+   steps (``task.collate`` of one paper batch, then forward, loss + scalar-mix L2, backward,
+   clipping, optimizer step: the runner's step) and ``--steps`` dev-evaluation batches
+   (``collate`` of ``eval_batch_size`` instances, forward without gradients, metric update);
+   the median of the steps after one warm-up step, in CPU seconds of the process
+   (``time.process_time``: other jobs on a shared machine stretch the wall time, recorded
+   beside it, but not the CPU time of a one-thread process; at ``--threads N`` it sums N
+   threads). Batches are length-bucketed in the runner, so a batch holds instances of about
+   one length and, with a step linear in the length, the step at the mean length is the mean step;
+3. the aten operations of one step that launch a kernel (views excluded), counted with a
+   dispatch mode: on a GPU each is at least one kernel launch, which bounds a step from below
+   whatever the GPU's speed (SRL's alternating LSTM runs its time loop in Python);
+4. this CPU's float32 matmul rate at the same thread count (measured just before and just
+   after each task's timings, as the shared machine's load changes), against an H100's published
+   dense FP32 peak (51 TFLOP/s PCIe, 67 TFLOP/s SXM; NVIDIA H100 datasheet; the task runner
+   leaves TF32 matmuls off) at an assumed 5-20% efficiency for these small LSTM batches: the
+   CPU-to-GPU factor of the model's compute, ``GPU_EFFICIENCY`` x peak / CPU rate;
+5. per step on a GPU: collate (stays on the CPU) + model time / factor, plus 10-20 us of host
+   and launch time per kernel (``LAUNCH_US``; eager PyTorch on CUDA, assumed). The low bound
+   takes the larger of compute and launches (they overlap), the high bound their sum (the
+   step syncs: packed-sequence lengths, ``loss.item()``);
+6. per epoch = train steps x step + dev batches x eval batch; per seed = epochs x per epoch plus
+   one test pass (test size taken as dev size), for the fewest epochs early stopping allows
+   (patience + 1) and for the configured maximum; the maximum at the high bound sizes the jobs
+   (``plan_jobs``): how many 24-hour jobs a seed needs, hence ``runtime`` and ``retries``.
+
+``--tiny`` shrinks every size (models, features, batches, lengths) so that the tests run the
+whole script in seconds; its figures mean nothing.
+
+Usage: PYTHONPATH=src .venv/bin/python benchmarks/task_durations.py [--tasks sst5 snli ner srl coref]
+    [--steps 3] [--threads 1] [--json out.json] [--tiny]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+PAPER_CONFIG = REPO / "config" / "paper.yaml"
+TASKS = ("sst5", "snli", "ner", "srl", "coref")
+FEATURE_LAYERS, FEATURE_DIM, FASTTEXT_DIM = 3, 1024, 300
+H100_FP32_TFLOPS = (51.0, 67.0)  # dense FP32, H100 PCIe / SXM (NVIDIA H100 datasheet)
+GPU_EFFICIENCY = (0.05, 0.20)  # assumed fraction of that peak reached by these small batches
+LAUNCH_US = (10.0, 20.0)  # assumed host + launch time per kernel of eager PyTorch on CUDA
+JOB_LIMIT_H, STOP_MARGIN_H = 24.0, 0.5  # a typical partition MaxTime; the stop before it
+
+
+class Dataset(NamedTuple):
+    """What one epoch and one dev pass hold.
+
+    Attributes:
+        train, dev: instances per training epoch / per dev pass.
+        train_length, dev_length: mean tokens of an instance (SNLI: of the premise; coref: of a
+            sentence, a document having ``sentences`` of them).
+        second_length: SNLI's mean hypothesis length (0 elsewhere).
+        sentences: coref's sentences per document (1 elsewhere).
+        source: where each number comes from.
+    """
+
+    train: int
+    dev: int
+    train_length: int
+    dev_length: int
+    second_length: int = 0
+    sentences: int = 1
+    source: str = ""
+
+
+DATASETS = {
+    "sst5": Dataset(318_582, 1_101, 4, 19, source=(
+        "8,544 train / 1,101 dev trees (Socher et al. 2013; ../shared/data/sst5); training on every subtree "
+        "(use_subtrees: true, as AllenNLP's BCN config) gives 318,582 instances (docs/downstream.md); mean "
+        "subtree length 4.1 tokens, mean dev sentence 19.3 (measured with SstTask on ../shared/data/sst5)")),
+    "snli": Dataset(549_367, 9_842, 15, 15, second_length=8, source=(
+        "550,152 train pairs, 549,367 with a gold label; 10,000 dev, 9,842 labelled (Bowman et al. 2015; "
+        "../shared/data/snli); premise 15.2 / hypothesis 8.4 tokens (measured on the shared dev and test)")),
+    "ner": Dataset(14_041, 3_250, 15, 16, source=(
+        "CoNLL-2003 English 14,041 train / 3,250 dev (testa) sentences without -DOCSTART- (HF conll2003 card); "
+        "203,621 / 51,362 tokens (Tjong Kim Sang & De Meulder 2003, Table 1): 14.5 / 15.8 per sentence")),
+    "srl": Dataset(253_070, 35_297, 26, 26, source=(
+        "OntoNotes 5.0 CoNLL-2012 split, one instance per predicate: ~253K train predicates (issue 29), "
+        "~35K dev [recalled from the SRL literature, not checked here]; sentences without a predicate add a "
+        "few more; mean length weighted by predicates ~26 tokens [inferred: ~17 tokens per sentence on "
+        "average, longer sentences hold more predicates]")),
+    "coref": Dataset(2_802, 343, 17, 17, sentences=27, source=(
+        "CoNLL-2012 English 2,802 train / 343 dev documents (Pradhan et al. 2012); 463.7 tokens per document "
+        "(Bamman et al. 2019, LitBank paper, OntoNotes average) as 27 sentences of 17 tokens; documents over "
+        "50 sentences are cut into chunks for training, which keeps the token count of an epoch")),
+}
+
+# --tiny: every size shrunk so the script runs in seconds (tests); the numbers mean nothing
+TINY_MODEL = {
+    "sst5": {"pre_encode_dim": 8, "encoder_hidden": 8, "integrator_hidden": 8, "output_dims": [8, 4]},
+    "snli": {"encoder_hidden": 8, "projection_dim": 8, "inference_hidden": 8, "output_hidden": 8},
+    "ner": {"char_dim": 4, "char_filters": 8, "hidden": 8},
+    "srl": {"hidden_dim": 8, "num_layers": 2, "predicate_dim": 4},
+    "coref": {"contextualization_size": 8, "contextualization_layers": 1, "ffnn_size": 8, "feature_size": 4,
+              "max_span_width": 4, "max_top_antecedents": 5},
+}
+TINY_SIZES = {"features": (2, 16), "fasttext": 8, "batch": 4, "eval_batch": 4, "length": 5, "sentences": 3}
+NUM_SRL_ROLES = 64  # ~64 OntoNotes argument types with C-/R- variants -> 129 BIO tags [inferred]
+NER_TYPES = ("LOC", "MISC", "ORG", "PER")
+
+
+def task_sections(config: Path = PAPER_CONFIG) -> dict:
+    """``tasks`` of ``config`` as the workflow passes each section: validated against the
+    workflow schema with its defaults filled."""
+    import yaml
+    from snakemake.utils import validate
+
+    data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    validate(data, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    return data["tasks"]
+
+
+# -- synthetic data -------------------------------------------------------------------------
+class Words:
+    """Random lower-case words (2-10 letters) and sentences of them, every sentence new."""
+
+    def __init__(self, seed: int):
+        self.rng = random.Random(seed)
+        self.vocab = ["".join(self.rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(self.rng.randint(2, 10)))
+                      for _ in range(5000)]
+        self.made: set[tuple[str, ...]] = set()
+
+    def sentence(self, length: int) -> tuple[str, ...]:
+        while True:
+            s = tuple(self.rng.choice(self.vocab) for _ in range(length))
+            if s not in self.made:
+                self.made.add(s)
+                return s
+
+
+def instances(name: str, count: int, length: int, data: Dataset, words: Words, sentences: int) -> list:
+    """``count`` instances of task ``name`` whose sentences have ``length`` tokens."""
+    rng = words.rng
+    if name == "sst5":
+        from elmoc.tasks.sst import SentimentInstance
+        return [SentimentInstance(words.sentence(length), rng.randrange(5)) for _ in range(count)]
+    if name == "snli":
+        from elmoc.tasks.snli import PairInstance
+        second = max(1, round(length * data.second_length / data.train_length))
+        return [PairInstance(words.sentence(length), words.sentence(second), rng.randrange(3)) for _ in range(count)]
+    if name == "ner":
+        from elmoc.tasks.ner import TaggedSentence
+        out = []
+        for _ in range(count):
+            tags = ["O"] * length
+            for i in range(0, length - 1, 4):  # an entity of one or two tokens every 4 tokens
+                kind = rng.choice(NER_TYPES)
+                tags[i : i + 2] = [f"B-{kind}", f"L-{kind}"] if rng.random() < 0.5 else [f"U-{kind}", "O"]
+            out.append(TaggedSentence(words.sentence(length), tuple(tags)))
+        return out
+    if name == "srl":
+        from elmoc.tasks.conll2012 import SrlInstance
+        out = []
+        for _ in range(count):
+            predicate = rng.randrange(length)
+            tags = ["O"] * length
+            tags[predicate] = "B-V"
+            if predicate > 0:
+                tags[0 : predicate] = ["B-ARG0"] + ["I-ARG0"] * (predicate - 1)
+            out.append(SrlInstance(list(words.sentence(length)), predicate, tags))
+        return out
+    if name == "coref":
+        from elmoc.tasks.coref import CorefInstance
+        out = []
+        for d in range(count):
+            doc = [list(words.sentence(length)) for _ in range(sentences)]
+            n = sum(len(s) for s in doc)
+            mentions = sorted({(s, s + rng.randrange(3)) for s in rng.sample(range(n - 3), min(n - 3, n // 8))})
+            clusters = [mentions[i : i + 3] for i in range(0, len(mentions), 3)]
+            out.append(CorefInstance(f"doc{d}", rng.choice(("bc", "bn", "nw", "tc")), doc,
+                                     [f"spk{(i // 40) % 3}" for i in range(n)], clusters))
+        return out
+    raise ValueError(f"unknown task {name!r}")
+
+
+def write_conll2003(path: Path) -> Path:
+    """A CoNLL-2003 file with the four entity types (17 BIOUL tags) and every letter of ``Words``."""
+    lines = []
+    for kind in NER_TYPES:
+        lines += [f"abcdefghijklm NNP I-NP I-{kind}", f"nopqrstuvwxyz NNP I-NP I-{kind}", "the DT I-NP O", ""]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def sentences_of(task, pool: list) -> list[tuple[str, ...]]:
+    return [tuple(s) for s in task.sentences(pool)]
+
+
+def write_feature_file(path: Path, sentences: list[tuple[str, ...]], layers: int, dim: int, seed: int) -> None:
+    """An HDF5 file in ``elmoc extract``'s layout: dataset ``str(i)`` (layers, tokens, dim) float32
+    per sentence and the ``sentence_to_index`` JSON."""
+    import h5py
+
+    from elmoc.features.store import INDEX_KEY, sentence_key
+
+    rng = np.random.default_rng(seed)
+    index = {}
+    with h5py.File(path, "w") as h5:
+        for i, s in enumerate(dict.fromkeys(sentences)):
+            h5.create_dataset(str(i), data=rng.standard_normal((layers, len(s), dim), dtype=np.float32))
+            index[sentence_key(s)] = str(i)
+        ds = h5.create_dataset(INDEX_KEY, (1,), dtype=h5py.string_dtype())
+        ds[0] = json.dumps(index)
+
+
+# -- measurements ---------------------------------------------------------------------------
+class KernelCounter(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts aten operations that write memory: on a GPU each launches at least one kernel.
+    Views (outputs aliasing an input without writing it) launch none and are not counted."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        returns = func._schema.returns
+        view = bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+        if not view:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def matmul_gflops(size: int = 1024, calls: int = 5) -> float:
+    """Fastest float32 ``size x size`` matmul on this CPU at torch's thread count, in GFLOP/s."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    best = min(_timed(lambda: a @ b) for _ in range(calls))
+    return 2 * size**3 / best / 1e9
+
+
+def dispatch_us(calls: int = 20000) -> float:
+    """Microseconds per tiny ``torch.add`` on this CPU: the framework's cost of one operation."""
+    a, b = torch.ones(4), torch.ones(4)
+    start = time.process_time()
+    for _ in range(calls):
+        torch.add(a, b)
+    return (time.process_time() - start) / calls * 1e6
+
+
+def clocks() -> tuple[float, float]:
+    """(CPU seconds of this process, wall seconds). The estimates use CPU seconds: the time-sharing
+    of a loaded machine stretches the wall time, not the CPU time of a one-thread process."""
+    return time.process_time(), time.perf_counter()
+
+
+def _timed(fn) -> float:
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path, seed: int = 1) -> dict:
+    """CPU seconds of one training step and one dev-evaluation batch of task ``name`` (medians of
+    ``steps`` after a warm-up), their collate parts, and the kernels of each."""
+    from elmoc.tasks.config import build_task
+    from elmoc.tasks.embedder import TaskInputs
+    from elmoc.tasks.runner import TrainerConfig, build_optimizer
+    from elmoc.features.store import FeatureStore
+
+    data = DATASETS[name]
+    section = {**section, "train": None, "dev": None, "test": None}
+    if name == "ner":  # its model reads the tag set and the characters from the files
+        section.update(dict.fromkeys(("train", "dev", "test"), str(write_conll2003(workdir / "ner.txt"))))
+    if tiny:
+        section["model"] = {**(section.get("model") or {}), **TINY_MODEL[name]}
+    task, trainer_values = build_task(section)
+    trainer = TrainerConfig.from_dict(trainer_values, task.default_trainer)
+    layers, dim = TINY_SIZES["features"] if tiny else (FEATURE_LAYERS, FEATURE_DIM)
+    batch = min(TINY_SIZES["batch"], trainer.batch_size) if tiny else trainer.batch_size
+    eval_batch = min(TINY_SIZES["eval_batch"], trainer.eval_batch_size) if tiny else trainer.eval_batch_size
+    train_length = TINY_SIZES["length"] if tiny else data.train_length
+    dev_length = TINY_SIZES["length"] if tiny else data.dev_length
+    sentences = TINY_SIZES["sentences"] if tiny else data.sentences
+    words = Words(seed)
+    train_pool = instances(name, batch, train_length, data, words, sentences)
+    dev_pool = instances(name, eval_batch, dev_length, data, words, sentences)
+    if name == "srl":
+        task.labels = ["O"] + [f"{p}-{r}" for r in ["V", "ARG0"] + [f"R{i}" for i in range(NUM_SRL_ROLES - 2)]
+                               for p in "BI"]
+    features = workdir / f"{name}.hdf5"
+    write_feature_file(features, sentences_of(task, train_pool) + sentences_of(task, dev_pool), layers, dim, seed)
+    store = FeatureStore(features, max_memory_bytes=0)  # read lazily, as a paper-size feature file is
+    vectors, vocab = None, None
+    if section.get("with_fasttext"):
+        vocab = [w.lower() if task.lowercase_words else w for w in words.vocab]
+        vocab = list(dict.fromkeys(vocab))
+        vectors = np.random.default_rng(seed).standard_normal(
+            (len(vocab), TINY_SIZES["fasttext"] if tiny else FASTTEXT_DIM), dtype=np.float32)
+    inputs = TaskInputs(vectors, vocab, store, lowercase=task.lowercase_words)
+    torch.manual_seed(seed)
+    model = task.build_model(inputs)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = build_optimizer(params, trainer)
+    decay = (torch.optim.lr_scheduler.StepLR(optimizer, trainer.lr_decay_steps, trainer.lr_decay)
+             if trainer.lr_decay else None)
+
+    def update(b: dict) -> None:
+        """The runner's training step on batch ``b``."""
+        loss = model(b).loss
+        if trainer.mix_l2:
+            loss = loss + trainer.mix_l2 * model.mix_penalty()
+        optimizer.zero_grad()
+        loss.backward()
+        if trainer.grad_value:
+            torch.nn.utils.clip_grad_value_(params, trainer.grad_value)
+        if trainer.grad_norm:
+            torch.nn.utils.clip_grad_norm_(params, trainer.grad_norm)
+        optimizer.step()
+        if decay is not None:
+            decay.step()
+        loss.item()
+
+    def evaluate(b: dict) -> None:
+        """One dev batch as the runner's ``evaluate`` scores it (decoding included)."""
+        metric = task.new_metric()
+        metric.reset()
+        with torch.no_grad():
+            metric.update(model(b).predictions, b)
+
+    result = {"batch_size": batch, "eval_batch_size": eval_batch, "train_length": train_length,
+              "dev_length": dev_length, "with_fasttext": bool(section.get("with_fasttext")),
+              "input_dim": model.embedder.output_dim, "parameters": sum(p.numel() for p in params),
+              "epochs": trainer.epochs, "patience": trainer.patience}
+    for key, pool, run in (("train", train_pool, update), ("eval", dev_pool, evaluate)):
+        model.train(key == "train")
+        timings = []
+        for _ in range(1 + steps):  # a warm-up step, then the timed ones
+            t0 = clocks()
+            b = task.collate(pool, inputs)
+            t1 = clocks()
+            run(b)
+            t2 = clocks()
+            timings.append([t1[0] - t0[0], t2[0] - t1[0], t1[1] - t0[1], t2[1] - t1[1]])
+        for i, part in enumerate(("collate_s", "model_s", "collate_wall_s", "model_wall_s")):
+            result[f"{key}_{part}"] = statistics.median(t[i] for t in timings[1:])
+        counter = KernelCounter()
+        b = task.collate(pool, inputs)
+        with counter:
+            run(b)
+        result[f"{key}_kernels"] = counter.count
+    store.close()
+    features.unlink()
+    return result
+
+
+# -- arithmetic -----------------------------------------------------------------------------
+def gpu_seconds(collate_s: float, model_s: float, kernels: int, factor: float, launch_us: float,
+                overlap: bool) -> float:
+    """One step on a GPU: collate on the CPU + the model's CPU time / ``factor`` and
+    ``kernels`` x ``launch_us``, overlapped (the larger) or not (the sum)."""
+    compute, launches = model_s / factor, kernels * launch_us * 1e-6
+    return collate_s + (max(compute, launches) if overlap else compute + launches)
+
+
+def estimate(m: dict, data: Dataset, factors: tuple[float, float]) -> dict:
+    """Hours per seed on a GPU from the CPU measurements ``m``: the low bound (fast factor,
+    short launches, overlapped, the fewest epochs: patience + 1) and the high bound (slow
+    factor, long launches, summed, the maximum epochs); and the jobs that need."""
+    steps = math.ceil(data.train / m["batch_size"])
+    dev_batches = math.ceil(data.dev / m["eval_batch_size"])
+    out = {"train_steps": steps, "dev_batches": dev_batches}
+    for bound, factor, launch, overlap, epochs in (("low", factors[1], LAUNCH_US[0], True, m["patience"] + 1),
+                                                   ("high", factors[0], LAUNCH_US[1], False, m["epochs"])):
+        step = gpu_seconds(m["train_collate_s"], m["train_model_s"], m["train_kernels"], factor, launch, overlap)
+        evaluation = gpu_seconds(m["eval_collate_s"], m["eval_model_s"], m["eval_kernels"], factor, launch, overlap)
+        epoch = steps * step + dev_batches * evaluation
+        out[bound] = {"step_s": step, "eval_batch_s": evaluation, "epoch_h": epoch / 3600, "epochs": epochs,
+                      "seed_h": (epochs * epoch + dev_batches * evaluation) / 3600}
+    return {**out, **plan_jobs(out["high"]["seed_h"])}
+
+
+def plan_jobs(hours: float, limit_h: float = JOB_LIMIT_H, margin_h: float = STOP_MARGIN_H) -> dict:
+    """``runtime`` (minutes) and ``retries`` for a run of ``hours``: one job with twice the time
+    (rounded up to the hour) when that fits in ``limit_h``, else ``limit_h`` jobs, each
+    stopping ``margin_h`` early, as many as the hours need; plus 2 spare retries either way
+    (a node failure, a preemption)."""
+    if 2 * hours <= limit_h:
+        return {"jobs": 1, "runtime": int(60 * max(1, math.ceil(2 * hours))), "retries": 2}
+    jobs = math.ceil(hours / (limit_h - margin_h))
+    return {"jobs": jobs, "runtime": int(60 * limit_h), "retries": jobs - 1 + 2}
+
+
+# -- report ---------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
+    p.add_argument("--steps", type=int, default=3, help="timed steps per measurement, after one warm-up")
+    p.add_argument("--threads", type=int, default=1, help="torch threads; keep 1: the times are the process's CPU seconds, summed over threads "
+                        "(the factor's matmul rate is measured at the same count)")
+    p.add_argument("--config", type=Path, default=PAPER_CONFIG, help="workflow config with the task sections")
+    p.add_argument("--tiny", action="store_true", help="every size shrunk: for the tests, the figures mean nothing")
+    p.add_argument("--json", type=Path, help="write the figures here")
+    args = p.parse_args(argv)
+    if args.steps < 1:
+        print("--steps must be at least 1", file=sys.stderr)
+        return 2
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    try:
+        try:
+            sections = task_sections(args.config)
+        except Exception as e:  # noqa: BLE001 (an unreadable or invalid config: one line)
+            print(f"{args.config}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+            return 2
+        missing = [t for t in args.tasks if t not in sections]
+        if missing:
+            print(f"{args.config}: no task section tasks.{missing[0]}", file=sys.stderr)
+            return 2
+        size = 256 if args.tiny else 1024
+        result = {"threads": args.threads, "steps": args.steps, "tiny": args.tiny,
+                  "cpu_dispatch_us": dispatch_us(2000 if args.tiny else 20000), "launch_us": LAUNCH_US,
+                  "h100_fp32_tflops": H100_FP32_TFLOPS, "gpu_efficiency": GPU_EFFICIENCY, "tasks": {}}
+        print(f"threads {args.threads}; CPU cost of one op {result['cpu_dispatch_us']:.1f} us; H100 FP32 "
+              f"{H100_FP32_TFLOPS[0]:.0f}-{H100_FP32_TFLOPS[1]:.0f} TFLOP/s x {GPU_EFFICIENCY[0]:.0%}-{GPU_EFFICIENCY[1]:.0%}; "
+              f"{LAUNCH_US[0]:.0f}-{LAUNCH_US[1]:.0f} us per kernel")
+        print("task | batch | CPU step ms (collate + model) | kernels/step | eval batch | CPU eval ms (collate + model) | "
+              "CPU GFLOP/s | factor | steps/epoch | dev batches | GPU h/epoch | epochs | GPU h per seed | 24 h jobs | "
+              "runtime | retries")
+        with tempfile.TemporaryDirectory(prefix="task-durations-") as tmp:
+            for name in args.tasks:
+                # the CPU's matmul rate just before and after the task's timings (the machine's load
+                # changes): the factor and the timings it divides see the same machine
+                before = matmul_gflops(size)
+                m = measure_task(name, sections[name], args.steps, args.tiny, Path(tmp))
+                gflops = (before + matmul_gflops(size)) / 2
+                factors = tuple(peak * 1e3 * eff / gflops for peak, eff in zip(H100_FP32_TFLOPS, GPU_EFFICIENCY))
+                e = estimate(m, DATASETS[name], factors)
+                result["tasks"][name] = {**m, **e, "cpu_matmul_gflops": gflops, "factors": factors,
+                                         "dataset": DATASETS[name]._asdict()}
+                ms = {k: 1e3 * m[k] for k in ("train_collate_s", "train_model_s", "eval_collate_s", "eval_model_s")}
+                print(f"{name} | {m['batch_size']} | {ms['train_collate_s'] + ms['train_model_s']:.0f} "
+                      f"({ms['train_collate_s']:.0f} + {ms['train_model_s']:.0f}) | {m['train_kernels']} | "
+                      f"{m['eval_batch_size']} | {ms['eval_collate_s'] + ms['eval_model_s']:.0f} "
+                      f"({ms['eval_collate_s']:.0f} + {ms['eval_model_s']:.0f}) | {gflops:.1f} | "
+                      f"{factors[0]:.0f}-{factors[1]:.0f} | {e['train_steps']} | {e['dev_batches']} | "
+                      f"{e['low']['epoch_h']:.2f}-{e['high']['epoch_h']:.2f} | {e['low']['epochs']}-{e['high']['epochs']} | "
+                      f"{e['low']['seed_h']:.1f}-{e['high']['seed_h']:.1f} | {e['jobs']} | {e['runtime']} | {e['retries']}",
+                      flush=True)
+    finally:
+        torch.set_num_threads(threads)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
