@@ -110,3 +110,17 @@ def test_check_keys_lists_every_unknown_key():
         check_keys({"sed": 1, "bogus": 2}, ("seed", "a"), "x")
     with pytest.raises(ConfigError, match="config s.sub: unknown key 'c'"):
         Section({"sub": {"c": 1}}, "s").sub("sub", keys=("a",))
+
+
+def test_train_and_params_name_a_misspelled_spec_key(tmp_path, repo_root, capsys, monkeypatch):
+    spec = yaml.safe_load((repo_root / "config" / "lm" / "elmo-c.yaml").read_text())
+    spec["trian"] = spec.pop("train")
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    monkeypatch.chdir(tmp_path)
+    for argv in (["train", "--spec", str(path), "--direction", "forward", "--out", str(tmp_path / "out")],
+                 ["params", "--preset", str(path)]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"config {path}: unknown key 'trian' (did you mean 'train'?)" in err, err
+    assert not (tmp_path / "out").exists()
