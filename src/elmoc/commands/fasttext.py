@@ -77,6 +77,9 @@ def _flags_from_section(args, train: dict) -> None:
     f = Section.parse(args.section_json, "fasttext", keys=("eval", "models"))
     args.eval = [f"{k}={v}" for k, v in sorted(f.get("eval", dict, {}).items())]
     model = f.sub("models").sub(args.name, keys=("train", "pretrained"))
+    if len(model.data) != 1:
+        raise ConfigError(f"config fasttext.models.{args.name} takes exactly one of 'train' and 'pretrained', "
+                          f"got {sorted(model.data) or 'neither'}")
     if "train" in model.data:
         if not args.corpus:
             raise ConfigError(f"config fasttext.models.{args.name} trains on the corpus: give --corpus")
