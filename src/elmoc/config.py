@@ -135,7 +135,7 @@ SPEC_NUMBERS: dict[str, dict[str, str]] = {
 WORKFLOW_SCHEMA = "workflow/schemas/config.schema.yaml"
 
 
-def check_workflow_config(config: Any, source: str) -> None:
+def check_workflow_config(config: Any, source: str, required: bool = True) -> None:
     """ConfigError in one line for the first key or value of a whole workflow ``config`` that
     the workflow's schema refuses (what Snakemake's ``validate`` checks before a run), for the
     commands that read a whole config outside Snakemake (``elmoc params --config``,
@@ -144,6 +144,8 @@ def check_workflow_config(config: Any, source: str) -> None:
     Args:
         config: the parsed config.
         source: where it came from (a file, ``--section-json``), for the message.
+        required: whether a missing schema (elmoc installed away from its checkout, run
+            outside it) is an error; False for a config Snakemake has validated already.
     """
     import re
 
@@ -152,6 +154,8 @@ def check_workflow_config(config: Any, source: str) -> None:
     here = Path(__file__).resolve().parents[2] / WORKFLOW_SCHEMA  # a source checkout
     path = here if here.is_file() else Path(WORKFLOW_SCHEMA)  # else the working directory's
     if not path.is_file():
+        if not required:
+            return
         raise ConfigError(f"{source}: cannot check its keys: no {WORKFLOW_SCHEMA} here (run from the elmoc checkout)")
     schema = load_yaml(path)
     errors = list(jsonschema.Draft202012Validator(schema).iter_errors(config))
