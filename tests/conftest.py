@@ -44,3 +44,47 @@ def pytest_configure(config):
     import torch
 
     torch.set_num_threads(1)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """``make(size_kib) -> folder``: a folder on a tmpfs of that size (a disk that fills up);
+    skips when mounting is not permitted (not root, no CAP_SYS_ADMIN)."""
+    import subprocess
+
+    mounted = []
+
+    def make(size_kib: int) -> Path:
+        folder = tmp_path / f"disk{len(mounted)}"
+        folder.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(folder)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.strip() or done.returncode})")
+        mounted.append(folder)
+        return folder
+
+    yield make
+    for folder in mounted:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@pytest.fixture
+def fill_disk():
+    """``fill(folder, leave=0) -> filler file``: fill the filesystem of ``folder`` (a
+    :func:`small_disk`), leaving about ``leave`` bytes free."""
+    return _fill_disk
+
+
+def _fill_disk(folder: Path, leave: int = 0) -> Path:
+    import shutil
+
+    filler = folder / "filler"
+    with open(filler, "ab") as f:
+        while shutil.disk_usage(folder).free > leave:
+            try:
+                f.write(b"\0" * max(4096, min(1 << 20, shutil.disk_usage(folder).free - leave)))
+                f.flush()
+            except OSError:
+                break
+    return filler

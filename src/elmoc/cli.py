@@ -64,6 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     except ElmocError as e:  # an error may name its own exit status (e.g. a busy output folder)
         print(f"elmoc {args.command}: error: {e}", file=sys.stderr)
         return getattr(e, "exit_status", 1)
+    except (OSError, RuntimeError) as e:  # a full disk outside the atomic writers (which name their file)
+        from elmoc.errors import DiskFullError
+        from elmoc.io.atomic import free_bytes, out_of_space
+
+        if not out_of_space(e):
+            raise
+        where = getattr(e, "filename", None) or "."
+        print(f"elmoc {args.command}: error: {DiskFullError(where, free_bytes(where))}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:  # Ctrl-C (SIGINT) outside a handler of the command's own
         print(f"elmoc {args.command}: interrupted", file=sys.stderr)
         return EXIT_SIGINT

@@ -45,11 +45,19 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
+from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError, InputFileError
 
 ARTIFACT_PREFIXES = ("results/", "resources/")
 DEFAULT_VOCAB = "results/vocab/vocab.txt"
 DEFAULT_DATA = {"train": "results/corpus/train", "heldout": "results/corpus/heldout.txt"}
+# The keys an LM spec (a preset, an override layer, a resolved spec) may hold, and its `data`'s
+# (the typed sections are checked by the registry, `train` by TrainSettings).
+SPEC_KEYS = ("name", "description", "vocab", "data", "input", "encoder", "output", "optimizer", "train")
+DATA_KEYS = ("train", "heldout", "tokenizer")
+# The keys of the workflow config's `pretrain` section and of one of its variants (the schema's).
+PRETRAIN_KEYS = ("presets_dir", "variants", "extra_variants", "overrides_by_type", "overrides", "vocab")
+VARIANT_KEYS = ("preset", "overrides", "released")
 
 
 def load_yaml(path: str | Path) -> Any:
@@ -124,6 +132,57 @@ SPEC_NUMBERS: dict[str, dict[str, str]] = {
 }
 
 
+WORKFLOW_SCHEMA = "workflow/schemas/config.schema.yaml"
+
+
+def check_workflow_config(config: Any, source: str, required: bool = True) -> None:
+    """ConfigError in one line for the first key or value of a whole workflow ``config`` that
+    the workflow's schema refuses (what Snakemake's ``validate`` checks before a run), for the
+    commands that read a whole config outside Snakemake (``elmoc params --config``,
+    ``elmoc tables config``). An unknown key is named with the closest known one.
+
+    Args:
+        config: the parsed config.
+        source: where it came from (a file, ``--section-json``), for the message.
+        required: whether a missing schema (elmoc installed away from its checkout, run
+            outside it) is an error; False for a config Snakemake has validated already.
+    """
+    import re
+
+    import jsonschema
+
+    here = Path(__file__).resolve().parents[2] / WORKFLOW_SCHEMA  # a source checkout
+    path = here if here.is_file() else Path(WORKFLOW_SCHEMA)  # else the working directory's
+    if not path.is_file():
+        if not required:
+            return
+        raise ConfigError(f"{source}: cannot check its keys: no {WORKFLOW_SCHEMA} here (run from the elmoc checkout)")
+    schema = load_yaml(path)
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    if not errors:
+        return
+    error = min(errors, key=lambda e: (len(e.absolute_path), [str(p) for p in e.absolute_path]))
+    name = ".".join(map(str, error.absolute_path)) or "(top level)"
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = list(error.schema.get("properties") or {})
+        patterns = list(error.schema.get("patternProperties") or {})
+        extra = {k: v for k, v in error.instance.items() if not any(re.search(p, k) for p in patterns)}
+        check_keys(extra, known, f"{source}: {name}")
+    raise ConfigError(f"config {source}: {name}: {error.message}")
+
+
+def check_spec_keys(spec: dict[str, Any], name: str) -> None:
+    """ConfigError naming an unknown top-level or ``data`` key of ``spec`` (and the closest known one).
+
+    Args:
+        spec: an LM spec or a layer of one (a preset, ``pretrain.overrides``...).
+        name: where it comes from, for the message.
+    """
+    check_keys(spec, SPEC_KEYS, name)
+    if isinstance(spec.get("data"), dict):
+        check_keys(spec["data"], DATA_KEYS, f"{name}.data")
+
+
 def check_spec_numbers(spec: dict[str, Any], where: Callable[[str, str], str]) -> None:
     """ConfigError for the first number of ``spec`` outside its range (:data:`SPEC_NUMBERS`).
 
@@ -159,11 +218,13 @@ def resolve_variant(config: dict[str, Any], variant: str, presets_dir: str | Pat
     preset file.  ``variant`` is a key of ``pretrain.variants`` or a name of
     ``pretrain.extra_variants`` (:func:`variant_names`).
     """
-    pretrain = config.get("pretrain", {})
+    pretrain = config.get("pretrain") or {}
+    check_keys(pretrain, PRETRAIN_KEYS, "pretrain")
     names = variant_names(config)
     if variant not in names:
         raise ConfigError(f"unknown variant {variant!r}; the config defines: {', '.join(sorted(names)) or '(none)'}")
     entry = (pretrain.get("variants") or {}).get(variant) or {}
+    check_keys(entry, VARIANT_KEYS, f"pretrain.variants.{variant}")
     presets_dir = Path(presets_dir or pretrain.get("presets_dir", "config/lm"))
     preset_name = entry.get("preset", variant)
     preset_path = presets_dir / f"{preset_name}.yaml"
@@ -178,7 +239,9 @@ def resolve_variant(config: dict[str, Any], variant: str, presets_dir: str | Pat
     # (name of the layer in messages, the layer as a partial spec), later wins
     layers = [("pretrain.overrides", general), *by_type_layers(pretrain, deep_merge(deep_merge(spec, general), own)),
               (f"pretrain.variants.{variant}.overrides", own)]
+    check_spec_keys(spec, str(preset_path))
     for name, layer in layers:
+        check_spec_keys(layer, name)
         spec = deep_merge(spec, layer)
 
     def where(section: str, key: str) -> str:

@@ -3,13 +3,15 @@
 The one way a rule passes configuration to ``elmoc <command>``: the JSON of the config
 section (or entry) the command reads. The command parses it here and reads each key
 through :meth:`Section.get`, which names the key in a one-line ``ConfigError`` when its
-value has the wrong type. Keys the command does not read are ignored (the workflow's
-schema has already checked them).
+value has the wrong type. Every command declares the keys it reads (``keys=``): any other
+key is refused in one line naming it and the closest known key (:func:`check_keys`), so a
+misspelled ``max_sise`` is an error, never a silent default.
 """
 from __future__ import annotations
 
+import difflib
 import json
-from typing import Any
+from typing import Any, Iterable
 
 from elmoc.errors import ConfigError
 
@@ -33,38 +35,62 @@ def refuse_with_section(args, flags: dict[str, Any]) -> None:
         raise ConfigError(f"{FLAG} carries the whole config section; drop {', '.join(given)}")
 
 
+def check_keys(data: dict[str, Any], keys: Iterable[str], name: str) -> None:
+    """ConfigError naming every key of `data` not in `keys`, each with the closest known key.
+
+    Args:
+        data: a mapping read from a config.
+        keys: the keys its reader knows.
+        name: the mapping's dotted place in the config, for the message.
+    """
+    known = sorted(keys)
+    unknown = sorted(k for k in data if k not in known)
+    if not unknown:
+        return
+    named = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), known, n=1)
+        named.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    what = "unknown key" if len(unknown) == 1 else "unknown keys"
+    raise ConfigError(f"config {name}: {what} {', '.join(named)}; known keys: {', '.join(known) or '(none)'}")
+
+
 class Section:
     """A config section: ``Section.parse(text, "corpus").get("seed", int, 1)``.
 
     Args:
         data: the section's keys and values.
         name: its dotted place in the config (``corpus``, ``fasttext.models.cc``), for errors.
+        keys: the keys its reader knows; any other key is a ConfigError (:func:`check_keys`).
+            None: not checked here (a reader that checks them itself, e.g. the registry).
     """
 
-    def __init__(self, data: dict[str, Any], name: str) -> None:
+    def __init__(self, data: dict[str, Any], name: str, keys: Iterable[str] | None = None) -> None:
         if not isinstance(data, dict):
             raise ConfigError(f"config {name} must be a mapping, got {data!r}")
+        if keys is not None:
+            check_keys(data, keys, name)
         self.data = data
         self.name = name
 
     @classmethod
-    def parse(cls, text: str, name: str) -> Section:
-        """The section from the JSON text of ``--section-json``."""
+    def parse(cls, text: str, name: str, keys: Iterable[str] | None = None) -> Section:
+        """The section from the JSON text of ``--section-json`` (its keys checked against `keys`)."""
         try:
             data = json.loads(text)
         except ValueError as e:
             raise ConfigError(f"{FLAG} ({name}) is not valid JSON ({e})") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{FLAG} ({name}) must be a JSON object, got {type(data).__name__}")
-        return cls(data, name)
+        return cls(data, name, keys)
 
-    def sub(self, key: str) -> Section:
-        """The mapping under `key` as a Section (required)."""
-        return Section(self.get(key, dict, required=True), f"{self.name}.{key}")
+    def sub(self, key: str, keys: Iterable[str] | None = None) -> Section:
+        """The mapping under `key` as a Section (required; its keys checked against `keys`)."""
+        return Section(self.get(key, dict, required=True), f"{self.name}.{key}", keys)
 
-    def entries(self, key: str) -> list[Section]:
-        """The list of mappings under `key` (empty when absent)."""
-        return [Section(item, f"{self.name}.{key}[{i}]") for i, item in enumerate(self.get(key, list, []))]
+    def entries(self, key: str, keys: Iterable[str] | None = None) -> list[Section]:
+        """The list of mappings under `key` (empty when absent; their keys checked against `keys`)."""
+        return [Section(item, f"{self.name}.{key}[{i}]", keys) for i, item in enumerate(self.get(key, list, []))]
 
     def get(self, key: str, kind: type | tuple[type, ...], default: Any = None, required: bool = False) -> Any:
         """The value of `key` (`default` when absent or null), checked to be a `kind`."""

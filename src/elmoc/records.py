@@ -15,11 +15,15 @@ raises :class:`~elmoc.errors.InputFileError` naming the file, the field, what wa
 expected and what was found, so ``elmoc tables``/``elmoc summary`` print one line
 instead of failing later inside pandas.  Optional fields are listed with their default
 in each class; other keys of the file (history, trainer settings, ...) are kept in
-``data`` untouched.  Numbers are ints or floats, never booleans.
+``data`` untouched.  Numbers are ints or floats, never booleans.  A downstream score
+(``test``, ``dev`` and those of ``extra_scores``) is a fraction in [0, 1], as every task
+metric writes it (the tables show it x 100): NaN, an infinity or ``7.5`` is refused in
+one line naming the file and the field, never averaged into a table cell or dropped from it.
 """
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +58,8 @@ def _is(value: Any, kind: str) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "score":
+        return _is(value, "number") and math.isfinite(value) and 0 <= value <= 1
     if kind == "list":
         return isinstance(value, list)
     if kind == "object":
@@ -61,7 +67,8 @@ def _is(value: Any, kind: str) -> bool:
     raise AssertionError(kind)
 
 
-_WORDS = {"str": "a string", "int": "an integer", "number": "a number", "list": "a list", "object": "an object"}
+_WORDS = {"str": "a string", "int": "an integer", "number": "a number", "list": "a list", "object": "an object",
+          "score": "a score: a finite fraction in [0, 1] (the tables show it x 100)"}
 
 
 def _get(path: Path, data: dict, key: str, kind: str, *, nullable: bool = False, default: Any = _MISSING,
@@ -81,7 +88,7 @@ def _get(path: Path, data: dict, key: str, kind: str, *, nullable: bool = False,
         expected = _WORDS[kind] + (" or null" if nullable else "")
         raise InputFileError(path, f"field {name!r} must be {expected}, got {value!r} ({type(value).__name__}); "
                              "fix the file or re-run the step that writes it", line)
-    return float(value) if kind == "number" else value
+    return float(value) if kind in ("number", "score") else value
 
 
 @dataclass(frozen=True)
@@ -99,9 +106,9 @@ class TaskRecord:
 
     Required: ``task``, ``variant`` (str), ``seed`` (int), ``metric`` (str), ``scale``
     (demo | cpu | full), ``status`` (str; "ok" or why the run could not happen), ``test``
-    (number or null).  Optional: ``dev`` (number or null; None), ``seconds`` (number or
+    (score or null: a finite fraction in [0, 1]).  Optional: ``dev`` (score or null; None), ``seconds`` (number or
     null; None), ``threads`` (int or null; None), ``metric_label`` (str; the metric name),
-    ``extra_scores`` (``{name: {"label": str, "dev": number|null, "test": number|null}}``; {}).
+    ``extra_scores`` (``{name: {"label": str, "dev": score|null, "test": score|null}}``; {}).
     """
 
     path: str
@@ -138,12 +145,12 @@ class TaskRecord:
                 raise InputFileError(path, f"field 'extra_scores.{name}' must be an object with label, dev, test; "
                                      f"got {value!r}")
             extras[name] = ExtraScore(_get(path, value, "label", "str", where=where),
-                                      _get(path, value, "dev", "number", nullable=True, default=None, where=where),
-                                      _get(path, value, "test", "number", nullable=True, where=where))
+                                      _get(path, value, "dev", "score", nullable=True, default=None, where=where),
+                                      _get(path, value, "test", "score", nullable=True, where=where))
         return cls(
             path=str(path), task=task, variant=variant, seed=seed, metric=metric, scale=scale,
-            status=_get(path, data, "status", "str"), test=_get(path, data, "test", "number", nullable=True),
-            dev=_get(path, data, "dev", "number", nullable=True, default=None),
+            status=_get(path, data, "status", "str"), test=_get(path, data, "test", "score", nullable=True),
+            dev=_get(path, data, "dev", "score", nullable=True, default=None),
             seconds=_get(path, data, "seconds", "number", nullable=True, default=None),
             threads=_get(path, data, "threads", "int", nullable=True, default=None),
             metric_label=_get(path, data, "metric_label", "str", default=metric), extra_scores=extras)

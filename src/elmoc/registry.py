@@ -27,6 +27,7 @@ import importlib
 import inspect
 from typing import Any, Callable
 
+from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError
 
 _REGISTRY: dict[str, dict[str, type]] = {}
@@ -107,16 +108,9 @@ def build(kind: str, config: dict[str, Any], **context: Any) -> Any:
     cls = by_name(kind, config["type"])
     kwargs = {k: v for k, v in config.items() if k != "type"}
     names, var_kw = accepted_arguments(cls)
-    unknown = sorted(k for k in kwargs if k not in names and not var_kw)
-    if unknown:
-        allowed = sorted(n for n in names if n not in context)
-        bad = unknown[0]
-        close = difflib.get_close_matches(bad, allowed, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(
-            f"{kind} {config['type']!r} got unknown option(s) {unknown}.{hint} "
-            f"Accepted: {', '.join(allowed) or '(none)'}"
-        )
+    if not var_kw:
+        own = {k: v for k, v in kwargs.items() if k not in context}  # a context name: the clash below
+        check_keys(own, [n for n in names if n not in context], f"{kind} {config['type']!r}")
     clash = sorted(k for k in kwargs if k in context)
     if clash:
         raise ConfigError(

@@ -155,3 +155,16 @@ def test_position_serializes():
     assert BatchPosition.from_dict(p.to_dict()) == p
     with pytest.raises(ConfigError):
         BatchPosition.from_dict({"epoch": 1})
+
+
+def test_a_nul_byte_in_a_shard_is_one_line_naming_file_and_line(tmp_path):
+    """A shard made by hand (not by `elmoc corpus`, which replaces control characters) with a NUL
+    byte trained without a warning before (issue 30.8); it is refused when read for training."""
+    from elmoc.data.batches import read_shard_lines
+
+    shard = tmp_path / "shard_000.txt"
+    shard.write_bytes(b"the cat sat\nthe dog ran\nthe \x00 bird flew\n")
+    with pytest.raises(InputFileError, match=rf"^{shard}:3: holds a NUL byte .*`elmoc corpus`"):
+        read_shard_lines(shard)
+    shard.write_bytes(b"the cat sat\nthe dog ran\n")
+    assert read_shard_lines(shard) == ["the cat sat", "the dog ran"]

@@ -88,7 +88,7 @@ def test_deterministic_per_seed_and_key_and_rows_split_like_one_process():
 
 def test_bad_masking_settings_are_one_line():
     for config, needle in (({"rate": 0.0}, "rate must be > 0"), ({"mask": 0.95, "random": 0.1}, "mask + random"),
-                           ({"rate": 1.5}, "in [0, 1]"), ({"ratio": 0.1}, "unknown option"), ([0.15], "mapping")):
+                           ({"rate": 1.5}, "in [0, 1]"), ({"ratio": 0.1}, "unknown key"), ([0.15], "mapping")):
         with pytest.raises(ConfigError, match=re.escape(needle)):
             Masking.from_config(config)
 

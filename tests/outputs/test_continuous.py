@@ -110,5 +110,5 @@ def test_bad_options(target_table):
     path, _ = target_table
     with pytest.raises(ConfigError, match="lambda_dot"):
         make("vmf", path, lambda_dot=0)
-    with pytest.raises(ConfigError, match="unknown option"):
+    with pytest.raises(ConfigError, match="unknown key"):
         make("cosine", path, per_dim=True)

@@ -24,21 +24,29 @@ def _task(tmp_path, **changes):
 
 
 _DROP = object()
+SCORE = r"must be a score: a finite fraction in \[0, 1\] \(the tables show it x 100\) or null"
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"test": "high"}, "field 'test' must be a number or null, got 'high'"),
+    ({"test": "high"}, f"field 'test' {SCORE}, got 'high'"),
     ({"seconds": "x"}, "field 'seconds' must be a number or null, got 'x'"),
     ({"seed": [1]}, r"field 'seed' must be an integer, got \[1\]"),
     ({"seed": True}, "field 'seed' must be an integer, got True"),
-    ({"dev": False}, "field 'dev' must be a number or null"),
+    ({"dev": False}, f"field 'dev' {SCORE}"),
     ({"threads": 1.5}, "field 'threads' must be an integer or null"),
     ({"scale": _DROP}, "lacks the required field 'scale'"),
     ({"scale": "huge"}, "field 'scale' must be one of demo, cpu, full"),
     ({"test": _DROP}, "lacks the required field 'test'"),
     ({"status": _DROP}, "lacks the required field 'status'"),
     ({"extra_scores": {"conll05-f1": {"label": "x", "dev": 0.1, "test": "y"}}},
-     "field 'extra_scores.conll05-f1.test' must be a number or null"),
+     f"field 'extra_scores.conll05-f1.test' {SCORE}"),
+    # issue 30.4: impossible scores, which the tables dropped (NaN: a cell of n=1) or averaged (7.5: "400.00")
+    ({"test": float("nan")}, f"field 'test' {SCORE}, got nan"),
+    ({"test": float("inf")}, f"field 'test' {SCORE}, got inf"),
+    ({"test": 7.5}, f"field 'test' {SCORE}, got 7.5"),
+    ({"dev": -0.01}, f"field 'dev' {SCORE}, got -0.01"),
+    ({"extra_scores": {"conll05-f1": {"label": "x", "dev": 1.5, "test": 0.5}}},
+     f"field 'extra_scores.conll05-f1.dev' {SCORE}, got 1.5"),
 ])
 def test_task_record_rejects_bad_fields(tmp_path, changes, message):
     path = _task(tmp_path, **changes)
@@ -107,7 +115,19 @@ def test_every_reader_prints_one_line(tmp_path, capsys, argv):
     assert status == 1 and len(err) == 1, err
     assert "Traceback" not in err[0]
     bad = (task, "'test'") if "{task}" in argv else (heldout, "'after'")
-    assert str(bad[0]) in err[0] and f"field {bad[1]} must be a number or null" in err[0]
+    expected = "a score: a finite fraction in [0, 1] (the tables show it x 100)" if "{task}" in argv else "a number"
+    assert str(bad[0]) in err[0] and f"field {bad[1]} must be {expected} or null" in err[0]
+
+
+@pytest.mark.parametrize("score", [float("nan"), 7.5])
+def test_tables_refuse_an_impossible_score_in_one_line(tmp_path, capsys, score):
+    """A NaN test was dropped (the cell said n=1) and 7.5 averaged with 0.5 into "400.00±494.97"."""
+    good, bad = _task(tmp_path / "a"), _task(tmp_path / "b", seed=2, test=score)
+    out = tmp_path / "out"
+    assert main(["tables", "downstream", "--inputs", str(good), str(bad), "--output", str(out / "d.md")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(bad) in err[0] and "field 'test' must be a score" in err[0], err
+    assert not out.exists()
 
 
 def test_writer_checks_the_record_the_readers_read(tmp_path):

@@ -63,7 +63,7 @@ def test_missing_data_and_bad_options():
 
     with pytest.raises(ConfigError, match="num_layers"):
         build("task", {"type": "srl", "model": {"num_layers": 0}})
-    with pytest.raises(ConfigError, match="unknown option"):
+    with pytest.raises(ConfigError, match="unknown key"):
         build("task", {"type": "srl", "model": {"hidden": 3}})
 
 

@@ -64,11 +64,14 @@ def test_fingerprints_of_a_corpus_folder(tmp_path, monkeypatch):
     assert list(before["data.train"]["files"]) == ["shard_000.txt"]
     (tmp_path / "corpus/train/shard_000.txt").write_text("a c\n")  # same size, other content
     after = InputFingerprints.of_spec(spec)
-    assert "data.train" in InputFingerprints.first_change(before, after)
-    assert "shard_000.txt" in InputFingerprints.first_change(before, after)
+    # the file, then the key that names it (issue 30.8: it said "input input.vectors" before)
+    assert InputFingerprints.first_change(before, after) == (
+        "corpus/train (the spec's data.train) changed since the checkpoint was written: 1 file(s) differ, "
+        "first shard_000.txt")
     assert InputFingerprints.first_change(after, InputFingerprints.of_spec(spec)) is None
     (tmp_path / "tok.json").write_text('{"model": "retrained"}')  # a BPE model trained anew
-    assert "data.tokenizer" in InputFingerprints.first_change(after, InputFingerprints.of_spec(spec))
+    assert InputFingerprints.first_change(after, InputFingerprints.of_spec(spec)).startswith(
+        "tok.json (the spec's data.tokenizer) changed since the checkpoint was written (sha256 ")
 
 
 def test_another_thread_count_is_allowed_warned_and_recorded(tmp_path, tiny_lm, caplog):

@@ -102,7 +102,8 @@ def _flags_from_section(args) -> None:
 
     refuse_with_section(args, {"--quick": args.quick, "--no-s3": args.no_s3,
                                **{flag: getattr(args, key) for key, (flag, _) in SECTION_KEYS.items()}})
-    b = Section.parse(args.section_json, "bench")
+    # `enabled` is the workflow's switch (workflow/rules/bench.smk), passed with the section
+    b = Section.parse(args.section_json, "bench", keys=(*SECTION_KEYS, "quick", "s3", "enabled"))
     for key, (_, kind) in SECTION_KEYS.items():
         value = b.get(key, kind)
         setattr(args, key, kind(value) if value is not None else None)

@@ -40,7 +40,7 @@ def run(args) -> int:
         from elmoc.config_section import Section, refuse_with_section
 
         refuse_with_section(args, {"--num-merges": merges, "--min-frequency": min_frequency})
-        v = Section.parse(args.section_json, "variants")
+        v = Section.parse(args.section_json, "variants", keys=("bpe_merges", "bpe_min_frequency"))
         merges, min_frequency = v.get("bpe_merges", int), v.get("bpe_min_frequency", int)
     merges = 30000 if merges is None else merges
     min_frequency = 2 if min_frequency is None else min_frequency

@@ -73,10 +73,12 @@ def _flags_from_section(args):
     refuse_with_section(args, {"--source": args.source, "--heldout-source": args.heldout_source,
                                "--shards": args.shards, "--heldout": args.heldout, "--lowercase": args.lowercase,
                                "--max-length": args.max_length, "--seed": args.seed})
-    c = Section.parse(args.section_json, "corpus")
+    c = Section.parse(args.section_json, "corpus", keys=("sources", "heldout_sources", "num_shards", "heldout",
+                                                        "lowercase", "max_length", "seed"))
 
     def sources(key: str) -> list[str]:
-        return [f"{s.get('format', str, required=True)}:{s.get('path', str, required=True)}" for s in c.entries(key)]
+        return [f"{s.get('format', str, required=True)}:{s.get('path', str, required=True)}"
+                for s in c.entries(key, keys=("format", "path"))]
 
     args.source = sources("sources")
     args.heldout_source = sources("heldout_sources")

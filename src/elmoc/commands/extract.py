@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
         refuse_with_section(args, {"--batch-size": args.batch_size, "--no-boundaries": args.no_boundaries,
                                    "--closed-vocabulary": args.closed_vocabulary})
-        f = Section.parse(args.section_json, "features")
+        f = Section.parse(args.section_json, "features", keys=("batch_size", "boundaries", "closed_vocabulary"))
         args.batch_size = f.get("batch_size", int)
         args.no_boundaries = not f.get("boundaries", bool, True)
         args.closed_vocabulary = f.get("closed_vocabulary", bool, False)

@@ -74,21 +74,21 @@ def _flags_from_section(args, train: dict) -> None:
                                **{f"--{k}": v for k, v in train.items()}})
     if not args.name:
         raise ConfigError("--section-json needs --name (the model under fasttext.models)")
-    f = Section.parse(args.section_json, "fasttext")
+    f = Section.parse(args.section_json, "fasttext", keys=("eval", "models"))
     args.eval = [f"{k}={v}" for k, v in sorted(f.get("eval", dict, {}).items())]
-    model = f.sub("models").sub(args.name)
+    model = f.sub("models").sub(args.name, keys=("train", "pretrained"))
+    if len(model.data) != 1:
+        raise ConfigError(f"config fasttext.models.{args.name} takes exactly one of 'train' and 'pretrained', "
+                          f"got {sorted(model.data) or 'neither'}")
     if "train" in model.data:
         if not args.corpus:
             raise ConfigError(f"config fasttext.models.{args.name} trains on the corpus: give --corpus")
-        t = model.sub("train")
+        t = model.sub("train", keys=(*TRAIN_INT_FLAGS, "lr"))
         train.update({k: t.get(k, int) for k in TRAIN_INT_FLAGS if k in t.data})
         if "lr" in t.data:
             train["lr"] = float(t.get("lr", float))
-        unknown = sorted(set(t.data) - set(TRAIN_INT_FLAGS) - {"lr"})
-        if unknown:
-            raise ConfigError(f"config fasttext.models.{args.name}.train: unknown keys {unknown}")
     else:
-        pre = model.sub("pretrained")
+        pre = model.sub("pretrained", keys=("url", "path", "sha256", "member"))
         args.corpus = None
         args.pretrained = pre.get("url", str) or pre.get("path", str, required=True)
         args.sha256 = pre.get("sha256", str) or "none"

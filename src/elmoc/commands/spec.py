@@ -23,13 +23,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elmoc.config import check_spec_numbers, dump_yaml, load_yaml, resolve_variant
+    from elmoc.config import check_spec_keys, check_spec_numbers, dump_yaml, load_yaml, resolve_variant
     from elmoc.errors import ConfigError
 
     if args.section_json is not None:
         from elmoc.config_section import Section
 
         spec = Section.parse(args.section_json, "resolved spec").data
+        check_spec_keys(spec, "resolved spec")
         check_spec_numbers(spec, lambda section, key: "--section-json " + ".".join(filter(None, (section, key))))
     else:
         if not args.variant:

@@ -129,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
             config = json.loads(args.section_json)
         except json.JSONDecodeError as e:
             raise ConfigError(f"--section-json is not valid JSON ({e})") from None
+        from elmoc.config import check_workflow_config
+
+        # the workflow's config_dump passes the config Snakemake validated with the same schema
+        check_workflow_config(config, "--section-json (workflow config)", required=False)
         with atomic_file(args.output) as f:
             f.write("# The effective workflow config of this run (config files + --config overrides)\n")
             yaml.safe_dump(config, f, sort_keys=False, allow_unicode=True)

@@ -40,7 +40,7 @@ def run(args) -> int:
         refuse_with_section(args, {"--dim": dim, "--seed": seed, "--model": args.model})
         if not args.random:
             raise ConfigError("--section-json (fasttext.random) goes with --random")
-        r = Section.parse(args.section_json, "fasttext.random")
+        r = Section.parse(args.section_json, "fasttext.random", keys=("dim", "seed"))
         dim, seed = r.get("dim", int), r.get("seed", int)
     vocab = Vocabulary.load(args.vocab)
     if args.random:

@@ -35,7 +35,7 @@ def run(args) -> int:
     corpus, from_file, max_size, min_count = args.corpus, args.from_file, args.max_size, args.min_count
     if args.section_json is not None:
         refuse_with_section(args, {"--from-file": from_file, "--max-size": max_size, "--min-count": min_count})
-        v = Section.parse(args.section_json, "vocab")
+        v = Section.parse(args.section_json, "vocab", keys=("file", "min_count", "max_size"))
         from_file = v.get("file", str) or None
         corpus = None if from_file else corpus
         max_size, min_count = v.get("max_size", int) or None, v.get("min_count", int, 1)

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from elmoc.data.vocab.vocabulary import BOS_ID, EOS_ID, PAD_ID, SPECIALS
+from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError
 from elmoc.nn.host_copy import copy_to_device, to_host
 
@@ -98,9 +99,7 @@ class Masking:
             raise ConfigError(f"train.masking must be a mapping like {{rate: 0.15, mask: 0.8, random: 0.1}}, "
                               f"got {config!r}")
         names = {f.name for f in fields(cls)}
-        unknown = sorted(set(config) - names)
-        if unknown:
-            raise ConfigError(f"train.masking: unknown option(s) {unknown}; accepted: {sorted(names)}")
+        check_keys(config, names, "train.masking")
         for key, value in config.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
                 raise ConfigError(f"train.masking.{key} must be a number in [0, 1], got {value!r}")

@@ -4,15 +4,63 @@ Every data stage writes its outputs through these helpers, so an interrupted or
 failed run never leaves a half-written file that a later stage (or Snakemake)
 would mistake for a finished one.  The temporary lives in the destination's own
 directory so that the final ``os.replace`` is a rename on one filesystem.
+
+A full disk (``ENOSPC``, ``EDQUOT``, or the serializer failure it causes inside
+``torch.save``: ``RuntimeError: ... unexpected pos``) while writing is turned into one
+:class:`~elmoc.errors.DiskFullError` naming the file and the space left on its
+filesystem; the temporary is removed and the previous file is untouched
+(:func:`disk_full_as_error`).
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import IO, Iterator
+
+from elmoc.errors import DiskFullError
+
+# torch.save's messages when its writer's file write fails (a full disk gives the first)
+_TORCH_WRITE_FAILURES = ("unexpected pos", "PytorchStreamWriter failed", "file write failed")
+_SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$")
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """Whether ``exc`` is a write failing for want of space: ``ENOSPC``/``EDQUOT``, or
+    torch's serializer failure that a full disk causes."""
+    if isinstance(exc, OSError):
+        return (exc.errno in (errno.ENOSPC, errno.EDQUOT) or "errno = 28," in str(exc)  # h5py's text
+                or _SHORT_WRITE.search(str(exc)) is not None)  # numpy's tofile: a write cut short
+    return isinstance(exc, RuntimeError) and any(m in str(exc) for m in _TORCH_WRITE_FAILURES)
+
+
+def free_bytes(path: str | Path) -> int | None:
+    """Bytes free to this user on the filesystem of ``path`` (or of its nearest existing parent)."""
+    path = Path(path).absolute()
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            try:
+                return shutil.disk_usage(candidate).free
+            except OSError:
+                return None
+    return None
+
+
+@contextlib.contextmanager
+def disk_full_as_error(path: str | Path) -> Iterator[None]:
+    """Run the block; an out-of-space failure in it (:func:`out_of_space`) becomes one
+    :class:`~elmoc.errors.DiskFullError` naming ``path`` and the space left."""
+    try:
+        yield
+    except (OSError, RuntimeError) as e:
+        if out_of_space(e):
+            kept = "its previous version is untouched" if Path(path).exists() else "nothing was written"
+            raise DiskFullError(path, free_bytes(path), f"{kept}; free some space and run the command again") from None
+        raise
 
 
 def _umask() -> int:
@@ -54,8 +102,9 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.close(fd)
     public_mode(tmp)
     try:
-        yield Path(tmp)
-        os.replace(tmp, path)
+        with disk_full_as_error(path):
+            yield Path(tmp)
+            os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -72,8 +121,9 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
-        public_mode(tmp, directory=True)
-        yield tmp
+        with disk_full_as_error(path):
+            public_mode(tmp, directory=True)
+            yield tmp
         if path.exists():
             old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
             os.replace(path, old / path.name)

@@ -65,5 +65,27 @@ def load_weights_only(path: str | Path, *, map_location: Any = "cpu", mmap: bool
             asked = next((g for g in found.groups() if g), "an object") if found else "an object"
             raise InputFileError(path, f"is not {what} with weights only: it asks to build {asked}, which could "
                                  f"run code, so it was not loaded; use a file written by elmoc ({fix})") from None
+        if _looks_cut(e):  # torch's reader says this in its internal (miniz, pickle) terms
+            raise InputFileError(path, f"is truncated or corrupt ({path.stat().st_size} bytes), not {what} that "
+                                 f"PyTorch can read: {fix}") from None
         first = text.strip().splitlines()[0] if text.strip() else ""
         raise InputFileError(path, f"cannot read it as {what} ({type(e).__name__}: {first}); {fix}") from None
+
+
+# what torch.load raises for a file cut short or overwritten: the zip reader's (miniz) and the
+# pickle reader's own words, an unexpected end, a seek past the end (EINVAL), a garbage opcode
+_CUT = ("PytorchStreamReader failed", "zip archive", "central directory", "unexpected EOF", "corrupted",
+        "pickle data was truncated", "invalid load key")
+
+
+def _looks_cut(e: Exception) -> bool:
+    """Whether ``torch.load``'s exception ``e`` means the file's bytes are cut short or damaged
+    (not a refused global, a missing device or a permission)."""
+    import errno
+    import pickle
+
+    if isinstance(e, (EOFError, pickle.UnpicklingError, KeyError)):
+        return True
+    if isinstance(e, OSError) and not isinstance(e, PermissionError):
+        return e.errno == errno.EINVAL
+    return isinstance(e, RuntimeError) and any(m in str(e) for m in _CUT)

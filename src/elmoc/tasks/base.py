@@ -111,9 +111,9 @@ def check_options(owner: str, given: dict[str, Any], defaults: dict[str, Any]) -
         given = {}
     if not isinstance(given, dict):
         raise ConfigError(f"{owner} must be a mapping, got {given!r}")
-    unknown = sorted(set(given) - set(defaults))
-    if unknown:
-        raise ConfigError(f"{owner}: unknown option(s) {unknown}; accepted: {', '.join(sorted(defaults))}")
+    from elmoc.config_section import check_keys
+
+    check_keys(given, defaults, owner)
     return {**defaults, **given}
 
 

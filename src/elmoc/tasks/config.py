@@ -68,8 +68,13 @@ def task_section_from_args(args) -> tuple[dict[str, Any], str]:
 
 def build_task(section: dict[str, Any]):
     """(task object, trainer mapping) from a task section."""
-    from elmoc.registry import build
+    from elmoc.config_section import check_keys
+    from elmoc.registry import accepted_arguments, build, by_name
 
+    if isinstance(section.get("type"), str):  # else build() says what is wrong
+        names, var_kw = accepted_arguments(by_name("task", section["type"]))
+        if not var_kw:  # the runner's keys beside the task's own, so that `with_fastext` gets its suggestion
+            check_keys(section, {"type", *names, *RUNNER_KEYS}, f"task {section['type']!r}")
     config = {k: v for k, v in section.items() if k not in RUNNER_KEYS}
     task = build("task", config)
     return task, section.get("trainer") or {}

@@ -39,6 +39,7 @@ from typing import Any, Sequence
 import torch
 from tqdm import tqdm
 
+from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError
 from elmoc.tasks.base import Task
 from elmoc.tasks.embedder import TaskInputs
@@ -99,9 +100,7 @@ class TrainerConfig:
         if "optimizer" in values and values["optimizer"] != defaults.get("optimizer", "adam") and "lr" not in values:
             defaults.pop("lr", None)  # the paper lr belongs to the paper optimizer
         merged = {**defaults, **values}
-        unknown = sorted(set(merged) - names)
-        if unknown:
-            raise ConfigError(f"trainer: unknown option(s) {unknown}; accepted: {', '.join(sorted(names))}")
+        check_keys(merged, names, "trainer")
         config = cls(**merged)
         if config.optimizer not in OPTIMIZER_LR:
             raise ConfigError(f"trainer.optimizer must be one of {', '.join(OPTIMIZER_LR)}, got {config.optimizer!r}")

@@ -250,9 +250,9 @@ class InputFingerprints:
         for key in sorted(set(saved) | set(current)):
             old, new = saved.get(key), current.get(key)
             if new is None:
-                return f"{key} ({old['path']}) was an input then but is missing now"
+                return f"{old['path']} (the spec's {key}) was an input then but is missing now"
             if old is None:
-                return f"{key} ({new['path']}) is an input now but was not then"
+                return f"{new['path']} (the spec's {key}) is an input now but was not then"
             if old["sha256"] == new["sha256"]:
                 continue
             if isinstance(old.get("files"), dict) and isinstance(new.get("files"), dict):
@@ -261,9 +261,9 @@ class InputFingerprints:
                            and InputFingerprints.STREAM not in (old["files"].get(name), new["files"].get(name))]
                 if not changed:
                     continue  # only named pipes differ: not comparable
-                return (f"input {key} ({new['path']}) changed since the checkpoint was written: "
+                return (f"{new['path']} (the spec's {key}) changed since the checkpoint was written: "
                         f"{len(changed)} file(s) differ, first {changed[0]}")
-            return (f"input {key} ({new['path']}) changed since the checkpoint was written "
+            return (f"{new['path']} (the spec's {key}) changed since the checkpoint was written "
                     f"(sha256 {old['sha256'][:12]} then, {new['sha256'][:12]} now, "
                     f"{old['bytes']} -> {new['bytes']} bytes)")
         return None

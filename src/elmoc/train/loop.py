@@ -45,7 +45,7 @@ from elmoc.data.batches import BiLMBatch, LMBatch
 from elmoc.data.masking import MaskedLMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.directions import JOINT, MASKED, check_run
-from elmoc.errors import ConfigError
+from elmoc.errors import ConfigError, DiskFullError
 from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.masked_lm import MaskedLM
 from elmoc.outputs.base import OutputLoss
@@ -250,8 +250,10 @@ class Trainer:
                                       settings.batch_size)
         self.step, self.tokens, self.position, self.state, self.history, self.seconds_before = 0, 0, None, None, [], 0.0
         self.segments = [{"step": 0, **self.layout}]
+        self.checkpoint_step: int | None = None  # the step of the checkpoint.pt on disk (None: none of this run)
         if resume and self.ckpt_path.exists():
             self.resume()
+            self.checkpoint_step = self.step
         elif ddp.is_main:
             self.log_path.unlink(missing_ok=True)  # a fresh run starts a fresh log
         self.t_start, self.saved_step = time.time(), self.step
@@ -308,7 +310,18 @@ class Trainer:
     def run(self, make_batches: BatchFactory, steps_per_epoch: int | None) -> RunResult:
         """Train from the current step to the end, a stop signal or the time limit:
         per window the step, then the schedule of logs, evaluations and checkpoints,
-        then the stop conditions."""
+        then the stop conditions.  A full disk is one :class:`DiskFullError` saying which
+        checkpoint survived (every write is atomic: the last complete one is intact)."""
+        try:
+            return self._run(make_batches, steps_per_epoch)
+        except DiskFullError as e:
+            if self.checkpoint_step is None:
+                raise e.with_note("no checkpoint of this run was written yet; free some space and rerun "
+                                  "the same command (it starts at step 0)") from None
+            raise e.with_note(f"the previous checkpoint {self.ckpt_path} (step {self.checkpoint_step}) is intact; "
+                              "free some space and rerun the same command to resume from it") from None
+
+    def _run(self, make_batches: BatchFactory, steps_per_epoch: int | None) -> RunResult:
         s, ddp = self.settings, self.ddp
         if self.step == 0:
             self.heldout("before")
@@ -416,6 +429,7 @@ class Trainer:
         rngs = {"world_size": self.ddp.world_size, "ranks": self.ddp.all_ranks(rng_state())}  # every rank's
         if self.ddp.is_main:
             save_checkpoint(self.ckpt_path, {**self.training_state(), "state": rows, "rng": rngs})
+        self.checkpoint_step = self.step
         self.timer.saved()
         self.longest_save_s = max(self.longest_save_s, time.time() - t_save)
 

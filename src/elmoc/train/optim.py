@@ -23,6 +23,7 @@ from typing import Callable, Iterable
 import torch
 from torch import nn
 
+from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError
 from elmoc.train.schedule import ScaledSchedule, check_type
 
@@ -94,9 +95,7 @@ def build_optimizer(config: dict, model: nn.Module, batch_size: int) -> Optimize
     kind = config.pop("type", None)
     if kind not in _KNOWN:
         raise ConfigError(f"optimizer.type must be one of {sorted(_KNOWN)}, got {kind!r}")
-    unknown = sorted(set(config) - _KNOWN[kind])
-    if unknown:
-        raise ConfigError(f"optimizer {kind!r} got unknown option(s) {unknown}; accepted: {sorted(_KNOWN[kind])}")
+    check_keys(config, _KNOWN[kind], f"optimizer ({kind})")
     for key, value in config.items():  # a string where a number belongs: one line, not a traceback
         if key == "betas":
             if not isinstance(value, (list, tuple)) or len(value) != 2:

@@ -20,8 +20,11 @@ log = logging.getLogger("elmoc.train.loop")  # the trainer's lines, as they alwa
 
 
 def append_record(path: Path, record: dict) -> None:
-    """Append one record to ``train_log.jsonl``."""
-    with open(path, "a", encoding="utf-8") as f:
+    """Append one record to ``train_log.jsonl`` (a full disk: :class:`~elmoc.errors.DiskFullError`;
+    a partial line is cut off when the run resumes, :func:`truncate_log`)."""
+    from elmoc.io.atomic import disk_full_as_error
+
+    with disk_full_as_error(path), open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")
 
 

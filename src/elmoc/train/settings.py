@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from elmoc.data.masking import Masking
+from elmoc.config_section import check_keys
 from elmoc.directions import CAUSAL_LM, SEPARATE, is_masked, train_directions
 from elmoc.errors import ConfigError
 from elmoc.train.schedule import check_type
@@ -84,9 +85,7 @@ class TrainSettings:
         if not isinstance(config, dict):
             raise ConfigError(f"train must be a mapping of options, got {config!r}")
         names = {f.name for f in fields(cls)}
-        unknown = sorted(set(config) - names)
-        if unknown:
-            raise ConfigError(f"train: unknown option(s) {unknown}; accepted: {sorted(names)}")
+        check_keys(config, names, "train")
         for f in fields(cls):
             if f.name in config and f.name != "masking":  # masking: checked by Masking.from_config
                 check_type(f"train.{f.name}", config[f.name], str(f.type))

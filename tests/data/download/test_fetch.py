@@ -382,7 +382,7 @@ def test_download_json_entry(tmp_path, remote, capsys):
     assert main(["fetch", "--section-json", json.dumps(entry), "--pins", str(tmp_path / "p2.yaml"),
                  "--out", str(tmp_path / "o2")]) == 1
     assert "size mismatch" in capsys.readouterr().err and not (tmp_path / "p2.yaml").exists()
-    for bad, named in (({"source": remote.as_uri(), "sha256": None, "sizes": 3}, "unknown key(s) ['sizes']"),
+    for bad, named in (({"source": remote.as_uri(), "sha256": None, "sizes": 3}, "unknown key 'sizes' (did you mean 'size'?)"),
                        ({"source": remote.as_uri(), "sha256": None}, "not pinned")):
         assert main(["fetch", "--section-json", json.dumps(bad), "--out", str(tmp_path / "o3")]) == 1
         assert named in capsys.readouterr().err

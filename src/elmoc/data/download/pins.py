@@ -13,6 +13,12 @@ The file maps each URL (or other fetch source) to its pin::
       sha256: 5c613a4f...
       size: 789539
 
+Entries are keyed by the *normalised* source (:func:`pin_key`), so respelling a source
+cannot pin a changed file afresh: ``data.bin``, ``./data.bin``, ``/abs/data.bin`` and
+``file:///abs/./data.bin`` are one local file (``file:///abs/data.bin``, its resolved path);
+``HTTPS://Example.org:443/a/./b.zip#x`` is ``https://example.org/a/b.zip``.  Keys of an
+existing file are normalised when it is read, so files written before keep working.
+
 A new entry is appended to the existing text (comments and hand edits stay), under
 a lock on ``.<name>.lock`` beside it, so that concurrent fetch jobs do not lose
 each other's entries, and the file is replaced atomically.  To trust a changed
@@ -23,8 +29,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import posixpath
 import re
 import time
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -37,6 +46,57 @@ from elmoc.io.atomic import atomic_file
 log = logging.getLogger(__name__)
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def _normal_escapes(text: str) -> str:
+    """RFC 3986 6.2.2: escapes of unreserved characters decoded, the other escapes in upper case."""
+    def one(m: re.Match) -> str:
+        char = chr(int(m.group(1), 16))
+        return char if char in _UNRESERVED else m.group(0).upper()
+
+    return re.sub(r"%([0-9A-Fa-f]{2})", one, text)
+
+
+def pin_key(source: str) -> str:
+    """The key of ``source`` in a pins file: one spelling per file.
+
+    * a local path or ``file:`` URL: ``file://`` + the resolved absolute path (``.``, ``..``,
+      symbolic links and the working directory resolved);
+    * an ``http(s)`` URL: scheme and host in lower case, the default port dropped, the path's
+      ``.``/``..`` segments and repeated slashes removed, escapes normalised, no fragment
+      (the query is kept: it may select another file);
+    * ``pypi:PKG==VER``: the package name normalised as pip does (PEP 503).
+    """
+    if source.startswith("pypi:"):
+        name, sep, version = source[5:].partition("==")
+        return f"pypi:{re.sub(r'[-_.]+', '-', name.strip()).lower()}{sep}{version.strip()}"
+    parts = urllib.parse.urlsplit(source)
+    scheme = parts.scheme.lower()
+    if scheme == "file":
+        return Path(urllib.request.url2pathname(parts.path)).resolve().as_uri()
+    if scheme in _DEFAULT_PORTS:
+        host = (parts.hostname or "").lower()
+        if ":" in host:
+            host = f"[{host}]"  # IPv6
+        try:
+            port = parts.port
+        except ValueError:  # not a port number: the URL is refused where it is fetched
+            return source
+        netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
+        if parts.username is not None:
+            auth = parts.username + (f":{parts.password}" if parts.password is not None else "")
+            netloc = f"{auth}@{netloc}"
+        path = _normal_escapes(re.sub(r"/{2,}", "/", parts.path or "/"))
+        normal = posixpath.normpath(path)
+        normal = "/" if normal in (".", "//") else normal
+        if path.endswith("/") and not normal.endswith("/"):
+            normal += "/"
+        return urllib.parse.urlunsplit((scheme, netloc, normal, parts.query, ""))
+    return Path(source).expanduser().resolve().as_uri()
 
 
 @dataclass(frozen=True)
@@ -108,7 +168,8 @@ class PinsFile:
         if not isinstance(data, dict):
             raise InputFileError(self.path, "a pins file maps each download URL to {sha256, size}; "
                                  f"found a {type(data).__name__}. Fix or delete it")
-        pins = {}
+        pins: dict[str, Pin] = {}
+        spelled: dict[str, str] = {}  # key -> the entry that gave it
         for source, entry in data.items():
             sha = entry.get("sha256") if isinstance(entry, dict) else None
             size = entry.get("size") if isinstance(entry, dict) else None
@@ -118,12 +179,18 @@ class PinsFile:
                     self.path, f"entry {source!r} must be {{sha256: <64 lowercase hex digits>, size: <bytes>}}, "
                     f"got {entry!r}. Fix it, or delete the entry to record the file again on its next fetch"
                 )
-            pins[str(source)] = Pin(sha, size)
+            key, pin = pin_key(str(source)), Pin(sha, size)
+            if key in pins and pins[key] != pin:
+                raise InputFileError(
+                    self.path, f"entries {spelled[key]!r} and {source!r} name the same source ({key}) with different "
+                    "pins; keep the one you trust and delete the other")
+            pins[key], spelled[key] = pin, str(source)
         return text, pins
 
     def lookup(self, source: str) -> Pin | None:
-        """The recorded pin of ``source``, or None when it was never fetched with this file."""
-        return self._read()[1].get(source)
+        """The recorded pin of ``source`` (under any spelling: :func:`pin_key`), or None when it
+        was never fetched with this file."""
+        return self._read()[1].get(pin_key(source))
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -141,9 +208,10 @@ class PinsFile:
         Under the lock the file is read again: an entry another fetch recorded in the
         meantime is kept, and an InputFileError is raised if it differs from ``pin``.
         """
+        key = pin_key(source)
         with self._locked():
             text, pins = self._read()
-            known = pins.get(source)
+            known = pins.get(key)
             if known is not None:
                 if known != pin:
                     raise InputFileError(
@@ -153,7 +221,7 @@ class PinsFile:
                     )
                 return known
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            entry = yaml.safe_dump({source: {"sha256": pin.sha256, "size": pin.size}}, sort_keys=False, width=1 << 16)
+            entry = yaml.safe_dump({key: {"sha256": pin.sha256, "size": pin.size}}, sort_keys=False, width=1 << 16)
             if not text:
                 text = ("# Pins recorded by `elmoc fetch` for downloads with `sha256: tofu` (trust on first use).\n"
                         "# Commit this file: every later fetch, on any machine using it, checks the file against\n"
@@ -162,6 +230,6 @@ class PinsFile:
                 text += "\n"
             with atomic_file(self.path) as f:
                 f.write(f"{text}# trusted on first use {stamp} by elmoc fetch\n{entry}")
-        log.warning("%s trusted on first use: sha256 %s, %d bytes, recorded in %s (commit it; later fetches check "
-                    "against it)", source, pin.sha256, pin.size, self.path)
+        log.warning("%s trusted on first use: sha256 %s, %d bytes, recorded in %s as %s (commit it; later fetches "
+                    "check against it)", source, pin.sha256, pin.size, self.path, key)
         return pin
