@@ -13,7 +13,8 @@ exists (the shared-data setup trains on the 9.8K SNLI dev pairs and tests on tes
 
 Model (AllenNLP ``esim``): encoder biLSTM -> dot-product soft alignment ->
 ``[a; b; a - b; a * b]`` enhancement -> ReLU projection -> inference biLSTM ->
-max+mean pooling of both sentences -> ReLU feedforward -> 3 logits.  Word vectors
+max+mean pooling of both sentences -> ReLU feedforward -> 3 logits, initialised as the
+configuration's ``initializer`` (:meth:`Esim.reset_parameters`).  Word vectors
 (the FastText baseline) are frozen unless ``model.trainable_words: true``.
 """
 from __future__ import annotations
@@ -100,13 +101,29 @@ class Esim(TaskModel):
             nn.Dropout(dropout), nn.Linear(4 * self.inference.output_dim, output_hidden), nn.ReLU(),
             nn.Dropout(dropout), nn.Linear(output_hidden, num_classes),
         )
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """AllenNLP ``esim_elmo``'s ``initializer``: feedforward and logit weights Xavier-uniform,
+        their biases zero; LSTM ``weight_ih`` Xavier-uniform, ``weight_hh`` orthogonal,
+        ``bias_ih`` zero, ``bias_hh`` ``lstm_hidden_bias`` (zero, forget gate 1).  The embedder
+        (scalar mix, word table) keeps its own initialisation, as there."""
         for name, p in self.named_parameters():
             if name.startswith("embedder"):
                 continue
-            if "lstm.weight_hh" in name:
+            if "weight_hh" in name:
                 nn.init.orthogonal_(p)
+            elif "bias_hh" in name:
+                nn.init.zeros_(p)
+                hidden = p.shape[0] // 4
+                p[hidden: 2 * hidden] = 1.0  # torch's gate order i, f, g, o: the forget gate
+            elif "bias" in name:  # linear biases, LSTM bias_ih
+                nn.init.zeros_(p)
             elif p.dim() == 2:
                 nn.init.xavier_uniform_(p)
+            else:
+                raise AssertionError(f"ESIM parameter {name} has no initialiser")  # a new layer must say how
 
     def forward(self, batch: dict) -> TaskOutput:
         p_text, h_text = batch["premise"], batch["hypothesis"]
