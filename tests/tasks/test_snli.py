@@ -108,3 +108,37 @@ def test_esim_initialisation_is_allennlp_esim_elmo(tmp_path, features_writer):
             bound = (6.0 / (p.shape[0] + p.shape[1])) ** 0.5
             assert p.abs().max() <= bound and p.abs().max() > 0.8 * bound, name
     assert {"weight", "bias", "weight_ih", "weight_hh", "bias_ih", "bias_hh"} <= seen
+
+
+RAW = {"gold_label": "neutral", "sentence1": "A well-known man's dog,  running.", "sentence2": "It runs.",
+       "sentence1_binary_parse": "( ( A ( well-known ( man 's ) ) ) ( dog ( , ( running . ) ) ) )",
+       "sentence2_binary_parse": "( It ( runs . ) )"}
+
+
+def test_tokenizer_choices(tmp_path, monkeypatch):
+    import sys
+
+    from elmoc.tasks import snli
+
+    path = _write(tmp_path / "raw.jsonl", [RAW])
+    assert read_snli(path)[0].premise == ("A", "well-known", "man", "'s", "dog", ",", "running", ".")
+    assert read_snli(path, "whitespace")[0].premise == ("A", "well-known", "man's", "dog,", "running.")
+    with pytest.raises(ConfigError, match="tokenizer must be one of binary_parse, spacy, whitespace"):
+        build("task", {"type": "snli", "train": str(path), "tokenizer": "nltk"})
+    # without spaCy, the paper's tokenizer is one line naming the fix, when the task is built
+    snli.spacy_english.cache_clear()
+    monkeypatch.setitem(sys.modules, "spacy", None)
+    with pytest.raises(ConfigError, match="needs spaCy: pip install spacy"):
+        build("task", {"type": "snli", "train": str(path), "tokenizer": "spacy"})
+    snli.spacy_english.cache_clear()
+
+
+def test_spacy_tokens_as_allennlp_snli_reader(tmp_path):
+    """AllenNLP's snli reader: spaCy's English tokenizer on the raw sentence, spaces dropped."""
+    pytest.importorskip("spacy")
+    path = _write(tmp_path / "raw.jsonl", [RAW])
+    task = build("task", {"type": "snli", "train": str(path), "dev": str(path), "test": str(path),
+                          "tokenizer": "spacy"})
+    pair = task.read("train")[0]
+    assert pair.premise == ("A", "well", "-", "known", "man", "'s", "dog", ",", "running", ".")
+    assert pair.hypothesis == ("It", "runs", ".")
