@@ -57,13 +57,23 @@ def test_layout_and_values(bilm, tmp_path):
             assert h5[str(i)].shape == (3, len(s), 2 * H)
             assert h5[str(i)].dtype == np.float32
         got = h5["1"][()]
-    # reference: run each direction by hand on one sentence with boundaries
-    ids = torch.tensor([[BOS_ID] + bilm.vocab.encode(sentences[1]) + [EOS_ID]])
-    fwd = bilm.forward_lm.encode(ids).layers
-    bwd = bilm.backward_lm.encode(ids.flip(1)).layers
-    for k in range(3):
-        np.testing.assert_allclose(got[k, :, :H], fwd[k][0, 1:-1].detach().numpy(), atol=1e-5)
-        np.testing.assert_allclose(got[k, :, H:], bwd[k][0].flip(0)[1:-1].detach().numpy(), atol=1e-5)
+        assert not h5.attrs["boundaries"]
+    # reference: run each direction by hand on one sentence: a trained LM reads the bare tokens by
+    # default (the authors' ELMo-C code; issue 31.8); boundaries=True wraps them in <s> ... </s> (AllenNLP)
+    assert bilm.boundaries is False
+    bare = torch.tensor([bilm.vocab.encode(sentences[1])])
+    wrapped = torch.tensor([[BOS_ID] + bilm.vocab.encode(sentences[1]) + [EOS_ID]])
+    write_features(bilm, sentences, tmp_path / "wrapped.hdf5", batch_size=2, boundaries=True)
+    with h5py.File(tmp_path / "wrapped.hdf5", "r") as h5:
+        assert h5.attrs["boundaries"]
+        got_wrapped = h5["1"][()]
+    for ids, features, inner in ((bare, got, slice(None)), (wrapped, got_wrapped, slice(1, -1))):
+        fwd = bilm.forward_lm.encode(ids).layers
+        bwd = bilm.backward_lm.encode(ids.flip(1)).layers
+        for k in range(3):
+            np.testing.assert_allclose(features[k, :, :H], fwd[k][0, inner].detach().numpy(), atol=1e-5)
+            np.testing.assert_allclose(features[k, :, H:], bwd[k][0].flip(0)[inner].detach().numpy(), atol=1e-5)
+    assert np.abs(got[1:] - got_wrapped[1:]).max() > 1e-3  # the two inputs do differ
 
 
 def test_one_encode_for_training_and_features(bilm):

@@ -90,3 +90,36 @@ def test_word_ids_path_and_gradients(elmo_fixture_dir):
     frozen = build("input", {"type": "char_cnn", "options": str(elmo_fixture_dir / "options.json"), "trainable": False},
                    vocab=vocab)
     assert not any(p.requires_grad for p in frozen.parameters())
+
+
+def test_retrained_elmo_preset_has_bilm_tf_training_characters(repo_root):
+    """config/lm/elmo.yaml retrains ELMo with bilm-tf's 261 trained characters (262 is the
+    released options.json's inference value); both build the same table: 261 trained rows
+    and the all-zero "no token" row 0, which gets no gradient."""
+    import copy
+
+    import torch
+    import yaml
+
+    from elmoc.errors import InputFileError
+    from elmoc.inputs.char_cnn import CharCnnInput
+
+    options = yaml.safe_load((repo_root / "config/lm/elmo.yaml").read_text())["input"]["options"]
+    assert options["char_cnn"]["n_characters"] == 261
+    small = copy.deepcopy(options)
+    small["char_cnn"].update(filters=[[1, 4], [2, 4]], n_highway=1, embedding={"dim": 3})
+    small["lstm"]["projection_dim"] = 5
+    tables = []
+    for n in (261, 262):
+        small["char_cnn"]["n_characters"] = n
+        torch.manual_seed(0)
+        layer = CharCnnInput(small, vocab=["<pad>", "<s>", "</s>", "<unk>", "cat"])
+        layer(torch.tensor([[4, 0]])).sum().backward()  # "cat", then a padding token
+        grad = layer.char_embedding.weight.grad
+        assert layer.char_embedding.weight.shape == (262, 3) and not layer.char_embedding.weight[0].any()
+        assert not grad[0].any() and grad[1:].abs().sum() > 0
+        tables.append(layer.char_embedding.weight.detach())
+    assert torch.equal(tables[0], tables[1])
+    small["char_cnn"]["n_characters"] = 263
+    with pytest.raises(InputFileError, match="261 .bilm-tf's training options. or 262"):
+        CharCnnInput(small)

@@ -46,26 +46,31 @@ def joint(tmp_path, monkeypatch):
 
 
 @torch.no_grad()
-def _expected_layers(model: BidirectionalLM, vocab: Vocabulary, words: list[str]) -> np.ndarray:
-    """(layers, words, 2 * hidden): each direction's view run on its own over
-    ``<s> words </s>`` (the backward one reversed), boundaries dropped."""
-    ids = torch.tensor([[vocab.id(w) for w in [BOS, *words, EOS]]])
+def _expected_layers(model: BidirectionalLM, vocab: Vocabulary, words: list[str],
+                     boundaries: bool = False) -> np.ndarray:
+    """(layers, words, 2 * hidden): each direction's view run on its own over the bare
+    words (a trained LM's default), or with ``boundaries`` over ``<s> words </s>``
+    (the backward one reversed), boundaries dropped."""
+    ids = torch.tensor([[vocab.id(w) for w in ([BOS, *words, EOS] if boundaries else words)]])
+    inner = slice(1, -1) if boundaries else slice(None)
     fwd = model.direction("forward").encode(ids).layers
     bwd = model.direction("backward").encode(ids.flip(1)).layers
-    return torch.stack([torch.cat([f, b.flip(1)], dim=-1)[0, 1:-1] for f, b in zip(fwd, bwd)]).numpy()
+    return torch.stack([torch.cat([f, b.flip(1)], dim=-1)[0, inner] for f, b in zip(fwd, bwd)]).numpy()
 
 
 def test_extract_reads_the_joint_file_as_both_directions(joint):
     model, path, vocab = joint
-    assert main(["extract", "--forward", str(path), "--backward", str(path), "--sentences", "s.txt",
-                 "--output", "out.hdf5"]) == 0
-    with h5py.File("out.hdf5") as h5:
-        got = {k: h5[k][()] for k in h5 if k != "sentence_to_index"}
-    assert len(got) == len(SENTENCES)
-    for i, words in enumerate(SENTENCES):
-        expected = _expected_layers(model, vocab, words)
-        assert got[str(i)].shape == expected.shape == (3, len(words), 16)
-        np.testing.assert_allclose(got[str(i)], expected, rtol=1e-5, atol=1e-6)
+    for flags, boundaries in (([], False), (["--boundaries", "true"], True)):
+        assert main(["extract", "--forward", str(path), "--backward", str(path), "--sentences", "s.txt",
+                     "--output", "out.hdf5", *flags]) == 0
+        with h5py.File("out.hdf5") as h5:
+            got = {k: h5[k][()] for k in h5 if k != "sentence_to_index"}
+            assert bool(h5.attrs["boundaries"]) is boundaries
+        assert len(got) == len(SENTENCES)
+        for i, words in enumerate(SENTENCES):
+            expected = _expected_layers(model, vocab, words, boundaries)
+            assert got[str(i)].shape == expected.shape == (3, len(words), 16)
+            np.testing.assert_allclose(got[str(i)], expected, rtol=1e-5, atol=1e-6)
     # the backward half came from the backward encoder, not the forward one again
     assert np.abs(got["0"][1:, :, :8] - got["0"][1:, :, 8:]).max() > 1e-3
 

@@ -251,3 +251,88 @@ def test_allennlp_coref_fixture(shared_data):
     words = docs[1].words
     assert words[3:5] == ["Hong", "Kong"] and words[29:31] == ["Hong", "Kong"]
     assert set(docs[0].speakers) == {"Speaker#1"}
+
+
+# --- the releases' directory layout: <data>/<split>/data/<language>/annotations/... -------
+
+OTHER_DOC = TINY.replace("nw/wsj/00/wsj_0001", "nw/wsj/00/wsj_0002")
+
+
+def release_tree(root: Path, splits=("train", "development", "test", "conll-2012-test")) -> Path:
+    """A tiny conll-formatted-ontonotes-5.0/data: per split an English gold file (one document
+    per split, named after it), a Chinese gold file and an English *_auto_conll file."""
+    data = root / "conll-formatted-ontonotes-5.0" / "data"
+    for split in splits:
+        english = data / split / "data" / "english" / "annotations" / "nw" / "wsj" / "00"
+        chinese = data / split / "data" / "chinese" / "annotations" / "nw" / "xinhua" / "00"
+        english.mkdir(parents=True)
+        chinese.mkdir(parents=True)
+        text = TINY.split("#begin document (bc")[0].replace("nw/wsj/00/wsj_0001", f"nw/wsj/00/{split}")
+        write(english, text, f"{split}_gold_conll")
+        (english / f"{split}.v4_gold_conll").write_text(text, encoding="utf-8")
+        (english / f"{split}.v4_auto_conll").write_text(text, encoding="utf-8")
+        (chinese / "chtb_0001.v4_gold_conll").write_text(OTHER_DOC, encoding="utf-8")
+    return data
+
+
+def test_release_layout_data_dir_and_split_names(tmp_path):
+    from elmoc.tasks.srl import SrlTask
+    from elmoc.tasks.coref import CorefTask
+
+    data = release_tree(tmp_path)
+    srl = SrlTask(data_dir=str(data))
+    assert srl.paths == {"train": str(data / "train"), "dev": str(data / "development"), "test": str(data / "test")}
+    train = srl.read("train")
+    # English gold files only: the Chinese tree and the *_auto_conll copy are not read
+    assert {x.doc_key for x in train} == {"nw/wsj/00/train_2"}
+    assert len(train) == 2 * 3  # two gold files of the same document (gold_conll and v4_gold_conll), 3 instances each
+    assert {x.doc_key for x in srl.read("test")} == {"nw/wsj/00/test_2"}
+    coref = CorefTask(data_dir=str(data), splits={"test": "conll-2012-test"})
+    assert {x.doc_key for x in coref.read("test")} == {"nw/wsj/00/conll-2012-test_2"}
+    assert {x.doc_key for x in coref.read("dev")} == {"nw/wsj/00/development_2"}
+    # language picks the subtree; a plain split directory given as `train` is walked the same way
+    assert {d.doc_key for d in read_conll2012(data / "train", language="chinese")} == {"nw/wsj/00/wsj_0002_2", "bc/cctv/00/cctv_0001_0"}
+    assert len(read_conll2012(data / "train", language=None)) == 4  # every *gold_conll file, both languages
+    assert {x.doc_key for x in SrlTask(train=str(data / "train")).read("train")} == {"nw/wsj/00/train_2"}
+
+
+def test_release_layout_errors_are_one_line(tmp_path):
+    from elmoc.errors import ConfigError
+    from elmoc.tasks.srl import SrlTask
+
+    data = release_tree(tmp_path, splits=("train", "development"))
+    with pytest.raises(InputFileError, match=r"not found \(.* holds: development, train\); .*splits") as info:
+        SrlTask(data_dir=str(data)).read("test")
+    assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match="not both"):
+        SrlTask(data_dir=str(data), train=str(data / "train"))
+    with pytest.raises(ConfigError, match="unknown key"):
+        SrlTask(data_dir=str(data), splits={"validation": "development"})
+    with pytest.raises(InputFileError, match="no 'arabic' subdirectory .*chinese, english"):
+        read_conll2012(data / "train", language="arabic")
+    # a split directory holding only *_auto_conll files (the releases' predicted columns)
+    auto = tmp_path / "auto" / "data" / "english" / "annotations"
+    auto.mkdir(parents=True)
+    (auto / "a.v4_auto_conll").write_text(TINY, encoding="utf-8")
+    with pytest.raises(InputFileError, match=r"holds no \*gold_conll file \(only 1 \*_conll file") as info:
+        read_conll2012(tmp_path / "auto")
+    assert "\n" not in str(info.value)
+
+
+def test_release_layout_with_the_allennlp_ontonotes_files(shared_data, tmp_path):
+    """The real OntoNotes excerpts of AllenNLP's fixtures placed in the v12 layout."""
+    import shutil
+
+    from elmoc.tasks.srl import SrlTask
+
+    data = tmp_path / "conll-formatted-ontonotes-5.0" / "data"
+    sources = {"train": shared_data / "fixtures/allennlp/srl/nt_6401.gold_conll",
+               "development": shared_data / "fixtures/allennlp/conll_2012/subdomain/example.gold_conll",
+               "test": shared_data / "fixtures/allennlp/conll_2012/subdomain2/example.gold_conll"}
+    for split, source in sources.items():
+        target = data / split / "data" / "english" / "annotations" / "x" / source.name
+        target.parent.mkdir(parents=True)
+        shutil.copy(source, target)
+    task = SrlTask(data_dir=str(data))
+    assert len(task.read("train")) == 82  # as read from the file itself (test_allennlp_srl_fixture)
+    assert len(task.read("dev")) == len(list(srl_instances(read_conll2012(sources["development"]))))

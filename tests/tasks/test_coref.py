@@ -100,7 +100,7 @@ def test_options_are_checked():
         build("task", {"type": "coref", "model": {"mention_loss": -1}})
     with pytest.raises(ConfigError, match="coref_depth"):
         build("task", {"type": "coref", "model": {"coref_depth": 0}})
-    assert build("task", {"type": "coref"}).missing_data() == "train"
+    assert build("task", {"type": "coref"}).missing_data() == "data_dir (or train)"
 
 
 def test_overfits_two_documents(conll, random_inputs):

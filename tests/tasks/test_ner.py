@@ -139,3 +139,29 @@ def test_tagger_overfits(tmp_path, features_writer, vectors_writer):
     trainer = TrainerConfig.from_dict({"batch_size": 2, "lr": 2e-2, "epochs": 40, "patience": 40}, task.default_trainer)
     result = run_task(task, inputs, seed=1, trainer=trainer, data=data)
     assert result["metric"] == "f1" and result["test"] == 1.0
+
+
+def test_words_are_looked_up_with_the_vectors_own_case_unless_lowercase(tmp_path, vectors_writer):
+    """FastText-CC is cased: by default "EU" reads the row of "EU", not that of "eu"
+    (AllenNLP's GloVe-6B lowercasing is the `lowercase: true` option)."""
+    import numpy as np
+
+    from elmoc.data.vocab.vocabulary import Vocabulary
+    from elmoc.errors import ConfigError
+
+    path = tmp_path / "train.txt"
+    path.write_text(CONLL)
+    section = {"type": "ner", "train": str(path), "dev": str(path), "test": str(path)}
+    sentences = [list(x.tokens) for x in build("task", section).read("train")]
+    words = [t for s in sentences for t in s]
+    npy, vocab = vectors_writer(tmp_path, words + [t.lower() for t in words])
+    matrix, source = np.load(npy), Vocabulary.load(vocab)
+    assert not np.array_equal(matrix[source.id("EU")], matrix[source.id("eu")])
+    for lowercase, expected in ((None, "EU"), (False, "EU"), (True, "eu")):
+        task = build("task", section if lowercase is None else {**section, "lowercase": lowercase})
+        assert task.lowercase_words is bool(lowercase)
+        inputs = TaskInputs.create(sentences, vectors=npy, vocab=vocab, lowercase=task.lowercase_words)
+        row = int(inputs.encode([["EU", "rejects"]]).word_ids[0, 0])
+        assert torch.equal(inputs.word_table[row], torch.from_numpy(matrix[source.id(expected)]))
+    with pytest.raises(ConfigError, match="lowercase must be true or false"):
+        build("task", {**section, "lowercase": "yes"})

@@ -74,3 +74,71 @@ def test_dev_every_holds_out_training_pairs(tmp_path):
     assert (len(train), len(dev)) == (9, 3)
     with pytest.raises(ConfigError, match="either a dev file or dev_every"):
         build("task", {"type": "snli", "train": str(path), "dev": str(path), "dev_every": 4})
+
+
+def test_esim_initialisation_is_allennlp_esim_elmo(tmp_path, features_writer):
+    """esim_elmo.jsonnet's initializer: linear weights Xavier, linear biases 0, LSTM weight_ih
+    Xavier, weight_hh orthogonal, bias_ih 0, bias_hh lstm_hidden_bias (0, forget gate 1)."""
+    import re
+
+    import torch
+
+    path = _write(tmp_path / "s.jsonl", [r for r in ROWS if r["gold_label"] != "-"])
+    task = build("task", {"type": "snli", "train": str(path), "dev": str(path), "test": str(path),
+                          "model": {"encoder_hidden": 6, "projection_dim": 5, "inference_hidden": 7,
+                                    "output_hidden": 4}})
+    sentences = [s for s in task.sentences(task.read("train"))]
+    inputs = TaskInputs.create(sentences, features=features_writer(tmp_path / "f.hdf5", sentences))
+    torch.manual_seed(0)
+    model = task.build_model(inputs)
+    seen = set()
+    for name, p in model.named_parameters():
+        if name.startswith("embedder"):
+            continue
+        seen.add(re.sub(r"_l\d+(_reverse)?$", "", name.split(".")[-1]))
+        if "bias_hh" in name:
+            hidden = p.shape[0] // 4
+            assert torch.equal(p[hidden: 2 * hidden], torch.ones(hidden)), name
+            assert not p[:hidden].any() and not p[2 * hidden:].any(), name
+        elif name.endswith("bias") or "bias_ih" in name:
+            assert not p.any(), name
+        elif "weight_hh" in name:  # orthogonal columns: W^T W = I (W is 4H x H)
+            torch.testing.assert_close(p.T @ p, torch.eye(p.shape[1]), atol=1e-5, rtol=0)
+        else:  # Xavier uniform: inside +-sqrt(6 / (fan_in + fan_out)), and not torch's default bound
+            bound = (6.0 / (p.shape[0] + p.shape[1])) ** 0.5
+            assert p.abs().max() <= bound and p.abs().max() > 0.8 * bound, name
+    assert {"weight", "bias", "weight_ih", "weight_hh", "bias_ih", "bias_hh"} <= seen
+
+
+RAW = {"gold_label": "neutral", "sentence1": "A well-known man's dog,  running.", "sentence2": "It runs.",
+       "sentence1_binary_parse": "( ( A ( well-known ( man 's ) ) ) ( dog ( , ( running . ) ) ) )",
+       "sentence2_binary_parse": "( It ( runs . ) )"}
+
+
+def test_tokenizer_choices(tmp_path, monkeypatch):
+    import sys
+
+    from elmoc.tasks import snli
+
+    path = _write(tmp_path / "raw.jsonl", [RAW])
+    assert read_snli(path)[0].premise == ("A", "well-known", "man", "'s", "dog", ",", "running", ".")
+    assert read_snli(path, "whitespace")[0].premise == ("A", "well-known", "man's", "dog,", "running.")
+    with pytest.raises(ConfigError, match="tokenizer must be one of binary_parse, spacy, whitespace"):
+        build("task", {"type": "snli", "train": str(path), "tokenizer": "nltk"})
+    # without spaCy, the paper's tokenizer is one line naming the fix, when the task is built
+    snli.spacy_english.cache_clear()
+    monkeypatch.setitem(sys.modules, "spacy", None)
+    with pytest.raises(ConfigError, match="needs spaCy: pip install spacy"):
+        build("task", {"type": "snli", "train": str(path), "tokenizer": "spacy"})
+    snli.spacy_english.cache_clear()
+
+
+def test_spacy_tokens_as_allennlp_snli_reader(tmp_path):
+    """AllenNLP's snli reader: spaCy's English tokenizer on the raw sentence, spaces dropped."""
+    pytest.importorskip("spacy")
+    path = _write(tmp_path / "raw.jsonl", [RAW])
+    task = build("task", {"type": "snli", "train": str(path), "dev": str(path), "test": str(path),
+                          "tokenizer": "spacy"})
+    pair = task.read("train")[0]
+    assert pair.premise == ("A", "well", "-", "known", "man", "'s", "dog", ",", "running", ".")
+    assert pair.hypothesis == ("It", "runs", ".")

@@ -58,7 +58,8 @@ def test_build_read_collate(conll, random_inputs):
 
 
 def test_missing_data_and_bad_options():
-    assert build("task", {"type": "srl"}).missing_data() == "train"
+    assert build("task", {"type": "srl"}).missing_data() == "data_dir (or train)"
+    assert build("task", {"type": "srl", "data_dir": "somewhere"}).missing_data() is None
     from elmoc.errors import ConfigError
 
     with pytest.raises(ConfigError, match="num_layers"):

@@ -175,3 +175,31 @@ def test_paper_opt_in_variants_join_every_stage(tmp_path):
             assert all(f"--nproc-per-node={4 if joint else 2}" in c for c in train), name
         assert extracts(name) == extracts("elmo-c"), name
         assert any(f"results/features/{name}/" in c and " task --task " in c for c in lines), name
+
+
+@pytest.mark.slow
+def test_paper_tasks_read_the_paper_data_as_the_paper_configurations(tmp_path):
+    """config/paper.yaml (issue 31): SRL reads the v12 split of a conll-formatted-ontonotes-5.0
+    data directory (its split directories are the jobs' inputs), NER looks words up without
+    lowercasing, SNLI is tokenized by spaCy as AllenNLP's reader, extraction decides sentence
+    boundaries by the model's kind."""
+    import json
+
+    work = workdir(tmp_path)
+    data = tmp_path / "conll-formatted-ontonotes-5.0" / "data"
+    for split in ("train", "development", "test", "conll-2012-test"):
+        (data / split / "data" / "english").mkdir(parents=True)
+    (tmp_path / "extra.yaml").write_text(f"tasks:\n  srl:\n    data_dir: {data}\n")
+    r = snakemake("-n", "-p", "--cores", "1", "--snakefile", str(REPO_ROOT / "Snakefile"),
+                  "--configfile", str(REPO_ROOT / "config/paper.yaml"), str(tmp_path / "extra.yaml"),
+                  "--directory", str(work), "results/tasks/srl/sentences.txt", "results/tasks/ner/fasttext/seed1.json",
+                  "results/tasks/snli/sentences.txt", "results/features/elmo-c/sst5.hdf5", cwd=work)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    sections = {m[1]: json.loads(m[2]) for m in re.finditer(r"--task (\w+) --section-json '([^']*)'", r.stdout)}
+    assert sections["srl"]["data_dir"] == str(data)
+    assert sections["srl"]["splits"] == {"train": "train", "dev": "development", "test": "test"}
+    srl_job = next(job for job in r.stdout.split("rule task_sentences:")[1:] if "wildcards: task=srl" in job)
+    assert f"{data}/train, {data}/development, {data}/test" in srl_job  # the v12 splits are its inputs
+    assert sections["ner"]["lowercase"] is False
+    assert sections["snli"]["tokenizer"] == "spacy"
+    assert re.search(r"""extract .*--section-json '\{[^']*"boundaries": "auto""", r.stdout)

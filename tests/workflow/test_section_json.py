@@ -101,14 +101,23 @@ def test_extract(monkeypatch):
     import importlib
 
     loader = importlib.import_module("elmoc.pretrained.loader")
-    monkeypatch.setattr(loader, "load_checkpoints", lambda *a, **k: ("bilm", k["closed_vocabulary"]))
+    monkeypatch.setattr(loader, "load_checkpoints",
+                        lambda *a, **k: ("bilm", k["closed_vocabulary"], k["boundaries"]))
     monkeypatch.setattr(importlib.import_module("elmoc.features.sentences"), "read_sentences", lambda path: [])
     capture(monkeypatch, "elmoc.features.store", "write_features")
     common = ["extract", "--forward", "f.pt", "--backward", "b.pt", "--sentences", "s.txt", "--output", "x.hdf5"]
+    seen = set()
     for section, by_hand in (({"batch_size": 32, "boundaries": False, "closed_vocabulary": True},
                               ["--batch-size", "32", "--no-boundaries", "--closed-vocabulary"]),
-                             ({"batch_size": 64, "boundaries": True, "closed_vocabulary": False}, [])):
-        assert call([*common, "--section-json", json.dumps(section)]) == call([*common, *by_hand])
+                             ({"batch_size": 32, "boundaries": False}, ["--batch-size", "32", "--boundaries", "false"]),
+                             ({"batch_size": 64, "boundaries": True, "closed_vocabulary": False},
+                              ["--boundaries", "true"]),
+                             ({"batch_size": 64, "boundaries": "auto", "closed_vocabulary": False}, []),
+                             ({"batch_size": 64}, ["--boundaries", "auto"])):
+        got = call([*common, "--section-json", json.dumps(section)])
+        assert got == call([*common, *by_hand])
+        seen.add(got[0][0][2])
+    assert seen == {False, True, None}  # None: by the model's kind (elmoc.pretrained.loader.boundaries_by_kind)
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -123,6 +132,8 @@ def test_extract(monkeypatch):
     (["bpe", "--corpus", "c", "--out-dir", "o", "--section-json", "[2]"],
      "--section-json (variants) must be a JSON object"),
     (["bench", "--section-json", '{"quick": "yes"}'], "config bench.quick must be bool"),
+    (["extract", "--forward", "f", "--backward", "b", "--sentences", "s", "--output", "o", "--section-json",
+      '{"boundaries": "yes"}'], "config features.boundaries must be auto, true or false"),
 ])
 def test_bad_section_is_one_line_naming_the_key(argv, message, capsys):
     assert main(argv) == 1

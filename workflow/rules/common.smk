@@ -267,7 +267,19 @@ def task_names():
 
 def task_has_data(task):
     """Whether the task's training data is configured (the CLI reports the exact missing key)."""
-    return bool(task_section(task).get("train"))
+    return bool(task_section(task).get("train") or task_section(task).get("data_dir"))
+
+
+def task_data_paths(section):
+    """train / dev / test paths of a task section: the keys themselves, or a CoNLL-2012 task's
+    data_dir/<splits.<split>> (elmoc.tasks.conll2012.resolve_conll_paths)."""
+    if section.get("data_dir"):
+        from elmoc.tasks.conll2012 import resolve_conll_paths
+
+        paths = resolve_conll_paths(f"task {section['type']}", section.get("train"), section.get("dev"),
+                                    section.get("test"), section["data_dir"], section.get("splits"))
+        return list(paths.values())
+    return [section[k] for k in ("train", "dev", "test") if section.get(k)]
 
 
 def task_variants():
@@ -301,11 +313,7 @@ def task_download_manifests(task):
 def task_data_inputs(wildcards):
     """Data files given as plain paths (user-supplied or shared data) plus download manifests."""
     section = task_section(wildcards.task)
-    files = [
-        section[k]
-        for k in ("train", "dev", "test")
-        if section.get(k) and not str(section[k]).startswith("resources/tasks/")
-    ]
+    files = [path for path in task_data_paths(section) if not str(path).startswith("resources/tasks/")]
     return files + task_download_manifests(wildcards.task)
 
 

@@ -29,7 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default: results/fasttext/NAME.bin beside the table)")
     parser.add_argument("--char-cnn-model", help="ELMo model.pt whose char-CNN made a char-CNN input table "
                         "(default: results/lm/elmo/joint/model.pt, else .../forward/model.pt, beside results/vectors/cnn.npy)")
-    parser.add_argument("--no-boundaries", action="store_true", help="embed without <s> ... </s> around sentences")
+    parser.add_argument("--boundaries", choices=("auto", "true", "false"), default=None,
+                        help="embed with <s> ... </s> around sentences: auto (default) by the model's kind, as "
+                        "`elmoc extract` (the released ELMo yes, LMs elmoc trained no); true or false forces it")
+    parser.add_argument("--no-boundaries", action="store_true", help="the same as --boundaries false")
     parser.add_argument("--bilm-tf-options", help="released ELMo options.json (convert instead of export)")
     parser.add_argument("--bilm-tf-weights", help="released ELMo weights .hdf5")
     parser.add_argument("--vocab", help="with --bilm-tf-*: vocabulary for word-id inputs (e.g. vocab-2016-09-10.txt)")
@@ -40,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="checkpoints: write OUTPUT/{forward,backward}/model.pt (bilm-tf only)")
 
 
-OPTIONS = ("variant", "results", "forward", "backward", "fasttext_model", "char_cnn_model", "no_boundaries", "output")
+OPTIONS = ("variant", "results", "forward", "backward", "fasttext_model", "char_cnn_model", "boundaries", "no_boundaries",
+           "output")
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -85,7 +89,12 @@ def run(args: argparse.Namespace) -> int:
         files = {"forward": args.forward, "backward": args.backward}  # no backward: checked by the loader
     else:
         raise ConfigError("give --variant (or --forward and --backward; --forward alone for a one-direction LM)")
+    from elmoc.commands.extract import boundaries_option
+
+    if args.no_boundaries and args.boundaries not in (None, "false"):
+        raise ConfigError(f"--no-boundaries contradicts --boundaries {args.boundaries}; give one of them")
+    boundaries = False if args.no_boundaries else boundaries_option(args.boundaries, "--boundaries")
     writer.export_model(files["forward"], files.get("backward"), args.output, fasttext_model=args.fasttext_model,
-                        boundaries=not args.no_boundaries, command=command_line(args),
+                        boundaries=boundaries, command=command_line(args),
                         char_cnn_model=args.char_cnn_model)
     return 0

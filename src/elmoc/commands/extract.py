@@ -13,9 +13,28 @@ DESCRIPTION = (
     "the LM vocabulary keep their identity: char-CNN inputs read their characters, FastText "
     "inputs the vector fastText composes from their n-grams (the .bin the input table was "
     "made from), char-CNN tables the vector of that char-CNN; only closed word tables read <unk>. "
-    "The workflow passes the config's `features` section (batch_size, boundaries, closed_vocabulary) "
-    "as --section-json instead of those three options."
+    "Sentence boundaries (<s> ... </s> around each sentence) follow the model's kind unless forced: "
+    "the released bilm-tf ELMo gets them (AllenNLP), every LM elmoc trained reads bare tokens (the "
+    "authors' ELMo-C code). The workflow passes the config's `features` section (batch_size, "
+    "boundaries, closed_vocabulary) as --section-json instead of those options."
 )
+
+
+BOUNDARY_CHOICES = ("auto", "true", "false")
+
+
+def boundaries_option(value: "str | bool | None", where: str) -> "bool | None":
+    """``auto`` (or None) -> None (by the model's kind), ``true``/``false`` (strings or
+    booleans) -> True/False; anything else is a ConfigError naming ``where``."""
+    from elmoc.errors import ConfigError
+
+    if value is None or value == "auto":
+        return None
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    raise ConfigError(f"{where} must be auto, true or false, got {value!r}")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,8 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--closed-vocabulary", action="store_true",
                         help="map words outside the LM vocabulary to <unk> (the behaviour before issue 12)")
     parser.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default 64)")
-    parser.add_argument("--no-boundaries", action="store_true",
-                        help="do not wrap sentences in <s> ... </s> before encoding")
+    parser.add_argument("--boundaries", choices=BOUNDARY_CHOICES, default=None,
+                        help="wrap sentences in <s> ... </s> before encoding (dropped from the output): auto (default) "
+                        "by the model's kind, yes for the released bilm-tf ELMo (AllenNLP's way), no for every LM elmoc "
+                        "trained (the authors' ELMo-C code feeds bare tokens); true or false forces it")
+    parser.add_argument("--no-boundaries", action="store_true", help="the same as --boundaries false")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
 
@@ -53,17 +75,24 @@ def run(args: argparse.Namespace) -> int:
         from elmoc.config_section import Section, refuse_with_section
 
         refuse_with_section(args, {"--batch-size": args.batch_size, "--no-boundaries": args.no_boundaries,
-                                   "--closed-vocabulary": args.closed_vocabulary})
+                                   "--boundaries": args.boundaries, "--closed-vocabulary": args.closed_vocabulary})
         f = Section.parse(args.section_json, "features", keys=("batch_size", "boundaries", "closed_vocabulary"))
         args.batch_size = f.get("batch_size", int)
-        args.no_boundaries = not f.get("boundaries", bool, True)
+        boundaries = boundaries_option(f.get("boundaries", (bool, str), "auto"), "config features.boundaries")
         args.closed_vocabulary = f.get("closed_vocabulary", bool, False)
+    else:
+        from elmoc.errors import ConfigError
+
+        if args.no_boundaries and args.boundaries not in (None, "false"):
+            raise ConfigError(f"--no-boundaries contradicts --boundaries {args.boundaries}; give one of them")
+        boundaries = False if args.no_boundaries else boundaries_option(args.boundaries, "--boundaries")
     args.batch_size = 64 if args.batch_size is None else args.batch_size
     if args.threads:
         torch.set_num_threads(args.threads)
     bilm = load_checkpoints(args.forward, args.backward, args.vocab, fasttext_model=args.fasttext_model,
-                            closed_vocabulary=args.closed_vocabulary, char_cnn_model=args.char_cnn_model)
+                            closed_vocabulary=args.closed_vocabulary, char_cnn_model=args.char_cnn_model,
+                            boundaries=boundaries)
     sentences = read_sentences(args.sentences)
-    write_features(bilm, sentences, args.output, batch_size=args.batch_size,
-                   boundaries=not args.no_boundaries, device=args.device)
+    # the file records the choice (attribute `boundaries`)
+    write_features(bilm, sentences, args.output, batch_size=args.batch_size, device=args.device)
     return 0

@@ -11,10 +11,12 @@ to the sentence order and concatenated after the forward ones.  A masked LM or a
 one-direction LM is a single stack (``backward_lm`` None): its layers are the features
 as they are (a masked LM's read without any masking), ``hidden`` wide, not ``2 * hidden``.
 
-Sentence boundaries (spec P6, our choice): the LMs were trained on streams with
-``<s>``/``</s>`` around every sentence, so by default each sentence is wrapped in
-them before encoding and the boundary positions are dropped on output, as AllenNLP
-does for ELMo.  ``boundaries=False`` feeds the bare tokens (ELMo-C's wrapper).
+Sentence boundaries (the paper is silent; issue 31.8): ``boundaries=True`` wraps each
+sentence in ``<s>``/``</s>`` before encoding and drops the boundary positions on
+output, as AllenNLP does for the released ELMo; ``boundaries=False`` feeds the bare
+tokens, as the authors' ELMo-C code does.  The loaders choose by the model's kind
+(:func:`elmoc.pretrained.loader.boundaries_by_kind`: the released bilm-tf ELMo with
+boundaries, every LM elmoc trained without); ``features.boundaries`` overrides it.
 Every sentence starts from a zero state (spec 5.4: ``reset_hidden_state=true``).
 
 Open vocabulary (issue 12.1, paper sec. 3.2): words outside the LM vocabulary keep

@@ -10,6 +10,14 @@ archived and pins old torch).  The highway follows AllenNLP's convention
 ``y = t * x + (1 - t) * relu(W_h x + b_h)`` with ``t = sigmoid(W_t x + b_t)`` the
 *carry* gate, so TF's carry weights load negated.  Random init mirrors bilm-tf:
 char embeddings uniform(-1, 1) and a carry bias of +2 (TF's transform bias -2).
+
+Characters: bilm-tf trains ``n_characters: 261`` character embeddings (256 bytes, two
+sentence boundaries, begin/end of word, padding inside a word); its released
+``options.json`` says 262 because at inference bilm-tf (and AllenNLP) shift every id by
+one and prepend an all-zero row for "no token" (:mod:`elmoc.inputs.characters`).  Both
+values build the same layer here: a ``(262, dim)`` table whose 261 character rows are
+trained and whose row 0 is that zero row (``padding_idx``: never updated).  The
+retrained-ELMo preset (``config/lm/elmo.yaml``) writes bilm-tf's training value, 261.
 """
 from __future__ import annotations
 
@@ -23,7 +31,7 @@ from torch.nn import functional as F
 
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.inputs.base import InputLayer
-from elmoc.inputs.characters import NUM_CHAR_IDS, token_char_ids
+from elmoc.inputs.characters import NUM_CHAR_IDS, TRAINED_CHARS, token_char_ids
 from elmoc.inputs.vector_table import building_on_meta
 from elmoc.registry import register
 
@@ -65,8 +73,9 @@ def read_options(source: str | Path | dict[str, Any]) -> dict[str, Any]:
     if cnn["activation"] not in ("relu", "tanh"):
         raise InputFileError(path, f"char_cnn.activation must be 'relu' or 'tanh', got {cnn['activation']!r}")
     n_chars = cnn.get("n_characters", NUM_CHAR_IDS)
-    if n_chars not in (261, NUM_CHAR_IDS):
-        raise InputFileError(path, f"char_cnn.n_characters must be 261 (training) or 262, got {n_chars!r}")
+    if n_chars not in (TRAINED_CHARS, NUM_CHAR_IDS):
+        raise InputFileError(path, f"char_cnn.n_characters must be {TRAINED_CHARS} (bilm-tf's training options) or "
+                             f"{NUM_CHAR_IDS} (the released model's options), got {n_chars!r}")
     return options
 
 

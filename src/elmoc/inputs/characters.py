@@ -19,7 +19,8 @@ import torch
 from elmoc.data.vocab.vocabulary import BOS, EOS, PAD
 
 BOS_CHAR, EOS_CHAR, BOW_CHAR, EOW_CHAR, PAD_CHAR = 256, 257, 258, 259, 260
-NUM_CHAR_IDS = 262  # 261 bilm-tf characters + the all-zero padding row
+TRAINED_CHARS = 261  # bilm-tf's n_characters in training: its character embedding rows
+NUM_CHAR_IDS = TRAINED_CHARS + 1  # + the all-zero "no token" row 0 (the released options' 262)
 
 
 def _boundary(char: int, max_chars: int) -> list[int]:

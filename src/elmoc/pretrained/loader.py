@@ -91,9 +91,22 @@ def read_checkpoints(forward: str | Path, backward: str | Path | None) -> tuple[
     return payloads, payloads["forward"]["spec"]
 
 
+def boundaries_by_kind(payloads: dict[str, dict[str, Any]]) -> bool:
+    """Whether a model's features wrap each sentence in ``<s> ... </s>`` by default (issue 31.8).
+
+    The paper is silent.  The released bilm-tf ELMo (a ``model.pt`` converted by
+    :func:`~elmoc.pretrained.bilm_tf.bilm_tf_checkpoints`, marked ``released``) gets them,
+    as AllenNLP's ``ElmoBiLm`` adds them for it; every LM elmoc trained (ELMo-C, its
+    ablations, ELMo-A, ELMo-Sub, a retrained ELMo, the extra variants) reads the bare
+    tokens, as the authors' ELMo-C code feeds them.  Decided by the file's kind, not by
+    the variant's name.
+    """
+    return any(bool(p.get("released")) for p in payloads.values())
+
+
 def load_checkpoints(forward: str | Path, backward: str | Path | None, vocab_path: str | Path | None = None,
                      fasttext_model: str | Path | None = None, closed_vocabulary: bool = False,
-                     char_cnn_model: str | Path | None = None) -> BiLM:
+                     char_cnn_model: str | Path | None = None, boundaries: bool | None = None) -> BiLM:
     """The bi-LM of both directions' ``model.pt`` (or ``checkpoint.pt``) files; a joint
     bi-LM's (or a masked LM's: one stack) one file is passed as both; a one-direction LM's
     (``train.directions: forward``) forward file with ``backward`` None (one stack).
@@ -102,6 +115,8 @@ def load_checkpoints(forward: str | Path, backward: str | Path | None, vocab_pat
     a FastText input (default: the one the table was made from, when it exists;
     :func:`~elmoc.features.oov.oov_vectors_for`; ``char_cnn_model`` likewise for char-CNN
     tables).  ``closed_vocabulary``: map every unknown word to ``<unk>`` (the old behaviour).
+    ``boundaries``: wrap sentences in ``<s> ... </s>``; None = by the model's kind
+    (:func:`boundaries_by_kind`: the released ELMo yes, trained LMs no).
     """
     from elmoc.features.oov import oov_vectors_for
 
@@ -119,8 +134,11 @@ def load_checkpoints(forward: str | Path, backward: str | Path | None, vocab_pat
     composer = None
     if not closed_vocabulary and not tokenizer:
         composer = oov_vectors_for(spec, vocab, fasttext_model, char_cnn_model)
+    if boundaries is None:
+        boundaries = boundaries_by_kind(payloads)
     return build_bilm(spec, {d: p["model"] for d, p in payloads.items()},
-                      {"forward": forward, "backward": backward, MASKED: forward}, vocab, composer, subword_encoder)
+                      {"forward": forward, "backward": backward, MASKED: forward}, vocab, composer, subword_encoder,
+                      boundaries=boundaries)
 
 
 # --------------------------------------------------------------------------- model directory

@@ -23,7 +23,8 @@ from elmoc.features.bilm import BiLM
 from elmoc.features.oov import oov_vectors_for
 from elmoc.io.atomic import atomic_directory, atomic_file
 from elmoc.pretrained.card import write_card
-from elmoc.pretrained.loader import FORMAT, FORWARD_ONLY, MODEL_FILE, SINGLE, load_bilm, read_checkpoints
+from elmoc.pretrained.loader import (FORMAT, FORWARD_ONLY, MODEL_FILE, SINGLE, boundaries_by_kind, load_bilm,
+                                    read_checkpoints)
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ def _one_direction_file(path: Path) -> bool:
 
 
 def export_model(forward: str | Path, backward: str | Path | None, output: str | Path,
-                 fasttext_model: str | Path | None = None, boundaries: bool = True,
+                 fasttext_model: str | Path | None = None, boundaries: bool | None = None,
                  command: str | None = None, char_cnn_model: str | Path | None = None) -> Path:
     """Write the model directory of a trained forward + backward LM.
 
@@ -81,10 +82,13 @@ def export_model(forward: str | Path, backward: str | Path | None, output: str |
         fasttext_model, char_cnn_model: frozen-table inputs: the ``.bin`` (or ELMo
             ``model.pt``) the input table was made from (default: found beside the
             table, as at extraction; :func:`~elmoc.features.oov.oov_vectors_for`).
-        boundaries: wrap sentences in ``<s> ... </s>`` when embedding (as extraction).
+        boundaries: wrap sentences in ``<s> ... </s>`` when embedding; None = by the model's kind,
+            as extraction (:func:`~elmoc.pretrained.loader.boundaries_by_kind`).
         command: recorded in the model card (default: this process's command line).
     """
     payloads, spec = read_checkpoints(forward, backward)  # a joint model.pt serves both; a masked one is one stack
+    if boundaries is None:
+        boundaries = boundaries_by_kind(payloads)
     vocab_path = next(iter(payloads.values())).get("vocab_path") or spec.get("vocab")
     if not vocab_path:
         raise InputFileError(forward, "checkpoint records no vocabulary")

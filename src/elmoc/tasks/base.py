@@ -29,7 +29,8 @@ What a subclass implements (instances are any Python objects the task likes):
   beside the headline one in the metrics JSON (``extra_scores``), each with its label
   (SRL's official CoNLL-2005 score).
 * ``default_trainer``: dict of paper trainer values (``TrainerConfig`` keys).
-* ``lowercase_words``: look static word vectors up lowercased (NER's GloVe); default False.
+* ``lowercase_words``: look static word vectors up lowercased (GloVe 6B's habit); False (the
+  cased FastText-CC table's own case) in every task; NER sets it from its ``lowercase`` option.
 * :meth:`read` ``(split) -> list`` of instances for "train" / "dev" / "test";
   malformed input raises :class:`~elmoc.errors.InputFileError` with file and line.
 * :meth:`sentences` ``(instances) -> iterable of token lists``: every sentence

@@ -47,6 +47,14 @@ Clusters are collected per document part (the unit e2e-coref trains on), with
 mention offsets counted over the whole part.  The genre is the first component of
 the document id (``bc/cctv/00/cctv_0001`` -> ``bc``).
 
+**Where the files are.** A task takes each split as a concatenated ``*_gold_conll``
+file or a directory walked for them (:func:`conll2012_files`), or a release's data
+directory plus split names (:func:`resolve_conll_paths`): the public
+``conll-formatted-ontonotes-5.0/data/{train,development,test,conll-2012-test}`` (v12,
+Pradhan et al. 2013) and the CoNLL-2012 shared task's ``conll-2012/v4/data/{train,
+development,test}`` both hold ``<split>/data/<language>/annotations/.../*_gold_conll``;
+only ``language`` (English) is read.
+
 Every malformed line raises :class:`elmoc.errors.InputFileError` with the file and
 1-based line number (``path:line: what is wrong; fix``): a wrong column count, a
 malformed cell or unbalanced brackets in the parse, named-entity, SRL or
@@ -61,7 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from elmoc.errors import InputFileError
+from elmoc.errors import ConfigError, InputFileError
 
 logger = logging.getLogger(__name__)
 
@@ -373,22 +381,77 @@ def read_conll2012_file(path: str | Path) -> list[ConllDocument]:
     return documents
 
 
-def conll2012_files(path: str | Path) -> list[Path]:
-    """The file itself, or every ``*gold_conll`` file under a directory (sorted)."""
+GOLD_PATTERN = "*gold_conll"  # the releases' *_gold_conll (v4_gold_conll, gold_conll) and AllenNLP's *.gold_conll fixtures
+# split -> subdirectory of a release's data directory (conll-formatted-ontonotes-5.0/data,
+# conll-2012/v4/data): both name the splits train / development / test
+SPLIT_DIRS = {"train": "train", "dev": "development", "test": "test"}
+DEFAULT_LANGUAGE = "english"
+
+
+def conll2012_files(path: str | Path, language: str | None = DEFAULT_LANGUAGE) -> list[Path]:
+    """The file itself, or every ``*gold_conll`` file under a directory (sorted).
+
+    A release's split directory holds ``data/<language>/annotations/...``; when
+    ``<dir>/data/<language>`` exists only that language is walked (the v4 release
+    carries Chinese and Arabic beside English); ``language`` None walks everything.
+    A directory without any ``*_gold_conll`` file is an InputFileError (one line).
+    """
     path = Path(path)
     if path.is_file():
         return [path]
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*gold_conll") if p.is_file())
-        if not files:
-            raise InputFileError(path, "directory contains no *gold_conll files")
-        return files
-    raise InputFileError(path, "CoNLL-2012 path not found; point it at a *_gold_conll file or a directory of them")
+    if not path.is_dir():
+        beside = sorted(p.name for p in path.parent.iterdir() if p.is_dir()) if path.parent.is_dir() else []
+        found = f" ({path.parent} holds: {', '.join(beside)})" if beside else ""
+        raise InputFileError(path, f"CoNLL-2012 path not found{found}; point it at a *_gold_conll file or a "
+                             "directory of them (with data_dir: set splits.<split> to one of its directories)")
+    root = path
+    if language and (path / "data").is_dir():
+        languages = sorted(p.name for p in (path / "data").iterdir() if p.is_dir())
+        if language in languages:
+            root = path / "data" / language
+        elif languages:
+            raise InputFileError(path / "data", f"has no {language!r} subdirectory (found: {', '.join(languages)}); "
+                                 "set the task's `language` to one of them")
+    files = sorted(p for p in root.rglob(GOLD_PATTERN) if p.is_file())
+    if not files:
+        others = sum(1 for p in root.rglob("*_conll") if p.is_file())
+        found = f" (only {others} *_conll file(s) without gold columns, e.g. *_auto_conll)" if others else ""
+        raise InputFileError(root, f"holds no *gold_conll file{found}; point the task at a split directory of "
+                             "conll-formatted-ontonotes-5.0/data (train, development, test, conll-2012-test) that "
+                             "holds *_gold_conll files, or at a concatenated *_gold_conll file")
+    return files
 
 
-def read_conll2012(path: str | Path) -> list[ConllDocument]:
+def read_conll2012(path: str | Path, language: str | None = DEFAULT_LANGUAGE) -> list[ConllDocument]:
     """Documents of a ``*_gold_conll`` file or of every such file under a directory."""
-    return [doc for file in conll2012_files(path) for doc in read_conll2012_file(file)]
+    return [doc for file in conll2012_files(path, language) for doc in read_conll2012_file(file)]
+
+
+def resolve_conll_paths(owner: str, train: str | None, dev: str | None, test: str | None,
+                        data_dir: str | None, splits: dict[str, str] | None) -> dict[str, str | None]:
+    """The train / dev / test paths of a CoNLL-2012 task section: the ``train``/``dev``/``test``
+    keys as given (files or directories), or ``data_dir`` plus the split names
+    (``splits`` over :data:`SPLIT_DIRS`); both at once is a ConfigError.  Nothing is
+    read here (a configured path is checked when its split is read)."""
+
+    if splits is not None and not isinstance(splits, dict):
+        raise ConfigError(f"{owner}: splits must be a mapping of train/dev/test to directory names, got {splits!r}")
+    unknown = sorted(set(splits or {}) - set(SPLIT_DIRS))
+    if unknown:
+        raise ConfigError(f"{owner}: splits has unknown key(s) {unknown}; accepted: {', '.join(SPLIT_DIRS)}")
+    names = {**SPLIT_DIRS, **(splits or {})}
+    for split, name in names.items():
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ConfigError(f"{owner}: splits.{split} must be a directory name such as {SPLIT_DIRS[split]!r}, "
+                              f"got {name!r}")
+    given = {"train": train, "dev": dev, "test": test}
+    if data_dir is None:
+        return given
+    both = [k for k, v in given.items() if v]
+    if both:
+        raise ConfigError(f"{owner}: give data_dir (with splits) or {'/'.join(both)}, not both; "
+                          f"set {', '.join(both)} to null to read data_dir")
+    return {split: str(Path(data_dir) / name) for split, name in names.items()}
 
 
 def continuation_without_base(tags: list[str]) -> list[str]:

@@ -1,8 +1,12 @@
 """Coreference on CoNLL-2012 with Lee et al. (2018)'s higher-order coarse-to-fine span ranker (spec 6).
 
-Data: CoNLL-2012 ``*_gold_conll`` files (a file or a directory), one instance per
-document part, with its sentences, speakers, genre and gold clusters
-(:mod:`elmoc.tasks.conll2012`).
+Data: CoNLL-2012 shared-task ``*_gold_conll`` files (a file or a directory, or
+``data_dir`` + ``splits``), one instance per document part, with its sentences,
+speakers, genre and gold clusters (:mod:`elmoc.tasks.conll2012`).  The paper's
+coreference data is the CoNLL-2012 shared task (Pradhan et al. 2012): the v4 train and
+development files (``conll-2012/v4/data/{train,development}``) and the shared-task test
+(``conll-2012/v4/data/test`` with the released key; ``conll-2012-test`` in the v12
+``conll-formatted-ontonotes-5.0/data`` layout), as e2e-coref builds them.
 
 Model (e2e-coref ``best`` configuration; defaults below are the paper values):
 
@@ -58,7 +62,7 @@ from elmoc.errors import ConfigError
 from elmoc.metrics.coref import CorefScores
 from elmoc.registry import register
 from elmoc.tasks.base import Metric, Task, TaskModel, TaskOutput
-from elmoc.tasks.conll2012 import ConllDocument, read_conll2012
+from elmoc.tasks.conll2012 import DEFAULT_LANGUAGE, ConllDocument, read_conll2012, resolve_conll_paths
 from elmoc.tasks.layers import MaskedLSTM, masked_softmax
 
 GENRES = ("bc", "bn", "mz", "nw", "pt", "tc", "wb")  # OntoNotes genres; anything else shares one extra row
@@ -339,6 +343,12 @@ class CorefTask(Task):
 
     Args:
         train, dev, test: a ``*_gold_conll`` file or a directory of them.
+        data_dir: instead of train/dev/test, a release's data directory: the paper's data is
+            the CoNLL-2012 shared task's ``conll-2012/v4/data``.
+        splits: ``{train, dev, test}`` -> subdirectory of ``data_dir`` (default ``train``,
+            ``development``, ``test``; ``test: conll-2012-test`` reads the shared-task test
+            of the v12 ``conll-formatted-ontonotes-5.0/data`` layout).
+        language: the ``data/<language>`` subtree read in a split directory (english).
         model: hyperparameters (paper defaults in ``default_model``).
         max_training_sentences: chunk training documents to this many sentences (50 in the paper).
         max_documents: keep only the first N documents of each split (None = all); for CPU demos.
@@ -356,8 +366,11 @@ class CorefTask(Task):
 
     def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
                  model: dict[str, Any] | None = None, max_training_sentences: int | None = 50,
-                 max_documents: int | None = None):
-        super().__init__(train, dev, test, model)
+                 max_documents: int | None = None, data_dir: str | None = None,
+                 splits: dict[str, str] | None = None, language: str = DEFAULT_LANGUAGE):
+        paths = resolve_conll_paths("task coref", train, dev, test, data_dir, splits)
+        super().__init__(paths["train"], paths["dev"], paths["test"], model)
+        self.language = language
         o = self.model_options
         for key in ("contextualization_size", "contextualization_layers", "ffnn_size", "feature_size",
                     "max_span_width", "max_top_antecedents", "coref_depth"):
@@ -378,10 +391,15 @@ class CorefTask(Task):
         self.max_training_sentences = max_training_sentences
         self.max_documents = max_documents
 
+    def missing_data(self) -> str | None:
+        """``data_dir (or train)`` when neither is set (either configures the task)."""
+        missing = super().missing_data()
+        return f"data_dir (or {missing})" if missing else None
+
     def read(self, split: str) -> list[CorefInstance]:
         if not self.paths.get(split):
             raise ConfigError(f"task coref: no {split!r} path configured (set tasks.coref.{split})")
-        documents = read_conll2012(self.paths[split])
+        documents = read_conll2012(self.paths[split], self.language)
         if self.max_documents:
             documents = documents[: self.max_documents]
         limit = self.max_training_sentences if split == "train" else None

@@ -54,7 +54,7 @@ class TaskInputs:
         word_vectors: float32 (num_words, dim) vectors of ``words`` or None.
         words: the words ``word_vectors`` rows belong to (distinct).
         store: contextual features or None.
-        lowercase: look words up lowercased (NER's lowercased GloVe).
+        lowercase: look words up lowercased (GloVe 6B's habit; NER's ``lowercase`` option).
     At least one of ``word_vectors`` and ``store`` must be given.
     """
 

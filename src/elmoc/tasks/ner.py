@@ -8,11 +8,17 @@ one type touch) and are converted to BIOUL for the CRF (AllenNLP's
 not O/I-X/B-X raises InputFileError naming the file and line.
 
 Model (AllenNLP ``crf_tagger`` of ``ner_elmo.jsonnet``): ``[word vectors
-(lowercased, trainable; FastText standing in for GloVe 6B 50-d) ; char CNN ;
+(trainable; FastText standing in for GloVe 6B 50-d) ; char CNN ;
 scalar mix of LM layers]`` -> dropout -> 2-layer biLSTM -> dropout -> linear tag
 scores -> CRF (loss summed over the batch, as AllenNLP's), decoded by the shared
 constrained Viterbi with BIOUL constraints.  Metric: the shared span F1 with
 conlleval semantics (:mod:`elmoc.metrics.span_f1`), on dev for early stopping and on test.
+
+Word lookup: AllenNLP's NER lowercases tokens for its word embedding, because GloVe 6B
+is uncased.  elmoc's vectors are the cased FastText-CC ones (``crawl-300d-2M-subword``),
+so by default a word is looked up with its own case (``Apple`` and ``apple`` get their
+own vectors, as the LM features and the char CNN see them); ``lowercase: true`` in the
+task section looks words up lowercased, as with GloVe 6B.
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ from typing import Any, Iterable, Sequence
 import torch
 from torch import nn
 
-from elmoc.errors import InputFileError
+from elmoc.errors import ConfigError, InputFileError
 from elmoc.metrics.span_f1 import SpanF1, spans
 from elmoc.registry import register
 from elmoc.tasks.base import Task, TaskModel, TaskOutput, read_lines
@@ -140,17 +146,27 @@ class CrfTagger(TaskModel):
 
 @register("task", "ner")
 class NerTask(Task):
-    """CoNLL-2003 NER; span F1 (conlleval semantics)."""
+    """CoNLL-2003 NER; span F1 (conlleval semantics).
+
+    Args:
+        train, dev, test: CoNLL-2003 files (IOB1).
+        model: hyperparameters (paper defaults in ``default_model``).
+        lowercase: look static word vectors up lowercased (GloVe 6B's habit, AllenNLP's
+            ``ner_elmo``); False (default): with the word's own case, as the cased
+            FastText-CC table holds it.
+    """
 
     metric_name = "f1"
-    lowercase_words = True
     default_model = {"char_dim": 16, "char_filters": 128, "char_width": 3, "hidden": 200, "num_layers": 2,
                      "dropout": 0.5, "layer_norm": False, "feature_dropout": 0.0, "trainable_words": True}
     default_trainer = {"batch_size": 64, "lr": 1e-3, "grad_norm": 5.0, "epochs": 75, "patience": 25, "mix_l2": 0.1}
 
     def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
-                 model: dict[str, Any] | None = None):
+                 model: dict[str, Any] | None = None, lowercase: bool = False):
         super().__init__(train, dev, test, model)
+        if not isinstance(lowercase, bool):
+            raise ConfigError(f"task ner: lowercase must be true or false, got {lowercase!r}")
+        self.lowercase_words = lowercase
         self._labels: list[str] | None = None
         self._chars: dict[str, int] | None = None
 

@@ -1,7 +1,11 @@
 """Semantic role labelling on CoNLL-2012 with He et al. (2017)'s deep BIO tagger (spec 6).
 
-Data: CoNLL-2012 ``*_gold_conll`` files (a file or a directory searched
-recursively), one instance per predicate (:func:`elmoc.tasks.conll2012.srl_instances`).
+Data: OntoNotes 5.0 ``*_gold_conll`` files (a file or a directory searched
+recursively, or ``data_dir`` + ``splits``), one instance per predicate
+(:func:`elmoc.tasks.conll2012.srl_instances`).  The paper takes SRL "from Pradhan et al.
+(2013)" (section 4.1): the OntoNotes train / development / test split of *Towards Robust
+Linguistic Analysis using OntoNotes* (the ``conll-formatted-ontonotes-5.0`` v12 release),
+the one AllenNLP's SRL model trains and reports on, not the CoNLL-2012 shared task's v4 files.
 
 Model (AllenNLP's ``srl_elmo`` configuration, the one the paper ran):
 token embedder (scalar mix of LM layers with dropout, and/or FastText vectors for
@@ -40,7 +44,7 @@ from elmoc.nn.alternating_lstm import AlternatingHighwayLstm
 from elmoc.nn.viterbi import allowed_transitions, constraint_scores, viterbi_decode
 from elmoc.registry import register
 from elmoc.tasks.base import Task, TaskModel, TaskOutput
-from elmoc.tasks.conll2012 import SrlInstance, read_conll2012, srl_instances
+from elmoc.tasks.conll2012 import DEFAULT_LANGUAGE, SrlInstance, read_conll2012, resolve_conll_paths, srl_instances
 
 IGNORE_TAG = -100  # gold tags not seen in training: no loss, still scored by the metric
 
@@ -128,6 +132,11 @@ class SrlTask(Task):
 
     Args:
         train, dev, test: a ``*_gold_conll`` file or a directory of them.
+        data_dir: instead of train/dev/test, a release's data directory: the paper's split
+            (Pradhan et al. 2013, "CoNLL-2012 v12") is ``conll-formatted-ontonotes-5.0/data``.
+        splits: ``{train, dev, test}`` -> subdirectory of ``data_dir`` (default
+            ``train``, ``development``, ``test``).
+        language: the ``data/<language>`` subtree read in a split directory (english).
         model: hyperparameters (paper defaults in ``default_model``).
         max_instances: keep only the first N instances of each split (None = all);
             for CPU demos.
@@ -145,8 +154,12 @@ class SrlTask(Task):
                        "grad_value": 1.0, "epochs": 500, "patience": 200, "mix_l2": 1e-3}
 
     def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
-                 model: dict[str, Any] | None = None, max_instances: int | None = None):
-        super().__init__(train, dev, test, model)
+                 model: dict[str, Any] | None = None, max_instances: int | None = None,
+                 data_dir: str | None = None, splits: dict[str, str] | None = None,
+                 language: str = DEFAULT_LANGUAGE):
+        paths = resolve_conll_paths("task srl", train, dev, test, data_dir, splits)
+        super().__init__(paths["train"], paths["dev"], paths["test"], model)
+        self.language = language
         o = self.model_options
         for key in ("hidden_dim", "num_layers", "predicate_dim"):
             if not isinstance(o[key], int) or o[key] < 1:
@@ -156,10 +169,15 @@ class SrlTask(Task):
         self.max_instances = max_instances
         self.labels: list[str] | None = None
 
+    def missing_data(self) -> str | None:
+        """``data_dir (or train)`` when neither is set (either configures the task)."""
+        missing = super().missing_data()
+        return f"data_dir (or {missing})" if missing else None
+
     def read(self, split: str) -> list[SrlInstance]:
         if not self.paths.get(split):
             raise ConfigError(f"task srl: no {split!r} path configured (set tasks.srl.{split})")
-        instances = list(srl_instances(read_conll2012(self.paths[split])))
+        instances = list(srl_instances(read_conll2012(self.paths[split], self.language)))
         if self.max_instances:
             instances = instances[: self.max_instances]
         if split == "train":
