@@ -83,12 +83,12 @@ def test_features_are_the_forward_lms_alone_width_h_and_the_task_and_tables_take
         extracted = {i: h5[str(i)][()] for i in range(len(tokens))}
     for i, words in enumerate(tokens):
         assert extracted[i].shape == (BLOCKS + 1, len(words), D_MODEL)
-    # the forward LM's own layers of the sentence in <s> ... </s> (boundaries dropped)
+    # the forward LM's own layers of the bare sentence (a trained LM reads no <s> ... </s> by default)
     bilm = load_checkpoints(root / model, None, root / "vocab.txt")
     assert bilm.single and bilm.backward_lm is None and bilm.output_dim == D_MODEL
-    ids = torch.tensor([[1] + trained["vocab"].encode(tokens[0]) + [2]])
+    ids = torch.tensor([trained["vocab"].encode(tokens[0])])
     with torch.no_grad():
-        want = torch.stack(bilm.forward_lm.encode(ids).layers, 1)[0, :, 1:-1].numpy()
+        want = torch.stack(bilm.forward_lm.encode(ids).layers, 1)[0].numpy()
     np.testing.assert_allclose(extracted[0], want, atol=1e-6)
     # a backward file beside a one-direction LM is refused in one line
     r = elmoc(root, "extract", "--forward", model, "--backward", "vocab.txt", "--sentences", "sentences.txt",
