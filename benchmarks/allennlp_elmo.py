@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.cuda.synchronize(device)
     done = time.perf_counter()
     print(json.dumps({"tool": "allennlp", "allennlp": allennlp.__version__, "torch": torch.__version__,
-                      "threads": torch.get_num_threads(), "device": str(device), "stateful": args.stateful, "torchvision": torchvision_note,
+                      "threads": torch.get_num_threads(), "device": str(device), "stateful": args.stateful,
+                      "torchvision": torchvision_note,
                       "tokens": tokens, "load_seconds": loaded - start, "embed_seconds": done - loaded}))
     return 0
 

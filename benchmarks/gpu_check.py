@@ -29,8 +29,9 @@ after every step:
               --device`), the GPU output against the CPU's, and the float16 / bfloat16
               copies (`elmoc compress`) embedded on the GPU
 
-`--device cpu --tiny` runs every step at tiny sizes on a CPU (the rehearsal); the
-CUDA-only parts (host syncs, peak memory) then say so in their result.  A CUDA request
+`--device cpu --tiny` runs every step at tiny sizes on a CPU (the rehearsal), with the LSTM's
+Python time loop (ELMOC_NATIVE_LSTM=0 unless set), the one CUDA tensors take; the CUDA-only parts
+(host syncs, peak memory) then say so in their result.  A CUDA request
 without a GPU is refused in one line.  `--steps` runs a subset; `--plan` prints the
 plan; `--summarize DIR` rebuilds the summary of a folder holding step results (e.g.
 the unpacked results of several device commands).
@@ -48,7 +49,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import math
 import os
 import platform
 import shlex
@@ -266,7 +266,8 @@ def write_training_dir(root: Path, sizes: dict) -> None:
     for i in range(2):
         lines = zipf_sentences(rng, words, sizes["sentences"], 12)
         (train / f"shard_{i:03d}.txt").write_text("\n".join(lines) + "\n")
-        stats.append({"name": f"shard_{i:03d}.txt", "sentences": len(lines), "tokens": sum(len(s.split()) for s in lines)})
+        stats.append({"name": f"shard_{i:03d}.txt", "sentences": len(lines),
+                      "tokens": sum(len(s.split()) for s in lines)})
         counts.update(" ".join(lines).split())
     (root / "corpus/stats.json").write_text(json.dumps({"shards": stats}))
     (root / "corpus/heldout.txt").write_text("\n".join(zipf_sentences(rng, words, 40, 12)) + "\n")
@@ -275,8 +276,9 @@ def write_training_dir(root: Path, sizes: dict) -> None:
     np.save(root / "vec.npy", rng.standard_normal((len(vocab), sizes["dim"])).astype("float32"))
     spec = {"name": "gpu-check-resume",
             "input": {"type": "fasttext", "vectors": "vec.npy"},
-            "encoder": {"type": "elmo_lstm", "num_layers": 2, "cell_size": sizes["cell"], "projection_size": sizes["proj"],
-                        "cell_clip": 3.0, "proj_clip": 3.0, "layer_norm": True, "recurrent_dropout": 0.1},
+            "encoder": {"type": "elmo_lstm", "num_layers": 2, "cell_size": sizes["cell"],
+                        "projection_size": sizes["proj"], "cell_clip": 3.0, "proj_clip": 3.0, "layer_norm": True,
+                        "recurrent_dropout": 0.1},
             "output": {"type": "cosine", "vectors": "vec.npy"},
             "optimizer": {"type": "adam", "lr": 0.001},
             "train": {"batch_size": sizes["batch"], "bptt": sizes["bptt"], "epochs": 1000, "max_steps": sizes["steps"],
@@ -322,7 +324,8 @@ def step_resume(args, out: Path, log) -> dict:
     env.pop("CUDA_VISIBLE_DEVICES", None)  # with-gpus then offers torch.cuda.device_count()'s devices
 
     def train_cmd(name: str) -> list[str]:
-        return elmoc_cmd() + ["with-gpus", "--lock-dir", str(root / "slots"), "1" if cuda else "0", "--"] + elmoc_cmd() + [
+        gpus = ["with-gpus", "--lock-dir", str(root / "slots"), "1" if cuda else "0", "--"]
+        return elmoc_cmd() + gpus + elmoc_cmd() + [
             "train", "--spec", "spec.yaml", "--direction", "forward", "--output-dir", name, "--device", args.device,
             "--threads", threads]
 
@@ -525,7 +528,8 @@ def throughput_batch(m: dict, device, seed: int = 0):
 
     def window():
         ids = torch.from_numpy(zipf_ids(rng, m["vocab"], (m["batch"], m["bptt"] + 1)).astype(np.int64))
-        return LMBatch(ids[:, :-1].contiguous(), ids[:, 1:].contiguous(), torch.ones(m["batch"], m["bptt"], dtype=torch.bool))
+        mask = torch.ones(m["batch"], m["bptt"], dtype=torch.bool)
+        return LMBatch(ids[:, :-1].contiguous(), ids[:, 1:].contiguous(), mask)
 
     batch = BiLMBatch(window(), window()) if m["joint"] else window()
     return batch.to(device)
@@ -667,8 +671,9 @@ def step_profile(args, out: Path, log) -> dict:
                and not e.key.startswith("ProfilerStep")]
     kernels.sort(key=lambda e: getattr(e, time_attr), reverse=True)
     total = sum(getattr(e, time_attr) for e in kernels) or 1.0
-    top = [{"name": e.key[:120], "calls_per_step": e.count / active, "ms_per_step": getattr(e, time_attr) / 1e3 / active,
-            "share": getattr(e, time_attr) / total} for e in kernels[:15]]
+    top = [{"name": e.key[:120], "calls_per_step": e.count / active,
+            "ms_per_step": getattr(e, time_attr) / 1e3 / active, "share": getattr(e, time_attr) / total}
+           for e in kernels[:15]]
     launch_names = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx",
                     "cudaGraphLaunch", "cudaLaunchCooperativeKernel")
     launches = sum(e.count for e in events if e.key in launch_names) / active
@@ -732,7 +737,8 @@ def synthetic_sentences(n: int, seed: int = 0) -> list[str]:
 
 def allennlp_python(args) -> str | None:
     """The python that imports AllenNLP: --allennlp-python, else .bench-venv/bin/python, else this one."""
-    candidates = [args.allennlp_python] if args.allennlp_python else [str(ROOT / ".bench-venv/bin/python"), sys.executable]
+    candidates = ([args.allennlp_python] if args.allennlp_python
+                  else [str(ROOT / ".bench-venv/bin/python"), sys.executable])
     for python in candidates:
         if python and Path(python).exists():
             probe = subprocess.run([python, "-c", "import allennlp"], capture_output=True, text=True,
@@ -785,8 +791,8 @@ def step_embed(args, out: Path, log) -> dict:
                                            for k, v in vs["results"].items()}}
         model = root / "vs/elmoc-model"
     else:
-        result["vs_allennlp"] = {"skipped": "no Python with AllenNLP (--allennlp-python, .bench-venv/bin/python or this "
-                                            "python): see docs/full-run.md, 'On a GPU'"}
+        result["vs_allennlp"] = {"skipped": "no Python with AllenNLP (--allennlp-python, .bench-venv/bin/python or "
+                                            "this python): see docs/full-run.md, 'On a GPU'"}
         model = root / "elmoc-model"
         run(elmoc_cmd() + ["export", "--bilm-tf-options", str(options_path), "--bilm-tf-weights", str(weights),
                            "--output", str(model)], log)
@@ -801,7 +807,8 @@ def step_embed(args, out: Path, log) -> dict:
     timed_embed(model, subset, root / "device-subset.hdf5", args.device, log, threads)
     cpu_s = timed_embed(model, subset, root / "cpu.hdf5", "cpu", log, threads)
     result["elmoc"] = {"device_seconds": gpu_s, "cpu_seconds": cpu_s, "tokens_per_s_device": result["tokens"] / gpu_s,
-                       "tokens_per_s_cpu": subset_tokens / cpu_s, "cpu_sentences": min(300, len(lines)), "threads": threads,
+                       "tokens_per_s_cpu": subset_tokens / cpu_s, "cpu_sentences": min(300, len(lines)),
+                       "threads": threads,
                        "device_vs_cpu": eva.compare_features(root / "cpu.hdf5", root / "device-subset.hdf5")}
     measure = root / "measure.txt"
     measure.write_text("\n".join(lines[:5 if args.tiny else 20]) + "\n")
@@ -849,8 +856,8 @@ def summary_markdown(results: dict, status: dict) -> str:
     lines.append("")
     def _tests(t):
         lines = []
-        lines += [f"**Suite on the device** (`{t['command']}`): " + ", ".join(f"{v} {k}" for k, v in t["counts"].items())
-                  + "."]
+        counts = ", ".join(f"{v} {k}" for k, v in t["counts"].items())
+        lines += [f"**Suite on the device** (`{t['command']}`): {counts}."]
         lines += [f"- `{c['test']}`: {c['outcome']}" + (f" ({c['detail']})" if c["detail"] else "") for c in t["cases"]]
         lines.append("")
         return lines
@@ -859,9 +866,11 @@ def summary_markdown(results: dict, status: dict) -> str:
         lines = []
         lines += [f"**Resume** (2-layer ELMo LSTM {r['sizes']['cell']}/{r['sizes']['proj']}, recurrent dropout 0.1, "
                   f"carried state, batch {r['sizes']['batch']} x {r['sizes']['bptt']}, {r['sizes']['steps']} steps): "
-                  f"SIGTERM after the first checkpoint, stopped at step {r['stopped_at_step']} (exit {r['stop_exit']}), "
+                  f"SIGTERM after the first checkpoint, stopped at step {r['stopped_at_step']} "
+                  f"(exit {r['stop_exit']}), "
                   f"rerun; resumed vs uninterrupted: max |diff| {fmt(r['resumed']['max_abs_diff'])}, bit-equal "
-                  f"{r['resumed']['bit_equal']}; two uninterrupted runs: max |diff| {fmt(r['noise_floor']['max_abs_diff'])}"
+                  f"{r['resumed']['bit_equal']}; two uninterrupted runs: max |diff| "
+                  f"{fmt(r['noise_floor']['max_abs_diff'])}"
                   f" (the tolerance); heldout {r['heldout']['metric']} {fmt(r['heldout']['uninterrupted'], '.6g')} / "
                   f"{fmt(r['heldout']['resumed'], '.6g')}. {'PASS' if r['ok'] else 'FAIL'}.", ""]
         return lines
@@ -874,7 +883,8 @@ def summary_markdown(results: dict, status: dict) -> str:
         for row in t4["rows"]:
             p = PAPER_T4.get(row["label"], (None, None, None))
             first = row is t4["rows"][0]
-            s1 = f"{fmt(row['s1_step_s'] and row['s1_step_s'] * 1e3, '.1f')} ms" if first else f"{fmt(row['s1_ratio'], '.2f')}x"
+            s1_ms = row["s1_step_s"] and row["s1_step_s"] * 1e3
+            s1 = f"{fmt(s1_ms, '.1f')} ms" if first else f"{fmt(row['s1_ratio'], '.2f')}x"
             s2 = f"{fmt(row['s2_s_per_mwords'], '.2f')} s/1M words" if first else f"{fmt(row['s2_ratio'], '.2f')}x"
             ps1 = f"{p[1]}s" if first else f"{p[1]:.2f}x"
             ps2 = f"{p[2]}s" if first else f"{p[2]:.2f}x"
@@ -895,7 +905,8 @@ def summary_markdown(results: dict, status: dict) -> str:
                 row = next(r for r in t5["rows"] if r["encoder"] == enc and r["layer"] == layer)
                 paper = PAPER_T5.get(enc, {}).get(layer)
                 ours = f"{row['s_per_mwords']:.2f}s" if layer == "CONT" else f"{row['ratio']:.2f}x"
-                cells.append(f"{ours} ({'OOM' if paper is None else f'{paper:.2f}' + ('s' if layer == 'CONT' else 'x')})")
+                theirs = "OOM" if paper is None else f"{paper:.2f}" + ("s" if layer == "CONT" else "x")
+                cells.append(f"{ours} ({theirs})")
             lines.append(f"| {layer} | " + " | ".join(cells) + " |")
         lines.append("")
         return lines
@@ -904,26 +915,34 @@ def summary_markdown(results: dict, status: dict) -> str:
         lines = []
         lines += ["**Training throughput** (one device; the paper's per-card batch; 793,471 words; MFU against the "
                   "measured matmul peak of the same precision; FLOPs counted as in `step_flops`)", "",
-                  "| model | precision | batch x bptt (dirs) | params | tokens/s | step ms | peak GiB | TFLOP/s | MFU |",
+                  "| model | precision | batch x bptt (dirs) | params | tokens/s | step ms | peak GiB | TFLOP/s "
+                  "| MFU |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for row in tp["rows"]:
+            step_ms = row.get("step_s") and row["step_s"] * 1e3
+            mfu = row.get("mfu") and row["mfu"] * 100
             lines.append(f"| {row['model']} | {row['precision']} | {row['batch_per_card']} x {row['bptt']} "
-                         f"({2 if row['joint'] else 1}) | {row['params'] / 1e6:.0f}M | {fmt(row.get('tokens_per_s'), ',.0f')} | "
-                         f"{fmt(row.get('step_s') and row['step_s'] * 1e3, '.1f')} | {fmt(row.get('peak_mem_gib'), '.1f')} | "
-                         f"{fmt(row.get('achieved_tflops'), '.1f')} | {fmt(row.get('mfu') and row['mfu'] * 100, '.0f')}% |"
+                         f"({2 if row['joint'] else 1}) | {row['params'] / 1e6:.0f}M | "
+                         f"{fmt(row.get('tokens_per_s'), ',.0f')} | {fmt(step_ms, '.1f')} | "
+                         f"{fmt(row.get('peak_mem_gib'), '.1f')} | {fmt(row.get('achieved_tflops'), '.1f')} | "
+                         f"{fmt(mfu, '.0f')}% |"
                          + (f" {row['error']}" if "error" in row else ""))
         lines += [""] + [f"- {p}: ELMo-C / ELMo tokens/s {v['elmo_c_over_elmo']:.2f}x, ELMo-C / ELMo-A "
-                         f"{fmt(v['elmo_c_over_elmo_a'], '.2f')}x (paper: 4.2x ELMo per token)" for p, v in tp["ratios"].items()]
+                         f"{fmt(v['elmo_c_over_elmo_a'], '.2f')}x (paper: 4.2x ELMo per token)"
+                         for p, v in tp["ratios"].items()]
         lines.append("")
         return lines
 
     def _profile(pr):
         lines = []
-        lines += [f"**Profile of the ELMo-C step** (batch {pr['batch']} x {pr['bptt']}, fp32, {pr['active_steps']} steps): "
+        lines += [f"**Profile of the ELMo-C step** (batch {pr['batch']} x {pr['bptt']}, fp32, "
+                  f"{pr['active_steps']} steps): "
                   f"kernel launches per step {fmt(pr['kernel_launches_per_step'], '.0f')}, memcpy calls per step "
-                  f"{fmt(pr['memcpy_calls_per_step'], '.0f')}, kernel time {pr['kernel_time_ms_per_step']:.1f} ms per step. "
+                  f"{fmt(pr['memcpy_calls_per_step'], '.0f')}, kernel time {pr['kernel_time_ms_per_step']:.1f} ms "
+                  "per step. "
                   "Top kernels:", "", "| kernel | calls/step | ms/step | share |", "|---|---|---|---|"]
-        lines += [f"| `{k['name'][:80]}` | {k['calls_per_step']:.0f} | {k['ms_per_step']:.2f} | {k['share'] * 100:.0f}% |"
+        lines += [f"| `{k['name'][:80]}` | {k['calls_per_step']:.0f} | {k['ms_per_step']:.2f} | "
+                  f"{k['share'] * 100:.0f}% |"
                   for k in pr["top"][:10]]
         lines.append("")
         for hs in (pr["host_syncs"], pr.get("host_syncs_host_resident")):
@@ -938,14 +957,16 @@ def summary_markdown(results: dict, status: dict) -> str:
         e = em["elmoc"]
         vs = em["vs_allennlp"]
         lines += [f"**Embedding** ({em['weights']}; {em['sentences']} sentences, {em['tokens']} tokens): "
-                  f"`elmoc embed` on the device {e['tokens_per_s_device']:,.0f} tokens/s (whole command, startup included), on "
-                  f"the CPU {e['tokens_per_s_cpu']:,.0f} ({e.get('cpu_sentences')} sentences, {e.get('threads')} threads); "
+                  f"`elmoc embed` on the device {e['tokens_per_s_device']:,.0f} tokens/s (whole command, startup "
+                  f"included), on the CPU {e['tokens_per_s_cpu']:,.0f} ({e.get('cpu_sentences')} sentences, "
+                  f"{e.get('threads')} threads); "
                   f"device vs CPU max |diff| {fmt(e['device_vs_cpu']['max_abs_diff'])}."]
         if "skipped" in vs:
             lines.append(f"AllenNLP: not run ({vs['skipped']}).")
         else:
             lines.append(f"Against AllenNLP `_ElmoBiLm` on the same device (`{vs['command']}`): elmoc / AllenNLP "
-                         f"{vs['speedup']:.2f}x tokens/s ({vs['speedup_after_startup']:.2f}x without startup), max |diff| "
+                         f"{vs['speedup']:.2f}x tokens/s ({vs['speedup_after_startup']:.2f}x without startup), "
+                         "max |diff| "
                          f"{fmt(vs['max_abs_diff'])}.")
         lines += [f"- {k} copy: {c['tokens_per_s']:,.0f} tokens/s on the device, {c['size_mb']:.0f} MB "
                   f"(float32 {em['size_mb_float32']:.0f} MB), max |diff| vs float32 {fmt(c['max_abs_diff_vs_float32'])}"
@@ -953,12 +974,15 @@ def summary_markdown(results: dict, status: dict) -> str:
         lines.append("")
         return lines
 
-    for step, render in (("tests", _tests), ("resume", _resume), ("table4", _table4), ("table5", _table5), ("throughput", _throughput), ("profile", _profile), ("embed", _embed)):
+    renderers = {"tests": _tests, "resume": _resume, "table4": _table4, "table5": _table5,
+                 "throughput": _throughput, "profile": _profile, "embed": _embed}
+    for step, render in renderers.items():
         if results.get(step):
             try:
                 lines += render(results[step])
             except (KeyError, TypeError, ValueError, StopIteration) as e:  # an older or partial result
-                lines += [f"**{step}**: its result could not be rendered ({type(e).__name__}: {e}); see {step}.json", ""]
+                lines += [f"**{step}**: its result could not be rendered ({type(e).__name__}: {e}); "
+                          f"see {step}.json", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -1035,12 +1059,15 @@ def parse_args(argv=None):
                         help="seconds for all the steps together (default 1500 = 25 minutes); a step's limit is its "
                         "own (--plan) or what is left of the budget, whichever is less")
     parser.add_argument("--memory-budget-mb", type=float, default=11000.0,
-                        help="Table 4 S2 memory budget (default 11000: the paper's 11 GB GTX 1080 Ti, as config/paper.yaml)")
-    parser.add_argument("--table5-batch", type=int, default=128, help="Table 5 batch (default 128, config/paper.yaml's)")
+                        help="Table 4 S2 memory budget (default 11000: the paper's 11 GB GTX 1080 Ti, as "
+                        "config/paper.yaml)")
+    parser.add_argument("--table5-batch", type=int, default=128,
+                        help="Table 5 batch (default 128, config/paper.yaml's)")
     parser.add_argument("--allennlp-python", default=None,
-                        help="python of an AllenNLP environment (default: .bench-venv/bin/python, else this python if it "
-                        "imports allennlp; without one the embed step runs elmoc alone)")
-    parser.add_argument("--commit", default=None, help="commit to record (default: git rev-parse HEAD, where .git exists)")
+                        help="python of an AllenNLP environment (default: .bench-venv/bin/python, else this python "
+                        "if it imports allennlp; without one the embed step runs elmoc alone)")
+    parser.add_argument("--commit", default=None,
+                        help="commit to record (default: git rev-parse HEAD, where .git exists)")
     parser.add_argument("--plan", action="store_true", help="print the plan (steps, limits, estimates) and exit")
     parser.add_argument("--summarize", metavar="DIR", default=None,
                         help="rebuild summary.json/summary.md of DIR from its step results and exit")
@@ -1083,6 +1110,9 @@ def main(argv=None) -> int:
         return worker_main(args)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if args.device == "cpu":
+        # the rehearsal runs the Python time loop, the one CUDA tensors take (and no C++ build)
+        os.environ.setdefault("ELMOC_NATIVE_LSTM", "0")
     own_scratch = args.scratch is None
     scratch = Path(tempfile.mkdtemp(prefix="elmoc-gpu-check-")) if own_scratch else Path(args.scratch).resolve()
     commit = args.commit or git_commit()
@@ -1110,7 +1140,8 @@ def main(argv=None) -> int:
             with open(out / f"{name}.log", "a") as log:
                 rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=ROOT).returncode
             seconds = time.perf_counter() - start
-            state = {0: "ok", 1: "failed (checks)", 3: "failed (error, see its log)", 124: "timed out", 137: "timed out (killed)"}.get(rc, f"failed (exit {rc})")
+            state = {0: "ok", 1: "failed (checks)", 3: "failed (error, see its log)", 124: "timed out",
+                     137: "timed out (killed)"}.get(rc, f"failed (exit {rc})")
             if rc not in (0, 1) or not (out / f"{name}.json").is_file():
                 (out / f"{name}.json").unlink(missing_ok=True)
             status[name] = {"status": state, "seconds": seconds, "limit_s": limit, "exit": rc}
