@@ -1117,6 +1117,7 @@ def main(argv=None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="elmoc-gpu-check-")) if own_scratch else Path(args.scratch).resolve()
     commit = args.commit or git_commit()
     status: dict[str, dict] = {}
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     deadline = time.monotonic() + args.budget_s
     col = 1 if args.tiny else 0
     try:
@@ -1138,7 +1139,17 @@ def main(argv=None) -> int:
             print(f"[gpu_check] {name} (limit {limit} s) ...", flush=True)
             start = time.perf_counter()
             with open(out / f"{name}.log", "a") as log:
-                rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=ROOT).returncode
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=ROOT)
+                try:
+                    rc = proc.wait()
+                except BaseException:  # the driver stopped (SIGTERM, Ctrl-C): so does the step (timeout's group)
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    proc.wait()
+                    status[name] = {"status": "stopped: the check was interrupted", "limit_s": limit,
+                                    "seconds": time.perf_counter() - start}
+                    write_json(out / f"{name}.status.json", status[name])
+                    write_summary(out, status)
+                    raise
             seconds = time.perf_counter() - start
             state = {0: "ok", 1: "failed (checks)", 3: "failed (error, see its log)", 124: "timed out",
                      137: "timed out (killed)"}.get(rc, f"failed (exit {rc})")
