@@ -119,15 +119,15 @@ def test_summarize_renders_what_it_can(tmp_path):
 @pytest.mark.slow
 def test_cpu_rehearsal_of_a_subset(tmp_path):
     """`gpu_check.sh --device cpu --tiny` on the steps that exercise the trainer: the device's matmul
-    peaks, the SIGTERM resume (exact on the CPU), the three models' throughput in fp32/TF32/bf16 and the
-    profile.  (The full rehearsal, every step, is docs/full-run.md's manual command: ~15 minutes here.)"""
+    peaks, the SIGTERM resume (exact on the CPU) and the three models' throughput in fp32/TF32/bf16.
+    (The full rehearsal, every step, is docs/full-run.md's manual command.)"""
     out = tmp_path / "out"
-    proc = run_check("--device", "cpu", "--tiny", "--steps", "device,resume,throughput,profile", "--out", str(out),
+    proc = run_check("--device", "cpu", "--tiny", "--steps", "device,resume,throughput", "--out", str(out),
                      "--scratch", str(tmp_path / "scratch"))
     logs = {p.name: p.read_text()[-3000:] for p in out.glob("*.log")}
     assert proc.returncode == 0, (proc.stdout, logs)
     summary = json.loads((out / "summary.json").read_text())
-    assert [s["status"] for s in summary["status"].values()] == ["ok"] * 4
+    assert [s["status"] for s in summary["status"].values()] == ["ok"] * 3
     r = summary["results"]
     assert set(r["device"]["matmul_peak_flops"]) == {"fp32", "tf32", "bf16"}
     resume = r["resume"]
@@ -137,7 +137,6 @@ def test_cpu_rehearsal_of_a_subset(tmp_path):
     assert [(x["model"], x["precision"]) for x in rows] == [
         (m, p) for m in ("ELMo-C", "ELMo-A", "ELMo") for p in ("fp32", "tf32", "bf16")]
     assert all(x["tokens_per_s"] > 0 and 0 < x["mfu"] and x["peak_mem_gib"] is None for x in rows)
-    assert r["profile"]["top"] and r["profile"]["host_syncs"]["exit"] == 2  # host syncs need CUDA
     md = (out / "summary.md").read_text()
-    for heading in ("**Resume**", "**Training throughput**", "**Profile of the ELMo-C step**"):
+    for heading in ("**Resume**", "**Training throughput**"):
         assert heading in md
