@@ -37,8 +37,8 @@ after every step:
 Python time loop (ELMOC_NATIVE_LSTM=0 unless set), the one CUDA tensors take; the CUDA-only parts
 (host syncs, peak memory) then say so in their result.  A CUDA request without a GPU is
 refused in one line.  `--steps` runs a subset; `--plan` prints the
-plan; `--summarize DIR` rebuilds the summary of a folder holding step results (e.g.
-the unpacked results of several device commands).
+plan; `--summarize DIR... --out OUT` writes the summary of folders of step results (e.g.
+the unpacked results of the three device commands) into OUT.
 
 Sizing (the default plan on one H100; `--plan` prints it, docs/full-run.md, "On a GPU",
 derives it): each step's estimate is its FLOPs at an assumed achieved rate (30 TFLOP/s in
@@ -990,22 +990,32 @@ def summary_markdown(results: dict, status: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_summary(out: Path, status: dict) -> None:
-    """summary.json and summary.md of every step result in ``out`` (``<step>.json``, and its outcome in
-    ``<step>.status.json``), so that the folders of several runs unpacked into one give one summary."""
-    results = {}
-    for name in STEPS:
-        path = out / f"{name}.json"
-        if path.is_file():
-            results[name] = json.loads(path.read_text())
-        saved = out / f"{name}.status.json"
-        if name not in status and saved.is_file():
-            status[name] = json.loads(saved.read_text())
-        elif name not in status and name in results:
-            status[name] = {"status": "ok" if results[name].get("ok", True) else "failed (checks)"}
+def write_summary(out: Path, status: dict, sources: list[Path] | None = None) -> None:
+    """summary.json and summary.md in ``out`` of every step result in ``sources`` (default ``out``):
+    ``<step>.json`` and its outcome ``<step>.status.json``.  With several folders (the device commands'
+    runs) each step comes from the first folder that holds it, and every folder's device is listed."""
+    results, devices = {}, []
+    for folder in sources or [out]:
+        if (folder / "device.json").is_file():
+            devices.append(json.loads((folder / "device.json").read_text()))
+        for name in STEPS:
+            path, saved = folder / f"{name}.json", folder / f"{name}.status.json"
+            if name in results or not (path.is_file() or saved.is_file()):
+                continue
+            if path.is_file():
+                results[name] = json.loads(path.read_text())
+            if name not in status:  # the driver passes the outcomes of the steps it ran
+                status[name] = (json.loads(saved.read_text()) if saved.is_file() else
+                                {"status": "ok" if results[name].get("ok", True) else "failed (checks)"})
+                if len(sources or [out]) > 1:
+                    status[name]["from"] = str(folder)
     ordered = {n: status[n] for n in STEPS if n in status}
-    write_json(out / "summary.json", {"status": ordered, "results": results})
-    (out / "summary.md").write_text(summary_markdown(results, ordered))
+    write_json(out / "summary.json", {"status": ordered, "results": results, "devices": devices})
+    markdown = summary_markdown(results, ordered)
+    names = sorted({f"{d.get('name')} (driver {d.get('driver')}, torch {d.get('torch')})" for d in devices})
+    if len(names) > 1:
+        markdown += "\nThe runs merged here ran on different devices: " + "; ".join(names) + ".\n"
+    (out / "summary.md").write_text(markdown)
 
 
 # --------------------------------------------------------------------------- driver
@@ -1073,8 +1083,9 @@ def parse_args(argv=None):
     parser.add_argument("--commit", default=None,
                         help="commit to record (default: git rev-parse HEAD, where .git exists)")
     parser.add_argument("--plan", action="store_true", help="print the plan (steps, limits, estimates) and exit")
-    parser.add_argument("--summarize", metavar="DIR", default=None,
-                        help="rebuild summary.json/summary.md of DIR from its step results and exit")
+    parser.add_argument("--summarize", metavar="DIR", nargs="+", default=None,
+                        help="write summary.json/summary.md into --out from the step results in these folders "
+                        "(e.g. the three device commands' unpacked) and exit")
     parser.add_argument("--worker", choices=STEPS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     steps = GROUPS.get(args.steps) or tuple(s.strip() for s in args.steps.split(",") if s.strip())
@@ -1100,8 +1111,10 @@ def print_plan(args) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.summarize:
-        write_summary(Path(args.summarize), {})
-        print((Path(args.summarize) / "summary.md").read_text(), end="")
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_summary(out, {}, [Path(d) for d in args.summarize])
+        print((out / "summary.md").read_text(), end="")
         return 0
     if args.plan:
         print_plan(args)

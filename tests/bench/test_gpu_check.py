@@ -97,23 +97,34 @@ def processes_using(path: Path) -> list[int]:
     return pids
 
 
-def test_summarize_renders_what_it_can(tmp_path):
-    """--summarize over a folder of step results (e.g. the three device commands' unpacked): statuses from
-    <step>.status.json, and a result it cannot render is named, not fatal."""
-    (tmp_path / "device.json").write_text(json.dumps(
-        {"device": "cuda", "name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.2, "multiprocessors": 132,
-         "driver": "580.159.04", "torch": "2.11.0", "cuda": "13.0", "cudnn": 91000, "commit": "abc1234",
-         "matmul_size": 8192, "matmul_peak_flops": {"fp32": 5.0e13, "tf32": 4.0e14, "bf16": 7.9e14}}))
-    (tmp_path / "device.status.json").write_text(json.dumps({"status": "ok", "seconds": 12.0, "limit_s": 40}))
-    (tmp_path / "table5.json").write_text(json.dumps({"command": "x"}))  # no rows
-    (tmp_path / "embed.status.json").write_text(json.dumps({"status": "timed out", "seconds": 330, "limit_s": 330}))
-    proc = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_check.py"), "--summarize", str(tmp_path)],
-                          capture_output=True, text=True, timeout=60)
+def test_summarize_merges_the_device_commands_and_renders_what_it_can(tmp_path):
+    """--summarize over the folders of several runs (the three device commands' unpacked): every step from
+    the folder that ran it, statuses from <step>.status.json, every folder's device named when they
+    differ, and a result it cannot render named, not fatal."""
+    def device(name):
+        return {"device": "cuda", "name": name, "memory_gib": 79.2, "multiprocessors": 132, "driver": "580.159.04",
+                "torch": "2.11.0", "cuda": "13.0", "cudnn": 91000, "commit": "abc1234", "matmul_size": 8192,
+                "matmul_peak_flops": {"fp32": 5.0e13, "tf32": 4.0e14, "bf16": 7.9e14}}
+
+    a, b = tmp_path / "gc-A", tmp_path / "gc-B"
+    for folder, name in ((a, "NVIDIA H100 80GB HBM3"), (b, "NVIDIA H200")):
+        folder.mkdir()
+        (folder / "device.json").write_text(json.dumps(device(name)))
+        (folder / "device.status.json").write_text(json.dumps({"status": "ok", "seconds": 12.0, "limit_s": 40}))
+    (a / "embed.status.json").write_text(json.dumps({"status": "timed out", "seconds": 330, "limit_s": 330}))
+    (b / "table5.json").write_text(json.dumps({"command": "x"}))  # no rows
+    (b / "table5.status.json").write_text(json.dumps({"status": "ok", "seconds": 100.0, "limit_s": 200}))
+    out = tmp_path / "merged"
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_check.py"), "--summarize", str(a), str(b),
+                           "--out", str(out)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    md = (tmp_path / "summary.md").read_text()
+    md = (out / "summary.md").read_text()
     assert "NVIDIA H100 80GB HBM3" in md and "driver 580.159.04" in md and "bf16 790.0 TFLOP/s" in md
-    assert "| embed | timed out | 330 | 330 |" in md
+    assert "| embed | timed out | 330 | 330 |" in md and "| table5 | ok | 100 | 200 |" in md
     assert "**table5**: its result could not be rendered" in md
+    assert "ran on different devices: NVIDIA H100 80GB HBM3" in md and "NVIDIA H200 (driver" in md
+    merged = json.loads((out / "summary.json").read_text())
+    assert merged["status"]["table5"]["from"] == str(b) and len(merged["devices"]) == 2
 
 
 @pytest.mark.slow
