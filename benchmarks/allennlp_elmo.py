@@ -26,7 +26,7 @@ is registered first; nothing on the ELMo code path uses torchvision.
 
 Usage (inside the AllenNLP venv):
     python benchmarks/allennlp_elmo.py --options-file O.json --weight-file W.hdf5 \
-        [--batch-size 64] [--threads N] [--stateful] input.txt output.hdf5
+        [--batch-size 64] [--threads N] [--device cuda] [--stateful] input.txt output.hdf5
 """
 from __future__ import annotations
 
@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (the command left "
                         "it to OMP_NUM_THREADS; the benchmark sets both)")
+    parser.add_argument("--device", default="cpu", help="torch device of the bi-LM and its inputs (default cpu)")
     parser.add_argument("--stateful", action="store_true", help="carry LSTM states across batches as "
                         "AllenNLP's command does (default: reset before every batch)")
     args = parser.parse_args(argv)
@@ -83,10 +84,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def layers_of(bilm, tokens: List[List[str]]) -> List[numpy.ndarray]:
         """One batch through AllenNLP's bi-LM: per sentence, (3, length, 2 * projection)."""
-        out = bilm(batch_to_ids(tokens))
+        out = bilm(batch_to_ids(tokens).to(device))
         trimmed = [remove_sentence_boundaries(layer, out["mask"]) for layer in out["activations"]]
         stacked = torch.stack([values for values, _ in trimmed], dim=1)  # (B, 3, T, 2 * projection)
         lengths = trimmed[0][1].sum(dim=1).tolist()
+        stacked = stacked.cpu()
         return [stacked[i, :, :n].numpy() for i, n in enumerate(lengths)]
 
     def write_file(bilm, lines: List[str], path: str, batch_size: int, reduce: str, reset: bool) -> int:
@@ -107,15 +109,19 @@ def main(argv: list[str] | None = None) -> int:
             out.create_dataset("sentence_to_index", (1,), dtype=h5py.special_dtype(vlen=str))[0] = json.dumps(index)
         return sum(len(line.split()) for line in lines)
 
-    bilm = _ElmoBiLm(args.options_file, args.weight_file)
+    device = torch.device(args.device)
+    bilm = _ElmoBiLm(args.options_file, args.weight_file).to(device)
     loaded = time.perf_counter()
     with open(args.input_file, encoding="utf-8") as f:
         lines = [line.strip() for line in f]
     with torch.no_grad():
         tokens = write_file(bilm, lines, args.output_file, args.batch_size, args.output_format, not args.stateful)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     done = time.perf_counter()
     print(json.dumps({"tool": "allennlp", "allennlp": allennlp.__version__, "torch": torch.__version__,
-                      "threads": torch.get_num_threads(), "stateful": args.stateful, "torchvision": torchvision_note,
+                      "threads": torch.get_num_threads(), "device": str(device), "stateful": args.stateful,
+                      "torchvision": torchvision_note,
                       "tokens": tokens, "load_seconds": loaded - start, "embed_seconds": done - loaded}))
     return 0
 

@@ -1,7 +1,8 @@
 """`elmoc embed --all` against `allennlp elmo --all` on the same bilm-tf weights (issue 24).
 
-Both tools run as subprocesses on the same sentences file, on CPU, with the same
-thread count (``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` and ``torch.set_num_threads``):
+Both tools run as subprocesses on the same sentences file, on the same ``--device`` (CPU by
+default; ``cuda`` for the GPU check), with the same thread count
+(``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` and ``torch.set_num_threads``):
 
 * AllenNLP: ``benchmarks/allennlp_elmo.py`` under ``--allennlp-python`` (a separate
   venv with AllenNLP 2.10.1; a driver computing what the 0.9.0 ``allennlp elmo``
@@ -184,12 +185,13 @@ def run_child(command: list[str], env: dict[str, str], log: Path) -> dict:
 def tool_commands(args, model_dir: Path, options: Path, weights: Path) -> dict[str, callable]:
     def allennlp(src: Path, dst: Path) -> list[str]:
         cmd = [args.allennlp_python, str(HERE / "allennlp_elmo.py"), "--all", "--options-file", str(options),
-               "--weight-file", str(weights), "--batch-size", str(args.batch_size), "--threads", str(args.threads)]
+               "--weight-file", str(weights), "--batch-size", str(args.batch_size), "--threads", str(args.threads),
+               "--device", args.device]
         return cmd + (["--stateful"] if args.stateful else []) + [str(src), str(dst)]
 
     def elmoc(src: Path, dst: Path) -> list[str]:
         return args.elmoc + ["embed", "--model", str(model_dir), "--all", "--batch-size", str(args.batch_size),
-                             "--threads", str(args.threads), str(src), str(dst)]
+                             "--threads", str(args.threads), "--device", args.device, str(src), str(dst)]
 
     tools = {"allennlp": allennlp, "elmoc": elmoc}
     if args.elmoc_tuned:  # elmoc again, with its own batching flags appended (the last of a flag wins)
@@ -212,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=None, help="skip corpus sentences longer than this")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="torch device of both tools (default cpu; cuda on a GPU)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=1, help="timed runs per tool, alternating (default 1)")
     parser.add_argument("--elmoc-tuned", metavar="FLAGS", default=None,
@@ -293,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         "options": str(options), "weights": str(weights_path), "sentences": len(lines), "tokens": tokens,
         "length_mean": float(lengths.mean()), "length_min": int(lengths.min()), "length_max": int(lengths.max()),
         "length_p50": float(np.percentile(lengths, 50)), "length_p90": float(np.percentile(lengths, 90)),
-        "threads": args.threads, "batch_size": args.batch_size, "repeats": args.repeats, "stateful": args.stateful,
+        "threads": args.threads, "device": args.device, "batch_size": args.batch_size, "repeats": args.repeats,
+        "stateful": args.stateful,
         "cpu_count": os.cpu_count(), "load_average": os.getloadavg(), "export_seconds": export_seconds,
         "results": results, "comparison": comparison,
         "speedup": e["tokens_per_second"] / a["tokens_per_second"],

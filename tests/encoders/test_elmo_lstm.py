@@ -223,3 +223,33 @@ def test_autocast_bf16_runs_and_keeps_recurrence_in_float32():
         out = enc(x, ones)
     assert out.state[0][1].dtype == torch.float32
     torch.testing.assert_close(out.output.float(), ref, atol=5e-2, rtol=5e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layer_norm", [True, False])
+def test_cuda_time_loop_equals_the_cpu_one(layer_norm):
+    """On CUDA tensors the encoder takes the Python time loop (projected_lstm.py; the C++ loop is
+    CPU-only): outputs, carried state and gradients equal the CPU's within 1e-5 in float32 (TF32 off)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    before = torch.backends.cuda.matmul.fp32_precision
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
+    try:
+        torch.manual_seed(0)
+        cpu = make(layer_norm=layer_norm, recurrent_dropout=0.0)
+        gpu = make(layer_norm=layer_norm, recurrent_dropout=0.0)
+        gpu.load_state_dict(cpu.state_dict())
+        gpu = gpu.cuda()
+        x = torch.randn(4, 7, 6)
+        mask = ragged_mask()
+        results = []
+        for enc, device in ((cpu, "cpu"), (gpu, "cuda")):
+            xi = x.to(device).requires_grad_()
+            out = enc(xi, mask.to(device))
+            loss = sum(layer.pow(2).sum() for layer in out.layers)
+            grads = torch.autograd.grad(loss, [xi] + list(enc.parameters()))
+            results.append([out.output, *out.layers, *grads])
+        for a, b in zip(*results):
+            assert (a - b.cpu()).abs().max() <= 1e-5 * max(1.0, float(a.abs().max()))
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = before

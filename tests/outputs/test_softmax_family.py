@@ -220,3 +220,21 @@ def test_adaptive_gives_every_parameter_a_gradient():
     layer.zero_grad()
     layer(hidden, targets, torch.zeros_like(mask)).loss_sum.backward()
     assert all(p.grad is not None and float(p.grad.abs().max()) == 0.0 for p in layer.parameters())
+
+
+@pytest.mark.parametrize("hidden_dtype", [torch.float32, torch.bfloat16])
+def test_adaptive_trains_under_bf16_autocast(hidden_dtype):
+    """`train.precision: bf16` with an ADAPTIVE output (ELMo-A): PyTorch's adaptive softmax copies each
+    tail cluster's log-probabilities into a tensor of the hidden state's dtype, and CPU autocast keeps
+    log_softmax in bfloat16, so without care the step stops with an index_copy_ dtype error (found by the
+    GPU check's CPU rehearsal).  The loss stays near the float32 one and every weight gets a gradient."""
+    torch.manual_seed(0)
+    layer = build("output", {"type": "adaptive", "cutoffs": [10, 20], "div_value": 2.0}, hidden_dim=H, vocab=range(V))
+    hidden, targets, mask = batch(dtype=torch.float32)
+    reference = layer(hidden, targets, mask).loss_sum
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        out = layer(hidden.to(hidden_dtype).requires_grad_(), targets, mask)
+    out.loss_sum.backward()
+    assert out.loss_sum.dtype == torch.float32
+    torch.testing.assert_close(out.loss_sum, reference, rtol=0.05, atol=0.05)
+    assert all(p.grad is not None for p in layer.parameters())

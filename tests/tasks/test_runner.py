@@ -131,3 +131,20 @@ def test_paper_config_trainers_are_the_task_defaults(repo_root):
         assert written == TrainerConfig.from_dict(section["trainer"]), name  # complete without the defaults
         optimizers[name] = written.optimizer
     assert optimizers == {"snli": "adam", "coref": "adam", "sst5": "adam", "ner": "adam", "srl": "adadelta"}
+
+
+@pytest.mark.gpu
+def test_deterministic_mode_on_a_gpu_runs_and_repeats(tmp_path, random_inputs, monkeypatch):
+    """On CUDA, `trainer.deterministic: true` finds a deterministic kernel for every operation of a task
+    run (torch stops at the first one without) and two runs give the same scores and history."""
+    from elmoc.tasks.runner import TrainerConfig, run_task
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    task = _srl(tmp_path)
+    inputs = random_inputs(task, task.read("train"))
+    trainer = TrainerConfig.from_dict({"epochs": 2, "deterministic": True}, task.default_trainer)
+    first, second = (run_task(task, inputs, seed=1, trainer=trainer, device="cuda") for _ in range(2))
+    assert first["device"].startswith("cuda")
+    assert (first["dev"], first["test"], first["history"]) == (second["dev"], second["test"], second["history"])

@@ -38,6 +38,7 @@ def test_to_device_cpu_keeps_batch():
     assert torch.equal(moved.inputs, batch.inputs) and moved.mask.dtype == torch.bool
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned non-blocking copies need CUDA")
 def test_to_device_cuda_pins_and_copies():
     batch = LMBatch(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long),

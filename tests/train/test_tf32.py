@@ -47,3 +47,19 @@ def test_train_settings_accept_tf32_and_name_the_choices():
     assert TrainSettings.from_config({"precision": "tf32"}).precision == "tf32"
     with pytest.raises(ConfigError, match="'fp32', 'bf16' or 'tf32'"):
         TrainSettings.from_config({"precision": "fp16"})
+
+
+@pytest.mark.gpu
+def test_tf32_on_a_real_gpu_changes_float32_products(tf32_flags):
+    """On an Ampere or later GPU, `tf32` makes float32 products round their inputs to 10-bit mantissas:
+    further from the float64 product than with the flags off, and the flags stay on afterwards."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 8:
+        pytest.skip("needs an Ampere or later CUDA GPU")
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(512, 512, generator=g), torch.randn(512, 512, generator=g)
+    exact = a.double() @ b.double()
+    ieee = (a.cuda() @ b.cuda()).cpu()
+    with autocast_context("cuda", "tf32"):
+        tf32 = (a.cuda() @ b.cuda()).cpu()
+    assert tf32_flags() == ("tf32", "tf32")
+    assert (tf32.double() - exact).abs().max() > 10 * (ieee.double() - exact).abs().max()

@@ -170,3 +170,18 @@ def test_uuid_devices_are_slots_too(tmp_path):
     assert env["CUDA_VISIBLE_DEVICES"] == "GPU-1a2b/x"
     for fd in fds:
         os.close(fd)
+
+
+@pytest.mark.gpu
+def test_auto_picks_cuda_and_the_device_count_comes_from_torch(monkeypatch):
+    """On a GPU: `--device auto` resolves to CUDA, and without CUDA_VISIBLE_DEVICES the devices on offer
+    are torch.cuda.device_count()'s (devices.py; the other tests set the variable)."""
+    import torch
+
+    from elmoc.devices import resolve_device, visible_devices
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    assert resolve_device("auto").type == "cuda"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert visible_devices() == [str(i) for i in range(torch.cuda.device_count())]

@@ -97,9 +97,24 @@ class AdaptiveOutput(OutputLayer):
         h, y, count = valid_positions(hidden, targets, mask)  # (N, hidden_dim), (N,)
         if y.numel() == 0:  # zero gradients for the encoder and every weight here
             return OutputLoss(hidden.sum() * 0.0 + self._zero_touch(self.parameters()), count, {})
-        log_prob = self.softmax(h, y).output  # (N,) target log-probabilities
+        log_prob = self._target_log_probs(h, y)  # (N,)
         touch = self._zero_touch(self.softmax.tail.parameters())  # clusters without a target
         return OutputLoss(-log_prob.sum() + touch, count, {})
+
+    def _target_log_probs(self, h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """PyTorch's adaptive softmax: (N, hidden_dim), (N,) -> (N,) float32 target log-probabilities.
+
+        It copies each tail cluster's log-probabilities into a tensor of ``h``'s dtype, so
+        under bf16 autocast ``h`` is made float32 (when it is 16-bit) and the clusters' log_softmax must come out in
+        float32: CUDA autocast computes log_softmax in float32 (its products stay bf16);
+        CPU autocast keeps it in bf16, so on the CPU the softmax runs in float32 whole.
+        """
+        if h.dtype in (torch.float16, torch.bfloat16):
+            h = h.float()
+        if h.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            with torch.autocast(device_type="cpu", enabled=False):
+                return self.softmax(h, y).output
+        return self.softmax(h, y).output
 
     def _full_softmax(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
         """No cutoffs: every position scored by the head, padding masked out of the sum

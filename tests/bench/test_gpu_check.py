@@ -1,0 +1,162 @@
+"""benchmarks/gpu_check.py (issue 33): the GPU check's driver, its FLOP count and its CPU rehearsal."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from benchmark_scripts import BENCHMARKS, load_benchmark
+
+gpu_check = load_benchmark("gpu_check")
+SCRIPT = BENCHMARKS / "gpu_check.sh"
+
+
+def run_check(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
+                          env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
+
+
+def test_a_cuda_request_without_a_gpu_is_refused_in_one_line(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    proc = run_check("--out", str(tmp_path / "out"), timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "needs a CUDA GPU" in proc.stderr
+    assert "--device cpu --tiny" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_steps_and_groups():
+    assert gpu_check.parse_args(["--steps", "embed,device"]).step_list == ["device", "embed"]  # the plan's order
+    assert gpu_check.parse_args(["--steps", "B"]).step_list == list(gpu_check.GROUPS["B"])
+    assert sorted(s for g in gpu_check.GROUPS.values() for s in g if s != "device") == sorted(
+        s for s in gpu_check.STEPS if s != "device")  # the three device commands run every step once
+    for steps in gpu_check.GROUPS.values():  # each fits the device tool's 10-minute command
+        assert sum(gpu_check.LIMITS[s][0] for s in steps) <= 580
+    with pytest.raises(SystemExit):
+        gpu_check.parse_args(["--steps", "nope"])
+
+
+def test_elmo_c_flops_are_the_bench_formula_less_the_frozen_input_gradient():
+    """ELMo-C's count equals elmoc.bench's elmo_step_flops, except the input projection of the frozen
+    FastText table, which has no input gradient (2x its forward, not 3x)."""
+    from elmoc.bench.measure import elmo_step_flops
+
+    m = gpu_check.throughput_models(tiny=False)[0]
+    assert m["name"] == "ELMo-C" and m["batch"] == 768 and not m["joint"]
+    tokens = 768 * 20
+    bench = elmo_step_flops(tokens, 300, 4096, 512, 2, 300)
+    assert gpu_check.step_flops(m) == pytest.approx(bench - 2 * 300 * 512 * tokens, rel=1e-12)
+    assert 225e6 < gpu_check.step_flops(m) / tokens < 230e6  # ~228 MFLOP per token
+
+
+def test_adaptive_flops_count_the_tail_tokens_and_joint_models_both_directions():
+    models = {m["name"]: m for m in gpu_check.throughput_models(tiny=False)}
+    a = models["ELMo-A"]
+    base = gpu_check.step_flops(a, {})
+    # one token in the first tail (cutoffs 100000, 600000; div 4): projection 512 -> 128, then 500,000 words
+    assert gpu_check.step_flops(a, {1: 1}) - base == 3 * (2 * 512 * 128 + 2 * 128 * 500_000)
+    elmo = models["ELMo"]
+    assert elmo["joint"] and elmo["batch"] == 128 and elmo["spec"]["output"]["num_samples"] == 8192
+    single = dict(elmo, joint=False)
+    assert gpu_check.step_flops(elmo) == pytest.approx(2 * gpu_check.step_flops(single))
+
+
+def test_a_step_past_its_limit_is_recorded_and_the_rest_not_lost(tmp_path):
+    """--budget-s 8 gives the resume step 8 s (it needs four trainer processes, each importing torch),
+    so `timeout` stops it and the driver records that; the next step finds the budget spent; the summary
+    is written all the same."""
+    out = tmp_path / "out"
+    proc = run_check("--device", "cpu", "--tiny", "--steps", "resume,throughput", "--budget-s", "8", "--out",
+                     str(out), "--scratch", str(tmp_path / "scratch"), timeout=120)
+    assert proc.returncode == 1
+    status = json.loads((out / "summary.json").read_text())["status"]
+    assert status["resume"]["status"].startswith("timed out") and 5 <= status["resume"]["limit_s"] <= 8
+    assert status["throughput"]["status"] == "not run: budget spent"
+    assert not (out / "resume.json").exists()
+    assert "| resume | timed out" in (out / "summary.md").read_text()
+    time.sleep(2)  # the stopped trainer saves and exits (SIGTERM from timeout, passed on by with-gpus)
+    assert not processes_using(tmp_path / "scratch"), "a step's processes outlived its time limit"
+
+
+def processes_using(path: Path) -> list[int]:
+    """PIDs whose command line names ``path`` or whose working directory is under it."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (str(path).encode() in (entry / "cmdline").read_bytes()
+                                         or os.readlink(entry / "cwd").startswith(str(path))):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_summarize_merges_the_device_commands_and_renders_what_it_can(tmp_path):
+    """--summarize over the folders of several runs (the three device commands' unpacked): every step from
+    the folder that ran it, statuses from <step>.status.json, every folder's device named when they
+    differ, and a result it cannot render named, not fatal."""
+    def device(name):
+        return {"device": "cuda", "name": name, "memory_gib": 79.2, "multiprocessors": 132, "driver": "580.159.04",
+                "torch": "2.11.0", "cuda": "13.0", "cudnn": 91000, "commit": "abc1234", "matmul_size": 8192,
+                "matmul_peak_flops": {"fp32": 5.0e13, "tf32": 4.0e14, "bf16": 7.9e14}}
+
+    a, b = tmp_path / "gc-A", tmp_path / "gc-B"
+    for folder, name in ((a, "NVIDIA H100 80GB HBM3"), (b, "NVIDIA H200")):
+        folder.mkdir()
+        (folder / "device.json").write_text(json.dumps(device(name)))
+        (folder / "device.status.json").write_text(json.dumps({"status": "ok", "seconds": 12.0, "limit_s": 40}))
+    (a / "embed.status.json").write_text(json.dumps({"status": "timed out", "seconds": 330, "limit_s": 330}))
+    (b / "table5.json").write_text(json.dumps({"command": "x"}))  # no rows
+    (b / "table5.status.json").write_text(json.dumps({"status": "ok", "seconds": 100.0, "limit_s": 200}))
+    out = tmp_path / "merged"
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "gpu_check.py"), "--summarize", str(a), str(b),
+                           "--out", str(out)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    md = (out / "summary.md").read_text()
+    assert "NVIDIA H100 80GB HBM3" in md and "driver 580.159.04" in md and "bf16 790.0 TFLOP/s" in md
+    assert "| embed | timed out | 330 | 330 |" in md and "| table5 | ok | 100 | 200 |" in md
+    assert "**table5**: its result could not be rendered" in md
+    assert "ran on different devices: NVIDIA H100 80GB HBM3" in md and "NVIDIA H200 (driver" in md
+    merged = json.loads((out / "summary.json").read_text())
+    assert merged["status"]["table5"]["from"] == str(b) and len(merged["devices"]) == 2
+
+
+@pytest.mark.slow
+def test_cpu_rehearsal_runs_every_step(tmp_path):
+    """`gpu_check.sh --device cpu --tiny`: every step at tiny sizes (2 min 11 s on a quiet 2-core VM),
+    as on the GPU except what needs CUDA: the suite's CUDA variants skip, the resume is exact, the
+    tables, the three models' throughput in fp32/TF32/bf16, the profile (host syncs need CUDA) and the
+    embedding with its 16-bit copies."""
+    out = tmp_path / "out"
+    proc = run_check("--device", "cpu", "--tiny", "--out", str(out), "--scratch", str(tmp_path / "scratch"))
+    logs = {p.name: p.read_text()[-3000:] for p in out.glob("*.log")}
+    assert proc.returncode == 0, (proc.stdout, logs)
+    summary = json.loads((out / "summary.json").read_text())
+    assert {k: s["status"] for k, s in summary["status"].items()} == {k: "ok" for k in gpu_check.STEPS}
+    r = summary["results"]
+    assert set(r["device"]["matmul_peak_flops"]) == {"fp32", "tf32", "bf16"}
+    assert r["tests"]["counts"] == {"skipped": len(r["tests"]["cases"])} and len(r["tests"]["cases"]) >= 7
+    resume = r["resume"]
+    assert resume["stop_exit"] == 75 and resume["stopped_at_step"] < resume["sizes"]["steps"]
+    assert resume["resumed"]["bit_equal"] and resume["tolerance"] == 0.0
+    assert len(r["table4"]["rows"]) == 9 and all(x["s1_step_s"] and x["s2_s_per_mwords"] for x in r["table4"]["rows"])
+    assert len(r["table5"]["rows"]) == 30
+    rows = r["throughput"]["rows"]
+    assert [(x["model"], x["precision"]) for x in rows] == [
+        (m, p) for m in ("ELMo-C", "ELMo-A", "ELMo") for p in ("fp32", "tf32", "bf16")]
+    assert all(x["tokens_per_s"] > 0 and 0 < x["mfu"] and x["peak_mem_gib"] is None for x in rows)
+    assert r["profile"]["top"] and r["profile"]["host_syncs"]["exit"] == 2  # host syncs need CUDA
+    embed = r["embed"]
+    assert embed["elmoc"]["device_vs_cpu"]["max_abs_diff"] == 0.0  # "device" is the CPU here
+    assert set(embed["copies"]) == {"float16", "bfloat16"}
+    assert all(0 < c["max_abs_diff_vs_float32"] < 0.1 for c in embed["copies"].values())
+    md = (out / "summary.md").read_text()
+    for heading in ("**Suite on the device**", "**Resume**", "**Table 4**", "**Table 5**", "**Training throughput**",
+                    "**Profile of the ELMo-C step**", "**Embedding**"):
+        assert heading in md
