@@ -19,6 +19,10 @@ DESCRIPTION = (
 )
 
 
+# the sources (globs, or in --section-json) are checked against --out by the output folder's check
+INPUTS = ()  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ()
+
 def add_arguments(parser) -> None:
     from elmoc.config_section import add_section_argument
 
@@ -27,7 +31,7 @@ def add_arguments(parser) -> None:
                         help="training text (repeatable); quote globs")
     parser.add_argument("--heldout-source", action="append", default=[], metavar="FORMAT:PATH_OR_GLOB",
                         help="heldout text instead of a split of the sources (repeatable)")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output directory, e.g. results/corpus")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory, e.g. results/corpus: absent, empty or an earlier output of this command (replaced atomically)")
     parser.add_argument("--shards", type=int, default=None,
                         help="number of train shards; 0 = one shard per train file, unshuffled (default 1)")
     parser.add_argument("--heldout", type=float, default=None,

@@ -17,6 +17,9 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('forward', 'backward', 'sentences', 'vocab', 'fasttext_model', 'char_cnn_model')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('output',)
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from elmoc.config_section import add_section_argument
 

@@ -20,11 +20,14 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('source', 'pins', 'cache')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('out',)
+
 def add_arguments(parser) -> None:
     from elmoc.config_section import add_section_argument
 
     parser.add_argument("source", nargs="?", default=None, help="pypi:PKG==VER, http(s)/file URL, or local path")
-    parser.add_argument("--out", required=True, metavar="OUT_DIR", help="output directory (replaced atomically)")
+    parser.add_argument("--out", required=True, metavar="OUT_DIR", help="directory to write: absent, empty or an earlier output of this command (replaced atomically)")
     parser.add_argument("--sha256", default=None,
                         help="pinned sha256 of the fetched file, 'tofu' (trust on first use, needs --pins) or 'none'")
     parser.add_argument("--size", type=int, default=None, metavar="BYTES",
@@ -59,5 +62,8 @@ def run(args) -> int:
             raise ConfigError("give SOURCE and --sha256 (a hash, 'tofu' or 'none'), or --section-json")
         spec = FetchSpec(source=args.source, sha256=args.sha256, members=args.member, wheel=args.wheel,
                          size=args.size, allow_unpinned=args.allow_unpinned)
-    fetch(spec, args.out, args.cache, pins=args.pins)
+    from elmoc.io.output_paths import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():  # SIGTERM as Ctrl-C: the partial download is deleted, exit 143
+        fetch(spec, args.out, args.cache, pins=args.pins)
     return 0
