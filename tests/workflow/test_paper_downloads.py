@@ -66,7 +66,7 @@ def run_fetch_rules(configfile: Path, work: Path, *options: str):
     work.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
         [sys.executable, "-m", "snakemake", "--cores", "1", "--snakefile", str(REPO_ROOT / "Snakefile"),
-         "--configfile", str(configfile), "--directory", str(work), *options, *TARGETS],
+         "--configfile", str(configfile), "--directory", str(work), *TARGETS, *options],
         cwd=work, capture_output=True, text=True, timeout=600)
 
 
@@ -90,8 +90,10 @@ def test_paper_downloads_pass_with_pins_recorded_then_a_changed_file_is_refused(
     assert "trusted on first use" in (first / "logs/fetch/downloads/elmo_weights.log").read_text()
 
     # a rerun of every fetch job (as after a config change) replaces each folder: its own output
+    fetched_at = (first / "resources/tasks/sst/.fetch.json").stat().st_mtime_ns
     r = run_fetch_rules(configfile, first, "--forcerun", "fetch")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert (first / "resources/tasks/sst/.fetch.json").stat().st_mtime_ns != fetched_at  # it did run again
     assert sorted(p.name for p in (first / "resources/tasks/sst").iterdir()) == [
         ".elmoc-output.json", ".fetch.json", "dev.txt", "test.txt", "train.txt"]
 

@@ -12,10 +12,11 @@ DESCRIPTION = (
     "With --shards N the sentences are pooled, shuffled with --seed, the heldout part (--heldout: "
     "fraction < 1 or sentence count) is cut off, and the rest is split into N shards. With "
     "--shards 0 each train file becomes one shard unshuffled and the heldout file comes from "
-    "--heldout-source. Writes OUT/train/shard_NNN.txt, OUT/heldout.txt and OUT/stats.json, "
-    "atomically: on any error nothing is written. The workflow passes the config's `corpus` section "
-    "as --section-json instead of the other options (sources, heldout_sources, num_shards, heldout, "
-    "lowercase, max_length, seed)."
+    "--heldout-source. Writes OUT/train/shard_NNN.txt, OUT/heldout.txt, OUT/stats.json and "
+    "OUT/.elmoc-output.json, atomically: on any error nothing is written. An existing OUT is replaced "
+    "only when it is empty or an earlier `elmoc corpus` output, and never when it holds a source. The "
+    "workflow passes the config's `corpus` section as --section-json instead of the other options "
+    "(sources, heldout_sources, num_shards, heldout, lowercase, max_length, seed)."
 )
 
 

