@@ -262,6 +262,21 @@ def test_every_command_refuses_an_output_that_is_an_input(name, tmp_path, monkey
     assert _tree(tmp_path) == before
 
 
+def test_an_existing_file_in_an_input_folder_is_an_input(tmp_path, capsys):
+    corpus, model = tmp_path / "train", tmp_path / "model"
+    corpus.mkdir()
+    model.mkdir()
+    (corpus / "shard_000.txt").write_text("a b c\n")
+    (model / "forward.pt").write_text("weights")
+    (tmp_path / "in.txt").write_text("a b\n")
+    before = _tree(tmp_path)
+    assert main(["vocab", "--corpus", str(corpus), "--out", str(corpus / "shard_000.txt")]) == 1
+    _one_line_error(capsys, "elmoc vocab: error:", "--out is a file in the input folder --corpus")
+    assert main(["embed", "--model", str(model), "--top", str(tmp_path / "in.txt"), str(model / "forward.pt")]) == 1
+    _one_line_error(capsys, "elmoc embed: error:", "OUTPUT_FILE is a file in the input folder --model")
+    assert _tree(tmp_path) == before
+
+
 def test_train_refuses_a_spec_among_its_output_files(tmp_path, capsys):
     (tmp_path / "run").mkdir()
     (tmp_path / "run/model.pt").write_text("input: {}\n")

@@ -68,7 +68,9 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def refuse_outputs_among_inputs(command: str, outputs: Paths, inputs: Paths) -> None:
-    """Raise :class:`OutputError` when an output is the same file as an input.
+    """Raise :class:`OutputError` when an output is the same file as an input, or an
+    existing file directly in an input folder (``vocab --corpus DIR --out DIR/shard_000.txt``,
+    ``embed --model M in.txt M/forward.pt``): the command reads that folder's files.
 
     Args:
         command: the subcommand's name, for the message.
@@ -80,6 +82,9 @@ def refuse_outputs_among_inputs(command: str, outputs: Paths, inputs: Paths) -> 
         for in_label, inp in listed_inputs:
             if same_file(out, inp):
                 raise OutputError(out, f"{out_label} is the same file as the input {in_label} ({inp}); "
+                                  f"`elmoc {command}` would overwrite its own input: write the output elsewhere")
+            if out.is_file() and inp.is_dir() and out.resolve().parent == inp.resolve():
+                raise OutputError(out, f"{out_label} is a file in the input folder {in_label} ({inp}); "
                                   f"`elmoc {command}` would overwrite its own input: write the output elsewhere")
 
 
