@@ -1,7 +1,10 @@
 """The ``elmoc`` command line.
 
 Every module in :mod:`elmoc.commands` is a subcommand: it defines ``NAME``,
-``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.  Command
+``HELP`` (one line), ``add_arguments(parser)``, ``run(args) -> int`` and ``INPUTS`` /
+``OUTPUTS``: the ``args`` attributes that name the files it reads and writes; before
+``run`` starts, an output that is the same file as an input is refused in one line
+(:func:`elmoc.io.output_paths.refuse_outputs_among_inputs`).  Command
 modules import heavy libraries (torch, fasttext) inside ``run`` so that
 ``elmoc --help`` stays fast.  Workflow rules call these subcommands, so every
 stage also runs without Snakemake.
@@ -43,8 +46,24 @@ def build_parser() -> argparse.ArgumentParser:
     for module in _command_modules():
         p = sub.add_parser(module.NAME, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
         module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run, _paths=_declared_paths(module, p))
     return parser
+
+
+def _declared_paths(module, parser: argparse.ArgumentParser) -> dict[str, list[tuple[str, str]]]:
+    """``{"inputs": [(label, dest)], "outputs": [...]}`` of a command module's INPUTS and
+    OUTPUTS, labelled as the user types them (``--output``, ``OUTPUT_FILE``)."""
+    labels = {a.dest: (a.option_strings[0] if a.option_strings else a.dest.upper()) for a in parser._actions}
+    return {kind: [(labels.get(dest, dest), dest) for dest in getattr(module, kind.upper())]
+            for kind in ("inputs", "outputs")}
+
+
+def _refuse_outputs_among_inputs(args: argparse.Namespace) -> None:
+    from elmoc.io.output_paths import refuse_outputs_among_inputs
+
+    paths = args._paths
+    refuse_outputs_among_inputs(args.command, {label: getattr(args, dest) for label, dest in paths["outputs"]},
+                                {label: getattr(args, dest) for label, dest in paths["inputs"]})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _stacks_on_fatal_signals()
     try:
+        _refuse_outputs_among_inputs(args)
         return int(args._run(args) or 0)
     except ElmocError as e:  # an error may name its own exit status (e.g. a busy output folder)
         print(f"elmoc {args.command}: error: {e}", file=sys.stderr)
@@ -73,9 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         where = getattr(e, "filename", None) or "."
         print(f"elmoc {args.command}: error: {DiskFullError(where, free_bytes(where))}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:  # Ctrl-C (SIGINT) outside a handler of the command's own
-        print(f"elmoc {args.command}: interrupted", file=sys.stderr)
-        return EXIT_SIGINT
+    except KeyboardInterrupt as e:  # Ctrl-C (SIGINT), or SIGTERM where the command turns it into one
+        status = getattr(e, "exit_status", EXIT_SIGINT)
+        print(f"elmoc {args.command}: {'interrupted' if status == EXIT_SIGINT else 'terminated (SIGTERM)'}",
+              file=sys.stderr)
+        return status
 
 
 def _stacks_on_fatal_signals() -> None:

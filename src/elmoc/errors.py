@@ -65,3 +65,17 @@ def _size(n: int) -> str:
             return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError(n)
+
+
+class OutputError(ElmocError):
+    """An output path the command must not write: the same file as one of its inputs,
+    or a folder it would replace that it did not write (see :mod:`elmoc.io.output_paths`).
+
+    Args:
+        path: the output path.
+        message: why it is refused and what to give instead.
+    """
+
+    def __init__(self, path: str | Path, message: str):
+        self.path = str(path)
+        super().__init__(f"{self.path}: {message}")

@@ -102,3 +102,26 @@ def test_direction_mismatch_is_an_error(bilm):
     forward = bilm.checkpoint_dir / "forward/checkpoint.pt"
     with pytest.raises(InputFileError, match="expected a backward \\(or joint\\) model"):
         load_checkpoints(forward, forward)
+
+
+def test_a_rerun_removes_the_temporaries_a_killed_run_left(bilm, tmp_path):
+    """A SIGKILLed `elmoc embed`/`extract` leaves ``.k.XXXX.tmp.h5`` and its ``.index`` beside the
+    output; the next run into that output removes them (and nothing else: not another output's
+    temporaries, not one a running writer holds)."""
+    import fcntl
+    import os
+
+    stale = [tmp_path / ".k.dead1.tmp.h5", tmp_path / ".k.dead1.tmp.h5.index", tmp_path / ".k.dead2.tmp.h5.index"]
+    others = [tmp_path / ".j.dead3.tmp.h5", tmp_path / ".k.notes", tmp_path / "k.txt"]
+    busy = tmp_path / ".k.busy.tmp.h5"
+    for p in stale + others + [busy]:
+        p.write_bytes(b"partial")
+    fd = os.open(busy, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as HDF5 holds the file of a run still writing
+    try:
+        write_features(bilm, [["the", "cat"]], tmp_path / "k.h5", batch_size=1)
+    finally:
+        os.close(fd)
+    assert not any(p.exists() for p in stale)
+    assert all(p.exists() for p in others + [busy])
+    assert sorted(p.name for p in tmp_path.glob(".k.*")) == [".k.busy.tmp.h5", ".k.notes"]

@@ -161,3 +161,27 @@ def test_embed_raw_text_with_the_project_tokenizer(exported):
     with h5py.File("raw.hdf5") as h5:
         assert json.loads(h5["sentence_to_index"][0]) == {"The cat did n't sit .": "0"}
         assert h5["0"].shape == (6, 12)
+
+
+@pytest.mark.slow
+def test_sigterm_during_embed_is_a_clean_exit_without_temporaries(exported):
+    """SIGTERM (a scheduler's cancel) used to kill `elmoc embed` with -15 and leave
+    ``.o.XXXX.tmp.h5`` and its ``.index`` beside the output; now it is handled like Ctrl-C."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (exported / "many.txt").write_text("the cat sat on a big mat .\n" * 100_000)
+    proc = subprocess.Popen([sys.executable, "-m", "elmoc.cli", "embed", "many.txt", "o.h5", "--model", "model",
+                             "--top", "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(exported.glob(".o.*.tmp.h5")) and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "elmoc embed: terminated (SIGTERM)" in err
+    assert not list(exported.glob(".o.*")) and not (exported / "o.h5").exists()

@@ -62,11 +62,11 @@ def paper_copy(files: dict[str, Path], path: Path) -> Path:
     return path
 
 
-def run_fetch_rules(configfile: Path, work: Path):
+def run_fetch_rules(configfile: Path, work: Path, *options: str):
     work.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
         [sys.executable, "-m", "snakemake", "--cores", "1", "--snakefile", str(REPO_ROOT / "Snakefile"),
-         "--configfile", str(configfile), "--directory", str(work), *TARGETS],
+         "--configfile", str(configfile), "--directory", str(work), *TARGETS, *options],
         cwd=work, capture_output=True, text=True, timeout=600)
 
 
@@ -82,12 +82,20 @@ def test_paper_downloads_pass_with_pins_recorded_then_a_changed_file_is_refused(
     assert (first / "resources/downloads/bilm_vocab/vocab-2016-09-10.txt").read_text().startswith("</S>")
     assert (first / "resources/downloads/fasttext_cc/crawl-300d-2M-subword.bin").read_bytes() == b"fasttext stand-in"
     assert sorted(p.name for p in (first / "resources/tasks/sst").iterdir()) == [
-        ".fetch.json", "dev.txt", "test.txt", "train.txt"]
+        ".elmoc-output.json", ".fetch.json", "dev.txt", "test.txt", "train.txt"]
     pins_file = first / "config/pins.yaml"
     pins = yaml.safe_load(pins_file.read_text())
     assert pins == {files[name].as_uri(): {"sha256": hashlib.sha256(files[name].read_bytes()).hexdigest(),
                                            "size": files[name].stat().st_size} for name in TOFU}
     assert "trusted on first use" in (first / "logs/fetch/downloads/elmo_weights.log").read_text()
+
+    # a rerun of every fetch job (as after a config change) replaces each folder: its own output
+    fetched_at = (first / "resources/tasks/sst/.fetch.json").stat().st_mtime_ns
+    r = run_fetch_rules(configfile, first, "--forcerun", "fetch")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert (first / "resources/tasks/sst/.fetch.json").stat().st_mtime_ns != fetched_at  # it did run again
+    assert sorted(p.name for p in (first / "resources/tasks/sst").iterdir()) == [
+        ".elmoc-output.json", ".fetch.json", "dev.txt", "test.txt", "train.txt"]
 
     # second machine with the committed pins file: verified against it, nothing new recorded
     second = tmp_path / "machine2"

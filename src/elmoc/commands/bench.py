@@ -22,6 +22,10 @@ SECTION_KEYS = {"device": ("--device", str), "width_scale": ("--width-scale", fl
                 "threads": ("--threads", int)}
 
 
+# --out-dir and --scratch: written only; nothing is read
+INPUTS = ()  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ()
+
 def add_arguments(parser) -> None:
     from elmoc.config_section import add_section_argument
 

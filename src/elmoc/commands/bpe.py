@@ -13,6 +13,9 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('corpus',)  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('out_dir',)
+
 def add_arguments(parser) -> None:
     from elmoc.config_section import add_section_argument
 

@@ -12,6 +12,9 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('checkpoint', 'vocab')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('out',)
+
 def add_arguments(parser) -> None:
     parser.add_argument("--checkpoint", required=True,
                         help="trained ELMo LM: the forward direction's model.pt, or a joint bi-LM's "

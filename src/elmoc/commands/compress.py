@@ -16,9 +16,12 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('model_dir', 'measure')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('output',)
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model_dir", help="the model directory to compress (elmoc export)")
-    parser.add_argument("--output", required=True, help="directory to write (replaced atomically)")
+    parser.add_argument("--output", required=True, help="directory to write: absent, empty or an earlier output of this command (replaced atomically)")
     parser.add_argument("--format", required=True, dest="fmt", metavar="{float16,bfloat16,int8}",
                         help="storage format of the weights")
     parser.add_argument("--measure", required=True, metavar="SENTENCES_FILE",
@@ -49,10 +52,12 @@ def run(args: argparse.Namespace) -> int:
 
     from elmoc.errors import ConfigError
     from elmoc.features.sentences import read_sentences
+    from elmoc.io.output_paths import check_output_directory
     from elmoc.pretrained.compress import compress_model
     from elmoc.pretrained.formats import check_format
 
     check_format(args.fmt)
+    check_output_directory(args.output, NAME, {"MODEL_DIR": args.model_dir, "--measure": args.measure})
     for name in ("batch_size", "rounds"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")

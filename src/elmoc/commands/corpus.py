@@ -12,12 +12,17 @@ DESCRIPTION = (
     "With --shards N the sentences are pooled, shuffled with --seed, the heldout part (--heldout: "
     "fraction < 1 or sentence count) is cut off, and the rest is split into N shards. With "
     "--shards 0 each train file becomes one shard unshuffled and the heldout file comes from "
-    "--heldout-source. Writes OUT/train/shard_NNN.txt, OUT/heldout.txt and OUT/stats.json, "
-    "atomically: on any error nothing is written. The workflow passes the config's `corpus` section "
-    "as --section-json instead of the other options (sources, heldout_sources, num_shards, heldout, "
-    "lowercase, max_length, seed)."
+    "--heldout-source. Writes OUT/train/shard_NNN.txt, OUT/heldout.txt, OUT/stats.json and "
+    "OUT/.elmoc-output.json, atomically: on any error nothing is written. An existing OUT is replaced "
+    "only when it is empty or an earlier `elmoc corpus` output, and never when it holds a source. The "
+    "workflow passes the config's `corpus` section as --section-json instead of the other options "
+    "(sources, heldout_sources, num_shards, heldout, lowercase, max_length, seed)."
 )
 
+
+# the sources (globs, or in --section-json) are checked against --out by the output folder's check
+INPUTS = ()  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ()
 
 def add_arguments(parser) -> None:
     from elmoc.config_section import add_section_argument
@@ -27,7 +32,7 @@ def add_arguments(parser) -> None:
                         help="training text (repeatable); quote globs")
     parser.add_argument("--heldout-source", action="append", default=[], metavar="FORMAT:PATH_OR_GLOB",
                         help="heldout text instead of a split of the sources (repeatable)")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output directory, e.g. results/corpus")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory, e.g. results/corpus: absent, empty or an earlier output of this command (replaced atomically)")
     parser.add_argument("--shards", type=int, default=None,
                         help="number of train shards; 0 = one shard per train file, unshuffled (default 1)")
     parser.add_argument("--heldout", type=float, default=None,

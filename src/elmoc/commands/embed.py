@@ -17,6 +17,9 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('input_file', 'model')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('output_file',)
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input_file", help="sentences, one per line")
     parser.add_argument("output_file", help="HDF5 file to write")
@@ -42,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from elmoc.features.embed import check_batching
     from elmoc.features.sentences import check_sentences, iter_sentences
     from elmoc.features.store import write_features
+    from elmoc.io.output_paths import sigterm_as_interrupt
     from elmoc.pretrained.loader import load_bilm
 
     check_batching(args.batch_size, args.max_tokens)
@@ -51,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     total = check_sentences(args.input_file)  # a bad line is refused before the model loads
     bilm = load_bilm(args.model, args.device)
-    write_features(bilm, iter_sentences(args.input_file, tokenize=args.tokenize), args.output_file,
-                   batch_size=args.batch_size, device=args.device, layers=args.layers,
-                   max_tokens=args.max_tokens, total=total, forget_sentences=args.forget_sentences)
+    with sigterm_as_interrupt():  # SIGTERM as Ctrl-C: the half-written temporaries are deleted, exit 143
+        write_features(bilm, iter_sentences(args.input_file, tokenize=args.tokenize), args.output_file,
+                       batch_size=args.batch_size, device=args.device, layers=args.layers,
+                       max_tokens=args.max_tokens, total=total, forget_sentences=args.forget_sentences)
     return 0

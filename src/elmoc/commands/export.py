@@ -19,8 +19,11 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('forward', 'backward', 'fasttext_model', 'char_cnn_model', 'bilm_tf_options', 'bilm_tf_weights', 'vocab', 'spec')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('output',)
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--output", required=True, help="directory to write (replaced atomically)")
+    parser.add_argument("--output", required=True, help="directory to write: absent, empty or an earlier output of this command (replaced atomically)")
     parser.add_argument("--variant", help="trained variant under --results (results/lm/VARIANT)")
     parser.add_argument("--results", default="results", help="results tree of the workflow (default results)")
     parser.add_argument("--forward", help="forward model.pt (instead of --variant)")
@@ -63,6 +66,7 @@ def command_line(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from elmoc.errors import ConfigError
+    from elmoc.io.output_paths import check_output_directory
     from elmoc.pretrained import bilm_tf, writer
 
     if bool(args.bilm_tf_options) != bool(args.bilm_tf_weights):
@@ -77,10 +81,15 @@ def run(args: argparse.Namespace) -> int:
                                         load_yaml(args.spec), args.vocab,
                                         [args.direction] if args.direction else DIRECTIONS)
         else:
+            check_output_directory(args.output, NAME, {"--bilm-tf-options": args.bilm_tf_options,
+                                                       "--bilm-tf-weights": args.bilm_tf_weights, "--vocab": args.vocab})
             bilm_tf.convert_bilm_tf(args.bilm_tf_options, args.bilm_tf_weights, args.output, vocab=args.vocab)
         return 0
     if args.format != "directory":
         raise ConfigError("--format checkpoints applies to --bilm-tf-options/--bilm-tf-weights")
+    check_output_directory(args.output, NAME, {"--forward": args.forward, "--backward": args.backward,
+                                               "--fasttext-model": args.fasttext_model,
+                                               "--char-cnn-model": args.char_cnn_model})
     if args.variant:
         if args.forward or args.backward:
             raise ConfigError("give --variant or --forward/--backward, not both")

@@ -20,6 +20,10 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('forward', 'backward', 'sentences', 'vocab', 'fasttext_model', 'char_cnn_model')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('output',)
+
+
 BOUNDARY_CHOICES = ("auto", "true", "false")
 
 

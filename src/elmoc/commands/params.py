@@ -12,6 +12,9 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('config', 'preset')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ()
+
 def add_arguments(parser) -> None:
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--config", help="workflow config (e.g. config/paper.yaml): every pretrain variant")

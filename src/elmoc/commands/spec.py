@@ -12,6 +12,9 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('config',)  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('output',)
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from elmoc.config_section import add_section_argument
 

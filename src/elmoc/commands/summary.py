@@ -11,6 +11,9 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('heldout', 'tasks', 'majority')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('output',)
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--heldout", nargs="*", default=[], help="results/lm/*/*/heldout.json")
     parser.add_argument("--tasks", nargs="*", default=[], help="results/tasks/*/*/seed*.json")

@@ -19,6 +19,9 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('heldout', 'tasks', 'majority', 'bench', 'inputs', 'config')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('out_dir', 'output', 'csv', 'runs_csv', 'plot')
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("kind", choices=["paper", "beyond", "figures", "pretrain", "downstream", "majority", "config"], help="what to build")
     parser.add_argument("--heldout", nargs="*", default=[], help="paper/beyond/figures: heldout.json files")

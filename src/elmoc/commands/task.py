@@ -17,6 +17,9 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('config', 'features', 'fasttext', 'vocab')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('output',)
+
 def add_arguments(parser) -> None:
     from elmoc.tasks.config import add_task_section_arguments
 

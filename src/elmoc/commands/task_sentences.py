@@ -11,6 +11,9 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('config',)  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('output',)
+
 def add_arguments(parser) -> None:
     from elmoc.tasks.config import add_task_section_arguments
 

@@ -38,6 +38,9 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('spec',)  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('output_dir',)
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", required=True, help="LM spec YAML (results/lm/<variant>/spec.yaml)")
     parser.add_argument("--direction", choices=RUNS, required=True,
@@ -86,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if os.environ.get("RANK", "0") == "0":  # the process that writes the folder, before torch starts
             spec_text = _check_spec_direction(args)  # a wrong direction is refused before the folder exists
+            _refuse_spec_among_outputs(args)
             OutputLock(args.output_dir).acquire()  # held until this process exits
             _keep_log(Path(args.output_dir) / TRAIN_TEXT_LOG)
             attempts = AttemptLog(args.output_dir, lambda: checkpoint_step(Path(args.output_dir)),
@@ -111,6 +115,18 @@ def run(args: argparse.Namespace) -> int:
     if attempts is not None:
         attempts.record(STOPPED if status == EXIT_STOPPED else DONE, status)
     return status
+
+
+def _refuse_spec_among_outputs(args: argparse.Namespace) -> None:
+    """The spec must not be one of the files train writes into --output-dir."""
+    from pathlib import Path
+
+    from elmoc.io.output_paths import refuse_outputs_among_inputs
+    from elmoc.train.checkpoint import CHECKPOINT, HELDOUT, MODEL, TRAIN_LOG
+
+    names = (CHECKPOINT, MODEL, HELDOUT, TRAIN_LOG, TRAIN_TEXT_LOG)
+    refuse_outputs_among_inputs("train", {f"--output-dir's {name}": Path(args.output_dir) / name for name in names},
+                                {"--spec": args.spec})
 
 
 def _keep_log(path) -> None:

@@ -13,6 +13,9 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('vocab', 'model')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('out',)
+
 def add_arguments(parser) -> None:
     from elmoc.config_section import add_section_argument
 

@@ -15,6 +15,9 @@ DESCRIPTION = (
 )
 
 
+INPUTS = ('corpus', 'from_file')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('out',)
+
 def add_arguments(parser) -> None:
     from elmoc.config_section import add_section_argument
 
@@ -41,6 +44,9 @@ def run(args) -> int:
         max_size, min_count = v.get("max_size", int) or None, v.get("min_count", int, 1)
     if not corpus and not from_file:
         raise ConfigError("give --corpus or --from-file (or --section-json with --corpus)")
+    from elmoc.io.output_paths import refuse_outputs_among_inputs
+
+    refuse_outputs_among_inputs(NAME, {"--out": args.out}, {"vocab.file": from_file})  # --section-json's input
     build_vocabulary(args.out, corpus=corpus, from_file=from_file, max_size=max_size,
                      min_count=1 if min_count is None else min_count)
     return 0

@@ -24,6 +24,10 @@ DESCRIPTION = (
 )
 
 
+# the wrapped command checks its own paths
+INPUTS = ()  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ()
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.usage = "elmoc with-gpus [--lock-dir DIR] [--grace SECONDS] N -- COMMAND [ARGS...]"
     parser.add_argument("--lock-dir", default=".snakemake/gpu-slots",

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INDEX_KEY = "sentence_to_index"
+INDEX_SUFFIX = ".index"  # the sentence index is built in TMP.index beside the temp HDF5 file, then stored
 
 
 def sentence_key(tokens: Sequence[str]) -> str:
@@ -66,19 +67,24 @@ def write_features(bilm: "BiLM", sentences: Iterable[Sequence[str]], output: str
     from elmoc.devices import resolve_device
     from elmoc.features.embed import check_batching, iter_features, select_layers
     from elmoc.io.atomic import atomic_path
+    from elmoc.io.output_paths import remove_stale_temps
 
     select_layers(np.zeros((1, 1, 1), np.float32), layers)  # checks the name and sizes before any work
     check_batching(batch_size, max_tokens)
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
+    for stale in remove_stale_temps(output, companions=(INDEX_SUFFIX,)):
+        log.warning("removed %s, left behind by an interrupted run", stale)
     if boundaries is not None:
         bilm.boundaries = boundaries
     bilm = bilm.to(resolve_device(device)).eval()
     if total is None and hasattr(sentences, "__len__"):
         total = len(sentences)
     count = 0
-    with atomic_path(output) as tmp, h5py.File(tmp, "w") as h5, \
-            open(f"{tmp}.index", "w+", encoding="utf-8") as index:
+    # HDF5 holds the temp file (an exclusive flock) while it is open: a concurrent run's
+    # remove_stale_temps leaves it alone, and our own flock would block HDF5's
+    with atomic_path(output, held=False) as tmp, h5py.File(tmp, "w") as h5, \
+            open(f"{tmp}{INDEX_SUFFIX}", "w+", encoding="utf-8") as index:
         try:
             # identical sentences have equal lengths and the length sort is stable, so they come
             # in input order and the last one's key wins in the index, as in a dict over the input
@@ -93,7 +99,7 @@ def write_features(bilm: "BiLM", sentences: Iterable[Sequence[str]], output: str
                 ds = h5.create_dataset(INDEX_KEY, (1,), dtype=h5py.string_dtype())
                 ds[0] = "{" + index.read() + "}"
         finally:
-            Path(f"{tmp}.index").unlink(missing_ok=True)
+            Path(f"{tmp}{INDEX_SUFFIX}").unlink(missing_ok=True)
         h5.attrs["num_layers"] = bilm.num_layers
         h5.attrs["dim"] = bilm.output_dim
         h5.attrs["boundaries"] = bilm.boundaries

@@ -3,7 +3,10 @@
 Every data stage writes its outputs through these helpers, so an interrupted or
 failed run never leaves a half-written file that a later stage (or Snakemake)
 would mistake for a finished one.  The temporary lives in the destination's own
-directory so that the final ``os.replace`` is a rename on one filesystem.
+directory so that the final ``os.replace`` is a rename on one filesystem.  A writer
+holds an ``flock`` on its temporary until it is renamed or deleted, so that the next
+run's :func:`elmoc.io.output_paths.remove_stale_temps` removes only the temporaries of
+killed runs, never one being written.
 
 A full disk (``ENOSPC``, ``EDQUOT``, or the serializer failure it causes inside
 ``torch.save``: ``RuntimeError: ... unexpected pos``) while writing is turned into one
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import IO, Iterator
 
 from elmoc.errors import DiskFullError
+from elmoc.io.output_paths import hold
 
 # torch.save's messages when its writer's file write fails (a full disk gives the first)
 _TORCH_WRITE_FAILURES = ("unexpected pos", "PytorchStreamWriter failed", "file write failed")
@@ -90,24 +94,29 @@ def atomic_file(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | Path, held: bool = True) -> Iterator[Path]:
     """A temp *path* (not opened) beside ``path``, renamed onto ``path`` on success.
 
     For writers that insist on a file name (``np.save``, fastText ``save_model``).
     The temp name keeps ``path``'s suffix, because some writers append one.
+    ``held=False`` for a writer that takes an exclusive ``flock`` on the file itself
+    (HDF5 does, while the file is open), which ours would block.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
-    os.close(fd)
-    public_mode(tmp)
     try:
+        if held:
+            hold(fd)
+        public_mode(tmp)
         with disk_full_as_error(path):
             yield Path(tmp)
             os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -117,15 +126,19 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     An existing ``path`` is removed only after the new content is complete.  On
     failure the temp directory is deleted and ``path`` is left as it was.
     """
-    path = Path(path)
+    path = Path(os.path.abspath(path))  # "." or "dir/.." have no name to put beside them
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    held = [os.open(tmp, os.O_RDONLY)]
     try:
+        hold(held[0])
         with disk_full_as_error(path):
             public_mode(tmp, directory=True)
             yield tmp
         if path.exists():
             old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
+            held.append(os.open(old, os.O_RDONLY))
+            hold(held[-1])
             os.replace(path, old / path.name)
             os.replace(tmp, path)
             shutil.rmtree(old, ignore_errors=True)
@@ -134,3 +147,6 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        for fd in held:
+            os.close(fd)

@@ -13,7 +13,8 @@ import torch
 
 from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.directions import DIRECTIONS
-from elmoc.io.atomic import atomic_directory, atomic_file
+from elmoc.io.atomic import atomic_file
+from elmoc.io.output_paths import output_directory
 from elmoc.pretrained.card import write_card
 from elmoc.pretrained.writer import write_meta
 from elmoc.train.checkpoint import FORMAT as CHECKPOINT_FORMAT
@@ -54,7 +55,8 @@ def convert_bilm_tf(options: str | Path, weights: str | Path, output: str | Path
     inputs: ``vocab`` (e.g. bilm-tf's ``vocab-2016-09-10.txt``), else none is written.
     """
     input_cfg, encoder_cfg, states = _bilm_tf_parts(options, weights)
-    with atomic_directory(output) as tmp:
+    inputs = {"--bilm-tf-options": options, "--bilm-tf-weights": weights, "--vocab": vocab}
+    with output_directory(output, "export", inputs) as tmp:
         if vocab:
             Vocabulary.from_external_file(vocab).save(tmp / "vocab.txt")
         for direction, state in states.items():

