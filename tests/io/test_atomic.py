@@ -25,7 +25,7 @@ def _writers():
             torch.save({"w": torch.zeros(100_000)}, tmp)
 
     def hdf5(path):
-        with atomic_path(path) as tmp, h5py.File(tmp, "w") as h5:
+        with atomic_path(path, held=False) as tmp, h5py.File(tmp, "w") as h5:
             h5["0"] = np.zeros(100_000, dtype="float32")
 
     def folder(path):
