@@ -59,6 +59,17 @@ def test_adaptive_rows_use_the_elmo_a_preset(repo_root):
     assert counts["40K"] < counts["800K"] < counts["2000K"]
 
 
+def test_adaptive_2000k_has_the_papers_213m():
+    """Table 4's ADAPTIVE 2000K is 213M: ELMo-A's cutoffs plus a third (ELMo-A's alone give 236M)."""
+    from elmoc.bench.scenarios import ADAPTIVE_2000K_CUTOFF, ELMO_A_CUTOFFS
+
+    model = build_spec("ADAPTIVE", "2000K", "ELMO", Scale(), None)
+    assert model.spec["output"]["cutoffs"] == [*ELMO_A_CUTOFFS, ADAPTIVE_2000K_CUTOFF]
+    assert round(bilm_parameters(model) / 1e6) == 213
+    # the extra cutoff lies beyond the 800K vocabulary, so ADAPTIVE 800K keeps ELMo-A's model
+    assert build_spec("ADAPTIVE", "800K", "ELMO", Scale(), None).spec["output"]["cutoffs"] == list(ELMO_A_CUTOFFS)
+
+
 def test_softmax_rows_count_the_joint_bi_lm():
     """ADAPTIVE / SAMPLED / SUBWORD rows count the joint bi-LM the pipeline trains (one
     softmax); CONT / FIXED two separate directions; both equal the paper's convention."""
