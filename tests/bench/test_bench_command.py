@@ -45,6 +45,8 @@ def test_bad_settings_raise_config_error():
     with pytest.raises(ConfigError):
         BenchSettings(repeats=0)
     assert main(["bench", "--tables", "6"]) == 1
+    assert main(["bench", "--table4-rows", "CONT,ADAPTIVE 1M"]) == 1
+    assert main(["bench", "--scenarios", "s1,s4"]) == 1
 
 
 def test_adaptive_rows_use_the_elmo_a_preset(repo_root):
