@@ -20,6 +20,8 @@ def test_table5_protocol_auto_is_s3_on_cuda_and_fixed_on_cpu():
     assert BenchSettings(device="cpu").resolved_table5_protocol() == "fixed"
     assert BenchSettings(device="cpu", table5_protocol="s3").resolved_table5_protocol() == "s3"
     assert BenchSettings(device="cuda", table5_protocol="fixed").resolved_table5_protocol() == "fixed"
+    assert BenchSettings(device="cuda", skip_s3=True).resolved_table5_protocol() == "fixed"
+    assert BenchSettings.quick(device="cuda").resolved_table5_protocol() == "fixed"  # as before: --quick skips S3
     label = table5_protocol(BenchSettings(device="cuda", world=4, memory_budget_mb=11000))["label"]
     assert "4 data-parallel processes (NCCL" in label and "11000 MB" in label and "OOM" in label
     assert "CPU fallback" in table5_protocol(BenchSettings())["label"]

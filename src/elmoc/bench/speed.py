@@ -93,9 +93,10 @@ class BenchSettings:
                               f"got {self.table5_encoders!r}")
 
     def resolved_table5_protocol(self) -> str:
-        """``s3`` or ``fixed``: ``auto`` is ``s3`` on CUDA (the paper's GPUs), ``fixed`` elsewhere."""
+        """``s3`` or ``fixed``: ``auto`` is ``s3`` on CUDA (the paper's GPUs) unless S3 is skipped
+        (``--no-s3``, ``--quick``), ``fixed`` elsewhere."""
         if self.table5_protocol == "auto":
-            return "s3" if self.device.startswith("cuda") else "fixed"
+            return "s3" if self.device.startswith("cuda") and not self.skip_s3 else "fixed"
         return self.table5_protocol
 
     @classmethod
@@ -257,6 +258,10 @@ def _data_parallel_seconds(jobs: list[dict], settings: BenchSettings, device: to
     """Median step seconds per job label on ``settings.world`` processes (None: out of memory)."""
     from elmoc.bench.data_parallel import run_data_parallel
 
+    if device.type == "cuda" and torch.cuda.device_count() < settings.world:
+        raise ConfigError(f"bench: {settings.world} data-parallel processes need {settings.world} GPUs, "
+                          f"{torch.cuda.device_count()} visible; lower --world (bench.world) or pass --no-s3 "
+                          "(and --table5-protocol fixed)")
     log.info("data parallel: %d processes (%s), %d models", settings.world,
              "nccl" if device.type == "cuda" else "gloo", len(jobs))
     return run_data_parallel(jobs, settings.world, device.type, repeats=settings.repeats)

@@ -38,25 +38,26 @@ def add_arguments(parser) -> None:
     parser.add_argument("--device", default=None, help="torch device (default cpu)")
     parser.add_argument("--width-scale", type=float, default=None, help="width factor (default 0.125; quick 1/32)")
     parser.add_argument("--vocab-scale", type=float, default=None, help="vocabulary factor (default 0.05)")
-    parser.add_argument("--memory-budget-mb", type=float, default=None, help="S2 memory budget (default 768)")
+    parser.add_argument("--memory-budget-mb", type=float, default=None, help="per-process memory budget of S2 and of Table 5 under s3 (default 768)")
     parser.add_argument("--repeats", type=int, default=None,
                         help=("timed steps per figure, median (default 3; S1 times 5x as many; the LSTM kernel "
                               "figures are the fastest of 3x, the 2000K/40K CONT ratio the median of 10x pairs)"))
-    parser.add_argument("--world", type=int, default=None, help="S3 processes (default 2)")
+    parser.add_argument("--world", type=int, default=None, help="data-parallel processes of S3 and of Table 5 under s3 (default 2)")
     parser.add_argument("--table5-batch", type=int, default=None,
                         help="Table 5 batch of the fixed protocol (default 64)")
     parser.add_argument("--table5-protocol", choices=("auto", "s3", "fixed"), default=None,
                         help=("how Table 5 is timed: s3 = the paper's (--world data-parallel processes, NCCL on "
                               "CUDA, gloo on CPU, each at the largest batch whose measured peak fits "
                               "--memory-budget-mb; OOM where batch 1 does not fit), fixed = one process at "
-                              "--table5-batch (the CPU fallback), auto = s3 on CUDA, fixed elsewhere (default)"))
+                              "--table5-batch (the CPU fallback), auto = s3 on CUDA unless --no-s3 or --quick, fixed "
+                              "elsewhere (default)"))
     parser.add_argument("--table4-rows", default=None,
                         help=("comma-separated Table 4 rows to measure, e.g. 'CONT,SUBWORD,ADAPTIVE 800K,SAMPLED "
                               "800K' (default: all nine; CONT, the base of the ratios, is always measured)"))
     parser.add_argument("--scenarios", default=None,
                         help="comma-separated Table 4 scenarios, a subset of s1, s2, s3 (default: all)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads per process (default 1)")
-    parser.add_argument("--no-s3", action="store_true", help="skip the data-parallel scenario S3")
+    parser.add_argument("--no-s3", action="store_true", help="skip the data-parallel scenario S3 (Table 5 auto then times the fixed batch)")
     parser.add_argument("--out-dir", default=None, help="write table4/table5/lstm .md and .csv and bench.json here")
     parser.add_argument("--scratch", default=None,
                         help="folder for the synthetic vector tables (default: a temporary folder)")
