@@ -111,3 +111,19 @@ def test_s1_runs_in_its_own_process_with_launch_blocking(monkeypatch, tmp_path):
     assert all(r["s1_environment"] == {"CUDA_LAUNCH_BLOCKING": "1"} and r["s1_step_s"] > 0 for r in rows)
     assert rows[1]["s1_ratio"] > 0 and rows[0]["max_batch"] is None and rows[0]["s2_s_per_mwords"] is None
     assert "CUDA_LAUNCH_BLOCKING" not in os.environ
+
+
+def test_s1_interleave_forces_round_robin_above_the_size_limit(monkeypatch, tmp_path):
+    """--s1-interleave: every model's batch-1 calls alternate, even past the parameter limit
+    where the models would otherwise be timed one after another (_step_seconds)."""
+    from elmoc.bench.scenarios import Scale, build_spec
+
+    models = [build_spec(layer, None, "ELMO", Scale(1 / 32, 0.005), tmp_path) for layer in ("CONT", "FIXED")]
+    monkeypatch.setattr(speed, "INTERLEAVE_S1_MAX_PARAMS", 0)
+    sequential = []
+    monkeypatch.setattr(speed, "_step_seconds", lambda m, *a, **k: sequential.append(m.label) or 1.0)
+    got = speed._s1_seconds(models, BenchSettings.quick(repeats=1), torch.device("cpu"))
+    assert sequential == ["CONT", "FIXED"] and got == {"CONT": 1.0, "FIXED": 1.0}
+    sequential.clear()
+    got = speed._s1_seconds(models, BenchSettings.quick(repeats=1, s1_interleave=True), torch.device("cpu"))
+    assert sequential == [] and set(got) == {"CONT", "FIXED"} and all(v > 0 for v in got.values())

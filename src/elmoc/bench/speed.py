@@ -47,6 +47,7 @@ class BenchSettings:
     data-parallel processes, each at the largest batch that fits ``memory_budget_mb``, OOM
     where batch 1 does not), ``fixed`` (one process at ``table5_batch``: the CPU fallback) or
     ``auto`` (``s3`` on CUDA, else ``fixed``).  table5_encoders: Table 5 columns (None: all six).
+    s1_interleave: interleave S1's calls round-robin even above 50M parameters in all.
     """
 
     device: str = "cpu"
@@ -67,6 +68,7 @@ class BenchSettings:
     scenarios: list = field(default_factory=lambda: list(SCENARIOS))
     table5_protocol: str = "auto"
     table5_encoders: list | None = None
+    s1_interleave: bool = False
 
     def __post_init__(self):
         counts = ("repeats", "world", "table5_batch", "s2_start", "threads", "s2_probes", "gpt_length")
@@ -162,9 +164,10 @@ def _s1_seconds(models: list[BenchModel], settings: BenchSettings, device: torch
     under 50M trainable parameters in all) their calls are interleaved round-robin,
     so that the machine's load drift hits every row alike; measured one model after
     another, the first row came out up to 1.4x slower than the same step measured
-    later (2026-11-22 runs).  Paper-sized models are measured one after another.
+    later (2026-11-22 runs).  Paper-sized models are measured one after another unless
+    ``settings.s1_interleave`` (the caller knows they fit together).
     """
-    if sum(bilm_parameters(m) for m in models) > INTERLEAVE_S1_MAX_PARAMS:
+    if not settings.s1_interleave and sum(bilm_parameters(m) for m in models) > INTERLEAVE_S1_MAX_PARAMS:
         return {m.label: _step_seconds(m, 1, settings, device, calls_per_repeat=5) for m in models}
     steps = {m.label: TrainStep(build_model(m, device), synthetic_batch(m.vocab_size, 1, m.seq_len, 1, device),
                                 device) for m in models}

@@ -54,6 +54,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--table4-rows", default=None,
                         help=("comma-separated Table 4 rows to measure, e.g. 'CONT,SUBWORD,ADAPTIVE 800K,SAMPLED "
                               "800K' (default: all nine; CONT, the base of the ratios, is always measured)"))
+    parser.add_argument("--s1-interleave", action="store_true",
+                        help=("interleave the Table 4 models' S1 calls round-robin even at paper size (all models "
+                              "in memory at once; default only under 50M parameters in all), so load drift on a "
+                              "shared machine hits every row alike"))
     parser.add_argument("--scenarios", default=None,
                         help="comma-separated Table 4 scenarios, a subset of s1, s2, s3 (default: all)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads per process (default 1)")
@@ -87,6 +91,7 @@ def run(args) -> int:
         "table5_batch": args.table5_batch, "threads": args.threads, "skip_s3": args.no_s3 or None,
         "table5_protocol": args.table5_protocol,
         "table4_rows": _list(args.table4_rows), "scenarios": _list(args.scenarios),
+        "s1_interleave": args.s1_interleave or None,
     }.items() if v is not None}
     settings = BenchSettings.quick(**overrides) if args.quick else BenchSettings(**overrides)
 
