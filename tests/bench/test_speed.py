@@ -104,6 +104,7 @@ def test_s1_runs_in_its_own_process_with_launch_blocking(monkeypatch, tmp_path):
     """Where S1 needs an environment (CUDA; faked here on CPU) it runs in a spawned process
     that starts with it, and this process's environment is left as it was."""
     monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
+    monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")  # the spawned child would spend ~50 s loading the C++ loop
     monkeypatch.setattr(speed, "s1_environment", lambda device: {"CUDA_LAUNCH_BLOCKING": "1"})
     settings = BenchSettings.quick(table4_rows=["FIXED"], scenarios=["s1"], repeats=1)
     rows = speed.run_table4(settings, tmp_path)
