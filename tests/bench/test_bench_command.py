@@ -45,6 +45,8 @@ def test_bad_settings_raise_config_error():
     with pytest.raises(ConfigError):
         BenchSettings(repeats=0)
     assert main(["bench", "--tables", "6"]) == 1
+    assert main(["bench", "--table4-rows", "CONT,ADAPTIVE 1M"]) == 1
+    assert main(["bench", "--scenarios", "s1,s4"]) == 1
 
 
 def test_adaptive_rows_use_the_elmo_a_preset(repo_root):
@@ -57,6 +59,17 @@ def test_adaptive_rows_use_the_elmo_a_preset(repo_root):
     assert abs(counts["40K"] / 1e6 - 97) < 2
     assert abs(counts["800K"] / 1e6 - 196) / 196 < 0.02
     assert counts["40K"] < counts["800K"] < counts["2000K"]
+
+
+def test_adaptive_2000k_has_the_papers_213m():
+    """Table 4's ADAPTIVE 2000K is 213M: ELMo-A's cutoffs plus a third (ELMo-A's alone give 236M)."""
+    from elmoc.bench.scenarios import ADAPTIVE_2000K_CUTOFF, ELMO_A_CUTOFFS
+
+    model = build_spec("ADAPTIVE", "2000K", "ELMO", Scale(), None)
+    assert model.spec["output"]["cutoffs"] == [*ELMO_A_CUTOFFS, ADAPTIVE_2000K_CUTOFF]
+    assert round(bilm_parameters(model) / 1e6) == 213
+    # the extra cutoff lies beyond the 800K vocabulary, so ADAPTIVE 800K keeps ELMo-A's model
+    assert build_spec("ADAPTIVE", "800K", "ELMO", Scale(), None).spec["output"]["cutoffs"] == list(ELMO_A_CUTOFFS)
 
 
 def test_softmax_rows_count_the_joint_bi_lm():

@@ -16,7 +16,21 @@ def test_max_batch_search_finds_the_budget_edge_of_an_affine_memory():
     batch, mem = max_batch_under_budget(peak, budget_bytes=1000 + 37 * 500, start=8)
     assert 400 <= batch <= 500 and mem == peak(batch)
     assert len(calls) <= 9
-    assert max_batch_under_budget(peak, budget_bytes=10, start=8) == (0, 1000 + 37 * 8)
+    assert max_batch_under_budget(peak, budget_bytes=10, start=8) == (0, 1000 + 37 * 1)
+
+
+def test_max_batch_search_goes_below_start_and_reports_oom_only_when_batch_1_fails():
+    calls = []
+
+    def peak(batch):
+        calls.append(batch)
+        return 100 * batch
+
+    batch, mem = max_batch_under_budget(peak, budget_bytes=300, start=8)
+    assert batch == 3 and mem == 300 and calls[:3] == [8, 4, 2]
+    calls.clear()
+    assert max_batch_under_budget(peak, budget_bytes=50, start=8) == (0, 100)
+    assert calls == [8, 4, 2, 1]
 
 
 def test_max_batch_search_treats_failures_as_too_big():

@@ -91,10 +91,13 @@ def test_bpe(monkeypatch, tmp_path):
 def test_bench(monkeypatch):
     capture(monkeypatch, "elmoc.bench.speed", "run_all")
     section = {"enabled": True, "device": "cpu", "quick": True, "s3": False, "width_scale": 1, "repeats": 2,
-               "threads": None, "world": None, "vocab_scale": None, "memory_budget_mb": None, "table5_batch": None}
+               "threads": None, "world": None, "vocab_scale": None, "memory_budget_mb": None, "table5_batch": None,
+               "table5_protocol": "s3"}
     got = call(["bench", "--section-json", json.dumps(section)])
-    typed = call(["bench", "--device", "cpu", "--quick", "--no-s3", "--width-scale", "1", "--repeats", "2"])
+    typed = call(["bench", "--device", "cpu", "--quick", "--no-s3", "--width-scale", "1", "--repeats", "2",
+                  "--table5-protocol", "s3"])
     assert got[0][0] == typed[0][0] and got[0][2] == typed[0][2]  # the settings and the tables
+    assert got[0][0].table5_protocol == "s3"
 
 
 def test_extract(monkeypatch):

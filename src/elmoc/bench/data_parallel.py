@@ -37,14 +37,22 @@ def _worker(rank: int, world: int, port: int, jobs: list[dict], out_path: str, d
     device = Distributed(rank=rank, world_size=world, local_rank=rank).setup(device_type)  # the trainer's
     results = []
     for job in jobs:
-        torch.manual_seed(1)
-        model = LanguageModel.from_spec(job["spec"], range(job["vocab_size"])).to(device)
-        ddp = wrap_model(model, device)  # the trainer's wrapping: sparse rows exchanged, tables never sent
-        batch = synthetic_batch(job["vocab_size"], job["batch"], job["seq_len"], seed=rank + 1, device=device)
-        step = TrainStep(ddp, batch, device)
-        times = time_calls(step, device, repeats=repeats, warmup=1)
-        results.append({"label": job["label"], "seconds": robust_seconds(times)})
-        del ddp, model, step
+        seconds, failed = None, False
+        try:
+            torch.manual_seed(1)
+            model = LanguageModel.from_spec(job["spec"], range(job["vocab_size"])).to(device)
+            ddp = wrap_model(model, device)  # the trainer's wrapping: sparse rows exchanged, tables never sent
+            batch = synthetic_batch(job["vocab_size"], job["batch"], job["seq_len"], seed=rank + 1, device=device)
+            step = TrainStep(ddp, batch, device)
+            seconds = robust_seconds(time_calls(step, device, repeats=repeats, warmup=1))
+        except torch.OutOfMemoryError:  # same model and batch on every rank: all run out alike
+            failed = True
+        model = ddp = step = batch = None
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        flag = torch.tensor([1.0 if failed else 0.0], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # out of memory anywhere = out of memory
+        results.append({"label": job["label"], "seconds": None if flag.item() else seconds})
     if rank == 0:
         tmp = out_path + ".tmp"
         Path(tmp).write_text(json.dumps(results))
@@ -53,8 +61,10 @@ def _worker(rank: int, world: int, port: int, jobs: list[dict], out_path: str, d
     dist.destroy_process_group()
 
 
-def run_data_parallel(jobs: list[dict], world: int, device_type: str = "cpu", repeats: int = 3) -> dict[str, float]:
-    """Median step seconds per job label, each step on ``world`` processes at once.
+def run_data_parallel(jobs: list[dict], world: int, device_type: str = "cpu",
+                      repeats: int = 3) -> dict[str, float | None]:
+    """Median step seconds per job label, each step on ``world`` processes at once; None
+    where a process ran out of device memory (Table 5 records it as OOM).
 
     ``jobs``: dicts with ``label``, ``spec`` (LM spec), ``vocab_size``, ``batch``
     (per process) and ``seq_len``.

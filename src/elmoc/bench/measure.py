@@ -124,6 +124,10 @@ def peak_step_bytes(make_step: Callable[[], Callable[[], object]], device: torch
         except torch.OutOfMemoryError:
             return -1
         return int(torch.cuda.max_memory_allocated(device) - base)
+    # The first optimizer of a process imports torch._dynamo (seconds); imported here once, every
+    # forked probe inherits it instead of importing it again (it was most of a probe's time).
+    import torch._dynamo  # noqa: F401
+
     idle = _fork_peak_kib(None)
 
     def work():
@@ -140,21 +144,24 @@ def max_batch_under_budget(peak_at: Callable[[int], int], budget_bytes: int, sta
     """Largest batch whose measured peak memory fits ``budget_bytes``.
 
     Memory is affine in the batch, so from two fitting measurements the next probe is
-    the extrapolated fit (at most 4x the last one); past the budget it bisects.
-    At most ``max_probes`` measurements.  Returns ``(batch, measured_peak_bytes)``;
-    batch 0 if even ``start`` does not fit.
+    the extrapolated fit (at most 4x the last one); past the budget it bisects.  When
+    ``start`` does not fit it halves the batch down to 1 (these probes are not counted in
+    ``max_probes``).  Returns ``(batch, measured_peak_bytes)``; ``(0, peak of batch 1)``
+    when even batch 1 does not fit: out of memory, as the paper's Table 5 records it.
     """
     fits: list[tuple[int, int]] = []
     too_big = limit + 1
     batch = start
-    for _ in range(max_probes):
+    while True:  # down from start until one fits
         m = peak_at(batch)
         if 0 <= m <= budget_bytes:
             fits.append((batch, m))
-        else:
-            too_big = batch
-        if not fits:
+            break
+        too_big = batch
+        if batch == 1:
             return 0, m
+        batch = max(1, batch // 2)
+    for _ in range(max_probes - 1):
         best, best_mem = max(fits)
         if too_big <= limit:
             nxt = (best + too_big) // 2
@@ -166,7 +173,11 @@ def max_batch_under_budget(peak_at: Callable[[int], int], budget_bytes: int, sta
             nxt = min(2 * best, limit)
         if nxt <= best or nxt >= too_big:
             break
-        batch = nxt
+        m = peak_at(nxt)
+        if 0 <= m <= budget_bytes:
+            fits.append((nxt, m))
+        else:
+            too_big = nxt
     return max(fits)
 
 

@@ -6,9 +6,13 @@ HELP = "time real training steps of every output layer and encoder; print Tables
 DESCRIPTION = (
     "Builds each benchmarked LM from an LM spec (synthetic random vector tables and token ids) and "
     "times the trainer's step (forward, backward, clipping, optimizer). Table 4: CONT, FIXED, SUBWORD, "
-    "ADAPTIVE and SAMPLED (40K/800K/2000K) on the ELMo encoder in S1 (batch 1), S2 (largest batch whose "
+    "ADAPTIVE and SAMPLED (40K/800K/2000K) on the ELMo encoder in S1 (batch 1; on CUDA in a process of its "
+    "own with CUDA_LAUNCH_BLOCKING=1, as the paper's synchronous S1), S2 (largest batch whose "
     "measured peak memory fits --memory-budget-mb) and S3 (--world data-parallel processes; gloo on CPU). "
-    "Table 5: LSTM, LSTMx2, TRANS BASE, ELMO, TRANS LARGE and GPT (length 512) with every output layer. "
+    "Table 5: LSTM, LSTMx2, TRANS BASE, ELMO, TRANS LARGE and GPT (length 512) with every output layer, "
+    "under --table5-protocol: s3 (the paper's: --world data-parallel processes at the largest batch that "
+    "fits, OOM where batch 1 does not) or fixed (one process at --table5-batch, the CPU fallback); every "
+    "Table 5 caption names the protocol. "
     "Also times the optimized ELMo LSTM against a per-step reference and reports the CONT share and the "
     "model FLOP utilization. Widths are multiplied by --width-scale and vocabularies by --vocab-scale "
     "(1.0 = paper sizes, for a GPU). Prints Markdown; --out-dir also writes .md/.csv/.json files. "
@@ -19,7 +23,7 @@ DESCRIPTION = (
 SECTION_KEYS = {"device": ("--device", str), "width_scale": ("--width-scale", float),
                 "vocab_scale": ("--vocab-scale", float), "memory_budget_mb": ("--memory-budget-mb", float),
                 "repeats": ("--repeats", int), "world": ("--world", int), "table5_batch": ("--table5-batch", int),
-                "threads": ("--threads", int)}
+                "threads": ("--threads", int), "table5_protocol": ("--table5-protocol", str)}
 
 
 # --out-dir and --scratch: written only; nothing is read
@@ -38,14 +42,30 @@ def add_arguments(parser) -> None:
     parser.add_argument("--device", default=None, help="torch device (default cpu)")
     parser.add_argument("--width-scale", type=float, default=None, help="width factor (default 0.125; quick 1/32)")
     parser.add_argument("--vocab-scale", type=float, default=None, help="vocabulary factor (default 0.05)")
-    parser.add_argument("--memory-budget-mb", type=float, default=None, help="S2 memory budget (default 768)")
+    parser.add_argument("--memory-budget-mb", type=float, default=None, help="per-process memory budget of S2 and of Table 5 under s3 (default 768)")
     parser.add_argument("--repeats", type=int, default=None,
                         help=("timed steps per figure, median (default 3; S1 times 5x as many; the LSTM kernel "
                               "figures are the fastest of 3x, the 2000K/40K CONT ratio the median of 10x pairs)"))
-    parser.add_argument("--world", type=int, default=None, help="S3 processes (default 2)")
-    parser.add_argument("--table5-batch", type=int, default=None, help="Table 5 batch (default 64)")
+    parser.add_argument("--world", type=int, default=None, help="data-parallel processes of S3 and of Table 5 under s3 (default 2)")
+    parser.add_argument("--table5-batch", type=int, default=None,
+                        help="Table 5 batch of the fixed protocol (default 64)")
+    parser.add_argument("--table5-protocol", choices=("auto", "s3", "fixed"), default=None,
+                        help=("how Table 5 is timed: s3 = the paper's (--world data-parallel processes, NCCL on "
+                              "CUDA, gloo on CPU, each at the largest batch whose measured peak fits "
+                              "--memory-budget-mb; OOM where batch 1 does not fit), fixed = one process at "
+                              "--table5-batch (the CPU fallback), auto = s3 on CUDA unless --no-s3 or --quick, fixed "
+                              "elsewhere (default)"))
+    parser.add_argument("--table4-rows", default=None,
+                        help=("comma-separated Table 4 rows to measure, e.g. 'CONT,SUBWORD,ADAPTIVE 800K,SAMPLED "
+                              "800K' (default: all nine; CONT, the base of the ratios, is always measured)"))
+    parser.add_argument("--s1-interleave", action="store_true",
+                        help=("interleave the Table 4 models' S1 calls round-robin even at paper size (all models "
+                              "in memory at once; default only under 50M parameters in all), so load drift on a "
+                              "shared machine hits every row alike"))
+    parser.add_argument("--scenarios", default=None,
+                        help="comma-separated Table 4 scenarios, a subset of s1, s2, s3 (default: all)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads per process (default 1)")
-    parser.add_argument("--no-s3", action="store_true", help="skip the data-parallel scenario S3")
+    parser.add_argument("--no-s3", action="store_true", help="skip the data-parallel scenario S3 (Table 5 auto then times the fixed batch)")
     parser.add_argument("--out-dir", default=None, help="write table4/table5/lstm .md and .csv and bench.json here")
     parser.add_argument("--scratch", default=None,
                         help="folder for the synthetic vector tables (default: a temporary folder)")
@@ -73,6 +93,9 @@ def run(args) -> int:
         "device": args.device, "width_scale": args.width_scale, "vocab_scale": args.vocab_scale,
         "memory_budget_mb": args.memory_budget_mb, "repeats": args.repeats, "world": args.world,
         "table5_batch": args.table5_batch, "threads": args.threads, "skip_s3": args.no_s3 or None,
+        "table5_protocol": args.table5_protocol,
+        "table4_rows": _list(args.table4_rows), "scenarios": _list(args.scenarios),
+        "s1_interleave": args.s1_interleave or None,
     }.items() if v is not None}
     settings = BenchSettings.quick(**overrides) if args.quick else BenchSettings(**overrides)
 
@@ -98,6 +121,10 @@ def run(args) -> int:
             tmp.write_text(text)
             os.replace(tmp, out / name)
     return 0
+
+
+def _list(text: str | None) -> list[str] | None:
+    return None if text is None else [x.strip() for x in text.split(",") if x.strip()]
 
 
 def _flags_from_section(args) -> None:

@@ -24,7 +24,7 @@ from elmoc.tables.families import Family, classify
 from elmoc.tables.render import Table
 from elmoc.tables.runs import (LMRun, by_variant, read_spec_file, variant_heldout, variant_params,
                                variant_tokens_per_second)
-from elmoc.tables.speed import bench_differs
+from elmoc.tables.speed import table5_differs, table5_protocol_info
 
 NAME = "beyond"
 TITLE = "Beyond the paper: encoders × output layers, trained and scored"
@@ -50,10 +50,12 @@ def bench_cells(bench: dict | None, family: Family) -> tuple[str | None, str | N
     none (MLM, other sizes), ``OOM`` where the paper's ran out of memory."""
     row = next((r for r in (bench or {}).get("table5", [])
                 if r.get("encoder") == family.encoder and r.get("layer") == family.output), None)
-    mark = f" {DAGGER}" if bench_differs(bench) else ""
+    mark = f" {DAGGER}" if table5_differs(bench) else ""
     ours = None
     if row is not None:
-        if family.output == "CONT" and row.get("s_per_mwords") is not None:
+        if row.get("oom"):
+            ours = f"OOM{mark}"
+        elif family.output == "CONT" and row.get("s_per_mwords") is not None:
             ours = f"{row['s_per_mwords']:.1f}s{mark}"
         elif family.output != "CONT" and row.get("ratio") is not None:
             ours = f"{row['ratio']:.2f}x{mark}"
@@ -70,7 +72,8 @@ def _bench_sentence(bench: dict | None) -> str:
         return " No bench results (bench.enabled: false or not run): the Bench column is a gap."
     s = bench.get("settings", {})
     return (f" Bench: Table 5's encoders at widths ×{s.get('width_scale', 1):g} and vocabularies "
-            f"×{s.get('vocab_scale', 1):g} on {s.get('device', '?')} (its own sizes, not this run's).")
+            f"×{s.get('vocab_scale', 1):g} on {s.get('device', '?')} (its own sizes, not this run's), "
+            f"{table5_protocol_info(bench)['short']}.")
 
 
 def _caption(lm_runs: list[LMRun], rows: int, unplaced: list[str], bench: dict | None) -> str:
@@ -97,7 +100,9 @@ NOTES = [
     "row's tokens/s over this row's, same encoder and size (time relative to CONT, Table 5's ratio measured on "
     "the training runs; > 1 = slower than CONT).",
     "Bench: `elmoc bench` Table 5 (CONT: seconds per 1M words; others: ratio to CONT; ADAPTIVE and SAMPLED at the "
-    f"scaled 800K vocabulary), {DAGGER} when measured below paper size or not on CUDA; Bench (paper): Table 5's figure.",
+    f"scaled 800K vocabulary; OOM: out of memory at batch 1), {DAGGER} when measured below paper size, not on CUDA "
+    "or not under the paper's protocol (S3: 4 GPUs, maximal batch; the caption names ours); Bench (paper): "
+    "Table 5's figure.",
     "Heldout: cosine (CONT outputs; higher is better) or perplexity (softmax; lower is better); a masked LM's "
     "over its masked positions.",
     f"Tasks: test score in %, mean±std over seeds (n runs); {DAGGER} demo/cpu scale. A gap (—) was not measured "

@@ -12,6 +12,7 @@ from typing import Iterable
 
 from elmoc.tables import paper
 from elmoc.tables.runs import LMRun, read_lm_runs
+from elmoc.tables.speed import table5_protocol_info
 
 
 def _pyplot():
@@ -82,16 +83,20 @@ def heldout_curves(runs: list[LMRun], stem: str | Path) -> list[Path]:
     return _save(fig, stem)
 
 
-def _paired_bars(ax, labels: list[str], ours: list[float | None], theirs: list[float | None], ylabel: str) -> None:
+def _paired_bars(ax, labels: list[str], ours: list[float | None], theirs: list[float | None], ylabel: str,
+                 ours_oom: list[bool] | None = None, theirs_oom: list[bool] | None = None) -> None:
+    """Bars of ours beside the paper's; a missing value is written "n/a", or "OOM" where flagged."""
     import numpy as np
 
     x = np.arange(len(labels))
     w = 0.38
     ax.bar(x - w / 2, [float("nan") if v is None else v for v in ours], w, label="ours")
     ax.bar(x + w / 2, [float("nan") if v is None else v for v in theirs], w, label="paper")
-    for i, v in enumerate(ours):
-        if v is None:
-            ax.text(x[i] - w / 2, 0, "n/a", ha="center", va="bottom", fontsize=6, rotation=90)
+    for offset, values, oom in ((-w / 2, ours, ours_oom), (w / 2, theirs, theirs_oom)):
+        for i, v in enumerate(values):
+            if v is None and (oom or offset < 0):
+                text = "OOM" if oom and oom[i] else "n/a"
+                ax.text(x[i] + offset, 0, text, ha="center", va="bottom", fontsize=6, rotation=90)
     ax.set_xticks(x)
     ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=7)
     ax.set_ylabel(ylabel)
@@ -117,13 +122,17 @@ def speed_bars(bench: dict | None, stem4: str | Path, stem5: str | Path) -> list
 
     rows5 = {(r["encoder"], r["layer"]): r for r in (bench or {}).get("table5", [])}
     layers = [k for k in paper.TABLE5 if k != "CONT"]
-    fig, axes = plt.subplots(1, len(paper.TABLE5_ENCODERS), figsize=(16, 3.8), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(paper.TABLE5_ENCODERS), figsize=(16, 4.2), squeeze=False, sharey=True)
     for ax, enc in zip(axes[0], paper.TABLE5_ENCODERS):
         ours = [rows5.get((enc, layer), {}).get("ratio") for layer in layers]
         theirs = [paper.TABLE5[layer][enc] for layer in layers]
-        _paired_bars(ax, layers, ours, theirs, "time / CONT time" if enc == paper.TABLE5_ENCODERS[0] else "")
+        ours_oom = [bool(rows5.get((enc, layer), {}).get("oom")) for layer in layers]
+        _paired_bars(ax, layers, ours, theirs, "time / CONT time" if enc == paper.TABLE5_ENCODERS[0] else "",
+                     ours_oom=ours_oom, theirs_oom=[v is None for v in theirs])
         ax.set_title(f"Table 5, {enc}", fontsize=9)
     axes[0][0].legend(fontsize=8)
+    ours_how = table5_protocol_info(bench)["short"] if bench else "no bench results"
+    fig.suptitle(f"Table 5: ours ({ours_how}) beside the paper's (S3: 4 GPUs, maximal batch)", fontsize=10)
     fig.tight_layout()
     return out + _save(fig, stem5)
 

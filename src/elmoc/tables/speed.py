@@ -18,6 +18,17 @@ def _bench_caption(bench: dict | None) -> str:
             "Paper: GPUs at full size.")
 
 
+def table5_protocol_info(result: dict) -> dict:
+    """The protocol Table 5 was measured under: ``name``, ``label`` (a sentence), ``short``.
+    Results of benches before the protocol was recorded were timed at the fixed batch."""
+    if result.get("table5_protocol"):
+        return result["table5_protocol"]
+    s = result.get("settings", {})
+    return {"name": "fixed", "processes": 1, "short": f"fixed batch {s.get('table5_batch')}, 1 process",
+            "label": (f"fixed-batch protocol (CPU fallback, not the paper's S3): one process, batch "
+                      f"{s.get('table5_batch')} x 20 tokens (GPT: the same tokens at length {s.get('gpt_length')})")}
+
+
 def bench_differs(bench: dict | None) -> bool:
     """Whether the bench ran below the paper's setting (scaled widths/vocabularies or not on CUDA)."""
     s = (bench or {}).get("settings", {})
@@ -56,10 +67,24 @@ def table4(bench: dict | None) -> Table:
                  _bench_caption(bench), columns, rows, notes)
 
 
+def table5_differs(bench: dict | None) -> bool:
+    """Whether Table 5 ran below the paper's setting: scaled or not on CUDA (:func:`bench_differs`),
+    or not under the paper's protocol (S3 on 4 GPUs at the maximal batch)."""
+    proto = table5_protocol_info(bench or {})
+    return bool(bench) and (bench_differs(bench) or proto["name"] != "s3" or proto.get("processes") != 4)
+
+
+def _table5_caption(bench: dict | None) -> str:
+    if not bench:
+        return _bench_caption(bench)
+    return _bench_caption(bench) + f" Table 5 protocol: {table5_protocol_info(bench)['label']}."
+
+
 def table5(bench: dict | None) -> Table:
-    """Table 5: seconds per 1M words of each encoder x output layer (ratios to CONT)."""
+    """Table 5: seconds per 1M words of each encoder x output layer (ratios to CONT), with
+    the protocol it was measured under in the caption and title."""
     by = {(r["encoder"], r["layer"]): r for r in (bench or {}).get("table5", [])}
-    mark = f" {DAGGER}" if bench_differs(bench) else ""
+    mark = f" {DAGGER}" if table5_differs(bench) else ""
     columns = ["Layer"]
     for e in paper.TABLE5_ENCODERS:
         columns += [e, f"{e} (paper)"]
@@ -69,16 +94,21 @@ def table5(bench: dict | None) -> Table:
         for e in paper.TABLE5_ENCODERS:
             r = by.get((e, layer))
             p = ref[e]
-            if layer == "CONT":
-                ours = None if r is None else f"{r['s_per_mwords']:.1f}s{mark}"
-                pap = f"{p}s"
+            if r is not None and r.get("oom"):
+                ours = f"OOM{mark}"
+            elif layer == "CONT":
+                ours = None if r is None or r.get("s_per_mwords") is None else f"{r['s_per_mwords']:.1f}s{mark}"
             else:
-                ours = None if r is None else f"{r['ratio']:.2f}x{mark}"
-                pap = "OOM" if p is None else f"{p}x"
+                ours = None if r is None or r.get("ratio") is None else f"{r['ratio']:.2f}x{mark}"
+            pap = "OOM" if p is None else (f"{p}s" if layer == "CONT" else f"{p}x")
             row += [ours, pap]
         rows.append(row)
     notes = ["CONT: seconds per 1M words; other layers: ratio to CONT on the same encoder. ADAPTIVE and SAMPLED "
-             "at the 800K vocabulary (scaled as in the caption).",
-             f"{DAGGER} measured at reduced widths/vocabularies and/or on CPU. A gap (—) was not measured."]
-    return Table("table5_speed", "Table 5: encoders × output layers, ours beside the paper's",
-                 _bench_caption(bench), columns, rows, notes)
+             "at the 800K vocabulary (scaled as in the caption). The paper's protocol (section 5.2.2): four GPUs, "
+             "the maximal batch size (S3); OOM: out of memory even at the smallest batch (batch 1 here).",
+             f"{DAGGER} measured at reduced widths/vocabularies, not on CUDA, or not under the paper's protocol "
+             "(caption). A gap (—) was not measured."]
+    title = "Table 5: encoders × output layers, ours beside the paper's"
+    if bench:
+        title += f" (ours: {table5_protocol_info(bench)['short']})"
+    return Table("table5_speed", title, _table5_caption(bench), columns, rows, notes)
