@@ -1108,6 +1108,27 @@ def print_plan(args) -> None:
     print(f"{'total':<11} {total_limit:>7} {total_est:>22}   (budget {args.budget_s:.0f} s caps the limits)")
 
 
+def end_group(pgid: int, wait_s: float = 10.0) -> None:
+    """Kill what is left of a finished step's process group and wait until it is gone.
+
+    ``timeout`` leads the group of its step, but its exit only means the step's own
+    process ended: a process that one started (``elmoc train`` saving a checkpoint on the
+    SIGTERM the limit sent) may still be running, and the next step must not share the
+    machine with it.
+    """
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.1)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.summarize:
@@ -1168,6 +1189,7 @@ def main(argv=None) -> int:
                     write_summary(out, status)
                     raise
             seconds = time.perf_counter() - start
+            end_group(proc.pid)
             state = {0: "ok", 1: "failed (checks)", 3: "failed (error, see its log)", 124: "timed out",
                      137: "timed out (killed)"}.get(rc, f"failed (exit {rc})")
             if rc not in (0, 1) or not (out / f"{name}.json").is_file():
