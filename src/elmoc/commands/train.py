@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         if os.environ.get("RANK", "0") == "0":  # the process that writes the folder, before torch starts
             spec_text = _check_spec_direction(args)  # a wrong direction is refused before the folder exists
             OutputLock(args.output_dir).acquire()  # held until this process exits
-            _keep_log(Path(args.output_dir) / TRAIN_TEXT_LOG)
+            keep_log(Path(args.output_dir) / TRAIN_TEXT_LOG)
             attempts = AttemptLog(args.output_dir, lambda: checkpoint_step(Path(args.output_dir)),
                                   spec_fingerprint(spec_text, args.direction, str(args.max_steps)))
             if not args.no_resume:
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-def _keep_log(path) -> None:
+def keep_log(path) -> None:
     """Append this process's log records to ``path`` too: the history of every attempt in
     the output folder (Snakemake deletes a job's log file each time it starts the job)."""
     import logging
@@ -145,14 +145,16 @@ def _check_spec_direction(args: argparse.Namespace) -> str:
 
 
 def checkpoint_step(out_dir) -> int | None:
-    """The step of ``out_dir``'s checkpoint.pt (metadata only, memory-mapped), or None."""
-    from elmoc.train.checkpoint import CHECKPOINT, load_checkpoint
+    """The step of ``out_dir``'s checkpoint.pt (metadata only, memory-mapped), or None: an LM's
+    (``elmoc train``) or a downstream task run's (``elmoc task``, :mod:`elmoc.tasks.checkpoint`)."""
+    from elmoc.tasks.checkpoint import FORMAT as TASK_FORMAT
+    from elmoc.train.checkpoint import CHECKPOINT, FORMAT, load_checkpoint
 
     path = out_dir / CHECKPOINT
     if not path.is_file():
         return None
     try:
-        return int(load_checkpoint(path, mmap=True)["step"])
+        return int(load_checkpoint(path, mmap=True, formats=(FORMAT, TASK_FORMAT))["step"])
     except Exception:  # unreadable or foreign: the resume says why; here it is "no step"
         return None
 
