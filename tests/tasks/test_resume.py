@@ -272,3 +272,83 @@ def test_run_dir_and_trainer_options():
     with pytest.raises(ConfigError, match="stale_checkpoint"):
         TaskCheckpoint("x.pt", {}, stale="keep")
     assert torch.get_num_threads() == 1
+
+
+def _elmoc_task(tmp_path: Path, out: Path, wait: bool = True):
+    """`elmoc task` on a small polarity SST run (BCN with dropout, vectors), 1 thread."""
+    from tiny_corpus import ELMOC
+
+    from test_sst import SMALL_MODEL
+
+    model = {**SMALL_MODEL, "embedding_dropout": 0.2, "integrator_dropout": 0.2}
+    section = {"type": "sst", "format": "polarity", "train": str(tmp_path / "pol.cor"), "model": model,
+               "trainer": {"batch_size": 4, "epochs": 8, "lr": 1e-2, "patience": 8}}
+    cmd = ELMOC + ["task", "--task", "demo", "--section-json", json.dumps(section), "--variant", "fasttext",
+                   "--fasttext", str(tmp_path / "vectors.npy"), "--vocab", str(tmp_path / "vocab.txt"),
+                   "--threads", "1", "--output", str(out)]
+    env = {**__import__("os").environ, "OMP_NUM_THREADS": "1"}
+    env.pop("SLURM_JOB_END_TIME", None)
+    env.pop("SLURM_JOB_ID", None)
+    import subprocess
+
+    if wait:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def polarity_reference(tmp_path_factory):
+    """The data of the subprocess runs and the result of one never interrupted."""
+    from conftest import write_vectors
+
+    root = tmp_path_factory.mktemp("polarity")
+    lines = [f"__label__{'neg' if i % 2 else 'pos'} {'bad awful' if i % 3 else 'good great'} film{i} ."
+             for i in range(40)]
+    (root / "pol.cor").write_text("\n".join(lines) + "\n")
+    write_vectors(root, ["bad", "awful", "good", "great", "."] + [f"film{i}" for i in range(0, 40, 2)])
+    r = _elmoc_task(root, root / "straight.json")
+    assert r.returncode == 0, r.stderr
+    assert not (root / "straight.run/checkpoint.pt").exists()  # removed once the JSON is written
+    return root, json.loads((root / "straight.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM", "SIGUSR1"])
+def test_elmoc_task_killed_or_stopped_then_rerun_writes_the_same_json(polarity_reference, sig):
+    """The real command: signalled once its first checkpoint exists (frozen with SIGSTOP
+    between the check and the signal, so it cannot finish first), then rerun."""
+    import os
+    import signal
+    import time
+
+    root, reference = polarity_reference
+    out = root / f"{sig}.json"
+    ckpt = root / f"{sig}.run/checkpoint.pt"
+    proc = _elmoc_task(root, out, wait=False)
+    deadline = time.monotonic() + 300
+    while not ckpt.exists():
+        assert proc.poll() is None, f"ended ({proc.returncode}) before its first checkpoint: {proc.stderr.read()}"
+        assert time.monotonic() < deadline, "no checkpoint"
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGSTOP)
+    os.kill(proc.pid, getattr(signal, sig))
+    os.kill(proc.pid, signal.SIGCONT)
+    _, err = proc.communicate(timeout=300)
+    if sig == "SIGKILL":
+        assert proc.returncode == -signal.SIGKILL
+    else:
+        assert proc.returncode == 75, err
+        assert f"{sig} received" in err and "Traceback" not in err
+        attempts = [json.loads(line) for line in (root / f"{sig}.run/attempts.jsonl").read_text().splitlines()]
+        assert [(a["exit"], a["status"]) for a in attempts] == [("stopped", 75)]
+    assert ckpt.exists() and not out.exists()
+    stopped_at = load_checkpoint(ckpt, formats=(FORMAT,))
+    assert 1 <= stopped_at["epoch"] < 8
+    r = _elmoc_task(root, out)
+    assert r.returncode == 0, r.stderr
+    assert "resumed" in r.stderr and not ckpt.exists()
+    result = json.loads(out.read_text())
+    timing = ("seconds", "cpu_seconds")
+    assert {k: v for k, v in result.items() if k not in timing} == \
+        {k: v for k, v in reference.items() if k not in timing}
+    assert "resumed" in (root / f"{sig}.run/task.log").read_text()  # every attempt's lines are kept

@@ -89,24 +89,18 @@ def run(args) -> int:
 
 
 def _run(args, log, guard: dict) -> int:
-    import json
-    import os
+    import logging
     import time
-    from dataclasses import asdict
-    from pathlib import Path
 
     import torch
 
-    from elmoc.attempts import AttemptLog, OutputLock, announce_attempt, spec_fingerprint
-    from elmoc.commands.train import checkpoint_step, keep_log
+    from elmoc.attempts import OutputLock
+    from elmoc.commands.train import keep_log
     from elmoc.devices import resolve_device
     from elmoc.errors import ConfigError
-    from elmoc.process_tree import EXIT_DIR_ENV
-    from elmoc.tasks.checkpoint import CHECKPOINT, TASK_TEXT_LOG, TaskCheckpoint, run_dir, run_spec
+    from elmoc.tasks.checkpoint import TASK_TEXT_LOG, run_dir
     from elmoc.tasks.config import build_task, task_section_from_args
-    from elmoc.tasks.embedder import TaskInputs
-    from elmoc.tasks.runner import RunInterrupted, TrainerConfig, run_task
-    from elmoc.train.signals import EXIT_INTERRUPTED, StopSignals
+    from elmoc.tasks.runner import TrainerConfig
 
     start, cpu_start = time.time(), time.process_time()
     device = resolve_device(args.device)
@@ -134,8 +128,32 @@ def _run(args, log, guard: dict) -> int:
     if not args.features and not args.fasttext:
         raise ConfigError("give --features (LM features) and/or --fasttext (word vectors)")
     folder = run_dir(args.output)
-    OutputLock(folder).acquire()  # held until this process exits: one run per folder
-    keep_log(folder / TASK_TEXT_LOG)
+    lock = OutputLock(folder).acquire()  # one run per folder
+    handler = keep_log(folder / TASK_TEXT_LOG)
+    try:
+        return _train(args, log, guard, task, trainer, section, record, folder, start, cpu_start, device)
+    finally:  # (a process ends anyway; a caller in the same process gets its file and lock back)
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+        lock.release()
+
+
+def _train(args, log, guard, task, trainer, section, record, folder, start, cpu_start, device) -> int:
+    """The run itself, inside its folder's lock: the attempt record, data and inputs, the
+    runner (resuming its checkpoint), the metrics JSON."""
+    import json
+    import os
+    import time
+    from dataclasses import asdict
+
+    from elmoc.attempts import AttemptLog, announce_attempt, spec_fingerprint
+    from elmoc.commands.train import checkpoint_step
+    from elmoc.process_tree import EXIT_DIR_ENV
+    from elmoc.tasks.checkpoint import CHECKPOINT, TaskCheckpoint, run_spec
+    from elmoc.tasks.embedder import TaskInputs
+    from elmoc.tasks.runner import RunInterrupted, run_task
+    from elmoc.train.signals import EXIT_INTERRUPTED, StopSignals
+
     inputs_paths = {"features": args.features, "fasttext": args.fasttext, "vocab": args.vocab}
     spec = run_spec(args.task, section, asdict(trainer), args.seed, inputs_paths)
     attempts = AttemptLog(folder, lambda: checkpoint_step(folder),
@@ -157,7 +175,6 @@ def _run(args, log, guard: dict) -> int:
         except RunInterrupted:
             return EXIT_INTERRUPTED
     record.update(result)  # its "seconds": every attempt's wall time, set-up included
-    # every attempt's wall time: the runner's (summed over attempts) plus this process's set-up
     record["cpu_seconds"] = round(time.process_time() - cpu_start, 2)
     record["status"] = "ok"
     record["inputs"] = {"features": args.features, "fasttext": args.fasttext}

@@ -113,14 +113,16 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-def keep_log(path) -> None:
+def keep_log(path):
     """Append this process's log records to ``path`` too: the history of every attempt in
-    the output folder (Snakemake deletes a job's log file each time it starts the job)."""
+    the output folder (Snakemake deletes a job's log file each time it starts the job).
+    Returns the handler (``logging.getLogger().removeHandler`` it to stop)."""
     import logging
 
     handler = logging.FileHandler(path, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S"))
     logging.getLogger().addHandler(handler)
+    return handler
 
 
 def _load_spec(path: str) -> dict:
