@@ -68,9 +68,12 @@ def run(args) -> int:
     log = logging.getLogger(__name__)
     if EXIT_DIR_ENV in os.environ:  # started by `elmoc with-gpus`: its death stops the run (saving)
         die_with_parent(signal.SIGTERM)
+    from elmoc.train.signals import StopSignals
+
     guard: dict = {"attempts": None}
     try:
-        status = _run(args, log, guard)
+        with StopSignals() as stop:  # from the start: a signal while the data loads stops after the first step
+            status = _run(args, log, guard, stop)
     except KeyboardInterrupt:
         record_exit(EXIT_SIGINT, "interrupted")
         if guard["attempts"] is not None:
@@ -88,7 +91,7 @@ def run(args) -> int:
     return status
 
 
-def _run(args, log, guard: dict) -> int:
+def _run(args, log, guard: dict, stop) -> int:
     import logging
     import time
 
@@ -131,14 +134,14 @@ def _run(args, log, guard: dict) -> int:
     lock = OutputLock(folder).acquire()  # one run per folder
     handler = keep_log(folder / TASK_TEXT_LOG)
     try:
-        return _train(args, log, guard, task, trainer, section, record, folder, start, cpu_start, device)
+        return _train(args, log, guard, stop, task, trainer, section, record, folder, start, cpu_start, device)
     finally:  # (a process ends anyway; a caller in the same process gets its file and lock back)
         logging.getLogger().removeHandler(handler)
         handler.close()
         lock.release()
 
 
-def _train(args, log, guard, task, trainer, section, record, folder, start, cpu_start, device) -> int:
+def _train(args, log, guard, stop, task, trainer, section, record, folder, start, cpu_start, device) -> int:
     """The run itself, inside its folder's lock: the attempt record, data and inputs, the
     runner (resuming its checkpoint), the metrics JSON."""
     import json
@@ -152,7 +155,7 @@ def _train(args, log, guard, task, trainer, section, record, folder, start, cpu_
     from elmoc.tasks.checkpoint import CHECKPOINT, TaskCheckpoint, run_spec
     from elmoc.tasks.embedder import TaskInputs
     from elmoc.tasks.runner import RunInterrupted, run_task
-    from elmoc.train.signals import EXIT_INTERRUPTED, StopSignals
+    from elmoc.train.signals import EXIT_INTERRUPTED
 
     inputs_paths = {"features": args.features, "fasttext": args.fasttext, "vocab": args.vocab}
     spec = run_spec(args.task, section, asdict(trainer), args.seed, inputs_paths)
@@ -168,12 +171,11 @@ def _train(args, log, guard, task, trainer, section, record, folder, start, cpu_
     inputs = TaskInputs.create(sentences, vectors=args.fasttext, vocab=args.vocab, features=args.features,
                                lowercase=task.lowercase_words)
     checkpoint = TaskCheckpoint(folder / CHECKPOINT, spec, stale=args.stale_checkpoint)
-    with StopSignals() as stop:
-        try:
-            result = run_task(task, inputs, args.seed, trainer, data, device, checkpoint=checkpoint, stop=stop,
-                              stop_margin_s=args.stop_margin, started=start)
-        except RunInterrupted:
-            return EXIT_INTERRUPTED
+    try:
+        result = run_task(task, inputs, args.seed, trainer, data, device, checkpoint=checkpoint, stop=stop,
+                          stop_margin_s=args.stop_margin, started=start)
+    except RunInterrupted:
+        return EXIT_INTERRUPTED
     record.update(result)  # its "seconds": every attempt's wall time, set-up included
     record["cpu_seconds"] = round(time.process_time() - cpu_start, 2)
     record["status"] = "ok"
