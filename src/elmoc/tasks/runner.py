@@ -19,6 +19,13 @@ so it is set before the model moves to the GPU); it is slower, and an operation
 without a deterministic GPU kernel then stops the run at its first batch with
 torch's error naming the operation.
 
+Checkpoints (``checkpoint``, :class:`elmoc.tasks.checkpoint.TaskCheckpoint`; ``elmoc task``
+gives one): saved at every epoch's end, every ``trainer.checkpoint_minutes`` and when a stop
+signal or the SLURM deadline stops the run (:class:`RunInterrupted`), with everything the
+rest of the run depends on (:meth:`TaskTrainer.state`), so a resumed run ends with the
+uninterrupted run's result; on the CPU at one thread count bit for bit.  Training epochs and
+evaluations log their progress every ``trainer.progress_seconds`` (:mod:`elmoc.tasks.progress`).
+
 Devices: the model and each batch are moved to ``device`` (:func:`to_device`); that
 ``.to(device)`` is the only difference between a CPU and a CUDA run, every other
 line is shared.  Batches are built on the CPU by the task's ``collate``.
