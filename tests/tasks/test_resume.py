@@ -352,3 +352,28 @@ def test_elmoc_task_killed_or_stopped_then_rerun_writes_the_same_json(polarity_r
     assert {k: v for k, v in result.items() if k not in timing} == \
         {k: v for k, v in reference.items() if k not in timing}
     assert "resumed" in (root / f"{sig}.run/task.log").read_text()  # every attempt's lines are kept
+
+
+def test_a_run_that_crashes_twice_the_same_way_is_refused_at_once(tmp_path, capsys):
+    """attempts.jsonl in the run folder: two crashes with the same error and no checkpoint
+    progress, then a third attempt is refused in one line without training."""
+    from elmoc.cli import main
+
+    from conftest import write_vectors
+
+    (tmp_path / "pol.cor").write_text("__label__pos good film .\n__label__neg bad film .\n" * 5)
+    npy, vocab = write_vectors(tmp_path, ["good", "bad", "film", "."])
+    broken = tmp_path / "features.hdf5"
+    broken.write_bytes(b"not an hdf5 file")
+    section = json.dumps({"type": "sst", "format": "polarity", "train": str(tmp_path / "pol.cor"),
+                          "trainer": {"batch_size": 4, "epochs": 1}})
+    args = ["task", "--task", "demo", "--section-json", section, "--variant", "x", "--features", str(broken),
+            "--fasttext", str(npy), "--vocab", str(vocab), "--output", str(tmp_path / "seed1.json")]
+    assert main(args) == 1 and main(args) == 1
+    capsys.readouterr()
+    assert main(args) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the last two attempts crashed before the first checkpoint with the same error" in err[0]
+    attempts = [json.loads(line) for line in (tmp_path / "seed1.run/attempts.jsonl").read_text().splitlines()]
+    assert [a["exit"] for a in attempts] == ["crashed", "crashed"]  # the refusal is not an attempt
+    assert not (tmp_path / "seed1.json").exists()
