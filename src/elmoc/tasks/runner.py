@@ -293,7 +293,8 @@ def run_task(task: Task, inputs: TaskInputs, seed: int, trainer: TrainerConfig,
         "num_test", "best_epoch", "history", "trainer", "seconds", "device", "threads", "segments"}``;
         ``extra_scores`` maps each of the task's ``extra_metrics`` to ``{"label", "dev", "test"}``
         (SRL: the official CoNLL-2005 score beside the span F1); ``seconds`` sums every attempt's
-        training time; ``segments`` lists from which step each thread count / device trained.
+        wall time (each from its ``started``); ``segments`` lists from which step each thread
+        count / device trained.
 
     Raises:
         RunInterrupted: stopped by a signal or the time limit, the checkpoint saved.
