@@ -21,7 +21,7 @@
 #    (resources.pretrain.signal_lead_s / stop_margin_s) must stop and save before SLURM
 #    kills it (exit 75), its retry must resume from that step, and the final model.pt must
 #    equal an uninterrupted local run's; prints the stop, save and resume log lines.
-#    The same snakemake run also covers a downstream task run (issue 29): sentiment/fasttext
+#    The same snakemake run also covers a downstream task run (issue 29): sst5/fasttext
 #    seed 2 with its epochs sized from the local seed-1 run to need 2-3 jobs of 2 minutes
 #    (resources.task_run: runtime 2, signal_lead_s 30, stop_margin_s 15) must stop on SLURM's
 #    SIGUSR1 and save (exit 75), its retry must resume from the checkpoint, and its result JSON
@@ -257,8 +257,8 @@ log "scancel case passed"
 # locally in the other copy at the same time.
 TL_TARGET=results/lm/elmo-c-tl/forward/model.pt
 TL_LOG=results/lm/elmo-c-tl/forward/train.log   # every attempt (Snakemake deletes a job's log when it reruns it)
-TASK_TARGET=results/tasks/sentiment/fasttext/seed2.json
-TASK_LOG=results/tasks/sentiment/fasttext/seed2.run/task.log   # every attempt's lines
+TASK_TARGET=results/tasks/sst5/fasttext/seed2.json
+TASK_LOG=results/tasks/sst5/fasttext/seed2.run/task.log   # every attempt's lines
 .venv/bin/python - "$WORK" <<'EOF'
 import json, math, sys, yaml
 work = sys.argv[1]
@@ -266,7 +266,7 @@ work = sys.argv[1]
 # epoch, so training takes 100-130 s) so that a 2-minute job gets SIGUSR1 30-90 s before its end (at
 # SLURM's first limit check inside the lead, as above), i.e. 30-90 s after its start, so the
 # first job stops before it is done and a retry (or two) finishes
-task = json.load(open(f"{work}/local/results/tasks/sentiment/fasttext/seed1.json"))
+task = json.load(open(f"{work}/local/results/tasks/sst5/fasttext/seed1.json"))
 per_epoch = task["seconds"] / len(task["history"])
 task_epochs = max(4, math.ceil(130 / per_epoch))
 records = [json.loads(line) for line in open(f"{work}/local/results/lm/elmo-c/forward/train_log.jsonl")]
@@ -287,11 +287,11 @@ for copy in ("local", "slurm"):
         "signal_lead_s": 60, "stop_margin_s": 40}
     cfg["resources"]["task_run"] = {"threads": 1, "gpus": 0, "mem_mb": 2000, "runtime": 2, "retries": 5,
                                     "signal_lead_s": 30, "stop_margin_s": 15}
-    cfg["tasks"]["sentiment"]["trainer"].update(epochs=task_epochs, patience=task_epochs)
+    cfg["tasks"]["sst5"]["trainer"].update(epochs=task_epochs, patience=task_epochs)
     with open(f"{work}/{copy}/config/ci-timelimit.yaml", "w") as f:
         yaml.safe_dump(cfg, f, sort_keys=False)
 print(f"elmo-c-tl: max_steps {max_steps} ({per_step:.3f} s per step in one process above)")
-print(f"sentiment seed 2: {task_epochs} epochs ({per_epoch:.2f} s per epoch above, set-up included)")
+print(f"sst5 seed 2: {task_epochs} epochs ({per_epoch:.2f} s per epoch above, set-up included)")
 EOF
 ( cd "$WORK/local" && exec nice -n 5 .venv/bin/snakemake "$TL_TARGET" "$TASK_TARGET" --cores 2 \
     --configfile config/ci-timelimit.yaml > "$WORK/local-timelimit.log" 2>&1 ) &
@@ -357,7 +357,7 @@ for jobid, _, _ in states[:-1]:  # the job's command (with-gpus + torchrun) exit
     logs = glob.glob(f"{work}/slurm/.snakemake/slurm_logs/**/{jobid}.log", recursive=True)
     said = [line.strip() for p in logs for line in open(p) if "exit status" in line]
     print(f"SLURM job {jobid}: {said[-1] if said else 'no exit status line in its log'}")
-task_out = "results/tasks/sentiment/fasttext/seed2"
+task_out = "results/tasks/sst5/fasttext/seed2"
 task_attempts = [json.loads(line) for line in open(f"{work}/slurm/{task_out}.run/attempts.jsonl")]
 print("task run attempts (exit, status):", [(a["exit"], a["status"]) for a in task_attempts])
 task_jobs = re.findall(r"SLURM jobid (\d+) \(log: \S*/rule_task_run/", submitted)
