@@ -21,6 +21,12 @@
 #    (resources.pretrain.signal_lead_s / stop_margin_s) must stop and save before SLURM
 #    kills it (exit 75), its retry must resume from that step, and the final model.pt must
 #    equal an uninterrupted local run's; prints the stop, save and resume log lines.
+#    The same snakemake run also covers a downstream task run (issue 29): sst5/fasttext
+#    seed 2 with its epochs sized from the local seed-1 run to need 2-4 jobs of 2 minutes
+#    (resources.task_run: runtime 2, signal_lead_s 30, stop_margin_s 15) must stop on SLURM's
+#    SIGUSR1 and save (exit 75), its retry must resume from the checkpoint, and its result JSON
+#    must equal the uninterrupted local run's (timings aside). Its 1-CPU jobs alternate with the
+#    pretraining jobs (2 CPUs) on this 2-CPU node.
 # Exits non-zero on any failure. The work folder is deleted after a pass (kept after a
 # failure, or always with ELMOC_SLURM_KEEP=1).
 set -euo pipefail
@@ -251,9 +257,19 @@ log "scancel case passed"
 # locally in the other copy at the same time.
 TL_TARGET=results/lm/elmo-c-tl/forward/model.pt
 TL_LOG=results/lm/elmo-c-tl/forward/train.log   # every attempt (Snakemake deletes a job's log when it reruns it)
+TASK_TARGET=results/tasks/sst5/fasttext/seed2.json
+TASK_LOG=results/tasks/sst5/fasttext/seed2.run/task.log   # every attempt's lines
 .venv/bin/python - "$WORK" <<'EOF'
 import json, math, sys, yaml
 work = sys.argv[1]
+# the task run: its epochs sized from the local seed-1 run's CPU time per epoch (1 thread: about
+# the wall time of an epoch on an idle node, set-up included) so that training takes >= ~110 s
+# wall: a 2-minute job gets SIGUSR1 30-90 s before its end (at SLURM's first limit check inside
+# the lead, as above), i.e. 30-90 s after its start (training starts ~10 s in), so the first job
+# stops before it is done and a retry (or two, on a busy node) finishes
+task = json.load(open(f"{work}/local/results/tasks/sst5/fasttext/seed1.json"))
+per_epoch = task["cpu_seconds"] / len(task["history"])
+task_epochs = max(4, math.ceil(150 / max(per_epoch, 0.1)))
 records = [json.loads(line) for line in open(f"{work}/local/results/lm/elmo-c/forward/train_log.jsonl")]
 steps = [r for r in records if r.get("event") == "train"]
 per_step = (steps[-1]["seconds"] - steps[0]["seconds"]) / max(1, steps[-1]["step"] - steps[0]["step"])
@@ -270,15 +286,20 @@ for copy in ("local", "slurm"):
     cfg.setdefault("resources", {})["pretrain"] = {
         "threads": 1, "gpus": 0, "processes": 2, "mem_mb": 3000, "runtime": 3, "retries": 6,
         "signal_lead_s": 60, "stop_margin_s": 40}
+    cfg["resources"]["task_run"] = {"threads": 1, "gpus": 0, "mem_mb": 2000, "runtime": 2, "retries": 5,
+                                    "signal_lead_s": 30, "stop_margin_s": 15}
+    cfg["tasks"]["sst5"]["trainer"].update(epochs=task_epochs, patience=task_epochs)
     with open(f"{work}/{copy}/config/ci-timelimit.yaml", "w") as f:
         yaml.safe_dump(cfg, f, sort_keys=False)
 print(f"elmo-c-tl: max_steps {max_steps} ({per_step:.3f} s per step in one process above)")
+print(f"sst5 seed 2: {task_epochs} epochs ({per_epoch:.2f} CPU s per epoch above, set-up included)")
 EOF
-( cd "$WORK/local" && exec nice -n 5 .venv/bin/snakemake "$TL_TARGET" --cores 2 --configfile config/ci-timelimit.yaml \
-    > "$WORK/local-timelimit.log" 2>&1 ) &
+( cd "$WORK/local" && exec nice -n 5 .venv/bin/snakemake "$TL_TARGET" "$TASK_TARGET" --cores 2 \
+    --configfile config/ci-timelimit.yaml > "$WORK/local-timelimit.log" 2>&1 ) &
 LOCAL_PID=$!
 cd "$WORK/slurm"
-TL_CMD=(.venv/bin/snakemake "$TL_TARGET" --workflow-profile profiles/slurm --configfile config/ci-timelimit.yaml)
+TL_CMD=(.venv/bin/snakemake "$TL_TARGET" "$TASK_TARGET" --workflow-profile profiles/slurm
+        --configfile config/ci-timelimit.yaml)
 log "time-limit case: ${TL_CMD[*]}"
 timeout $((SLURM_TIMEOUT * 3)) "${TL_CMD[@]}" > "$WORK/slurm-timelimit.log" 2>&1 \
     || fail "the time-limit run failed (exit $?); see $WORK/slurm-timelimit.log and $WORK/slurm/$TL_LOG"
@@ -297,6 +318,18 @@ log "saved:   $saved_line"
 log "resumed: $resumed_line"
 grep -E "received: stopping|stopped by|resumed .*from step|the job ends at" "$TL_LOG" | sed 's/^/    /' \
     | tee "$WORK/timelimit-lines.txt"
+task_stop=$(grep -m1 -E "SIGUSR1 received: stopping" "$TASK_LOG" || true)
+task_saved=$(grep -m1 -E "stopped by [A-Za-z0-9-]+ at epoch" "$TASK_LOG" || true)
+task_resumed=$(grep -m1 -E "resumed .*checkpoint.pt: epoch" "$TASK_LOG" || true)
+[ -n "$task_saved" ] || fail "no job of the task run stopped and saved ($WORK/slurm/$TASK_LOG)"
+[ -n "$task_stop" ] || fail "the task run never got SIGUSR1 from SLURM ($WORK/slurm/$TASK_LOG)"
+if grep -E "stopped by [A-Za-z0-9-]+ at epoch" "$TASK_LOG" | grep -v "stopped by SIGUSR1"; then
+    fail "a task job stopped by something else than SLURM's SIGUSR1 (above; $WORK/slurm/$TASK_LOG)"
+fi
+[ -n "$task_resumed" ] || fail "the task run's retry did not resume ($WORK/slurm/$TASK_LOG)"
+log "task stop:    $task_stop"
+log "task saved:   $task_saved"
+log "task resumed: $task_resumed"
 rcl=0; wait "$LOCAL_PID" || rcl=$?
 LOCAL_PID=
 [ "$rcl" = 0 ] || fail "the uninterrupted reference run failed (exit $rcl); see $WORK/local-timelimit.log"
@@ -325,6 +358,26 @@ for jobid, _, _ in states[:-1]:  # the job's command (with-gpus + torchrun) exit
     logs = glob.glob(f"{work}/slurm/.snakemake/slurm_logs/**/{jobid}.log", recursive=True)
     said = [line.strip() for p in logs for line in open(p) if "exit status" in line]
     print(f"SLURM job {jobid}: {said[-1] if said else 'no exit status line in its log'}")
+task_out = "results/tasks/sst5/fasttext/seed2"
+task_attempts = [json.loads(line) for line in open(f"{work}/slurm/{task_out}.run/attempts.jsonl")]
+print("task run attempts (exit, status):", [(a["exit"], a["status"]) for a in task_attempts])
+task_jobs = re.findall(r"SLURM jobid (\d+) \(log: \S*/rule_task_run/", submitted)
+task_states = [(j, table.get(j, {}).get("JobState"), table.get(j, {}).get("ExitCode")) for j in task_jobs]
+print("SLURM jobs of the task run (id, state, exit):", task_states)
+if len(task_attempts) < 2 or task_attempts[-1]["exit"] != "done" \
+        or any(a["exit"] != "stopped" or a["status"] != 75 for a in task_attempts[:-1]):
+    errors.append(f"the task run's attempts should be stopped (75), ..., done: {task_attempts}")
+if not task_states or any(s == "TIMEOUT" for _, s, _ in task_states) or len(task_states) != len(task_attempts):
+    errors.append(f"a task job was killed at its time limit instead of stopping first: {task_states}")
+timing = ("seconds", "cpu_seconds")
+ta = {k: v for k, v in json.load(open(f"{work}/local/{task_out}.json")).items() if k not in timing}
+tb = {k: v for k, v in json.load(open(f"{work}/slurm/{task_out}.json")).items() if k not in timing}
+if ta != tb:
+    errors.append(f"the task run's JSON after {len(task_attempts)} SLURM jobs differs from the uninterrupted local "
+                  f"run's at {sorted(k for k in ta.keys() | tb.keys() if ta.get(k) != tb.get(k))}")
+else:
+    print(f"task JSON after {len(task_attempts)} SLURM jobs equals the uninterrupted local run's: "
+          f"dev {tb['dev']}, test {tb['test']}, {len(tb['history'])} epochs")
 from elmoc.train.checkpoint import load_checkpoint  # weights only: a model file runs no code
 a = load_checkpoint(f"{work}/local/{out}/model.pt")
 b = load_checkpoint(f"{work}/slurm/{out}/model.pt")
@@ -337,6 +390,7 @@ if a["step"] != b["step"] or a["model"].keys() != b["model"].keys() \
 if errors:
     print("\n".join("ERROR: " + e for e in errors))
     sys.exit(1)
-print("OK: stopped and saved before the time limit, resumed from that step, same model as an uninterrupted run")
+print("OK: stopped and saved before the time limit, resumed from that step, same model (and task result) as an"
+      " uninterrupted run")
 EOF
 log "all checks passed"

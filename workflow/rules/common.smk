@@ -3,6 +3,7 @@
 # Kept light (no torch import): cluster jobs re-parse this file.
 import glob
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -157,12 +158,46 @@ def pretrain_launcher(wildcards):
     return ELMOC
 
 
+def task_sections():
+    """The task sections of the config (tasks.<name> with a `type`), in config order."""
+    return [name for name, value in config["tasks"].items() if isinstance(value, dict) and "type" in value]
+
+
+def task_run_job(task):
+    """resources.task_run with the task's overrides (resources.task_run.tasks.<task>); its
+    `retries` is the task's (the rule's: task_run_rules)."""
+    job = {k: v for k, v in RESOURCES["task_run"].items() if k != "tasks"}
+    job.update(RESOURCES["task_run"]["tasks"].get(task) or {})
+    return job
+
+
+def task_run_rules():
+    """[(name, task wildcard regex or None, retries)] of the task_run rules. Snakemake's `retries` are per
+    rule, so a task whose override sets its own retries gets a rule of its own,
+    task_run_<task>; rule task_run runs every other task (all of them without such overrides)."""
+    default = RESOURCES["task_run"]["retries"]
+    own = [t for t, o in RESOURCES["task_run"]["tasks"].items() if (o or {}).get("retries", default) != default]
+    rules = [(f"task_run_{re.sub(r'[^0-9A-Za-z_]', '_', t)}", re.escape(t), task_run_job(t)["retries"]) for t in own]
+    others = [t for t in task_sections() if t not in own]
+    if not own:
+        rules.append(("task_run", None, default))
+    elif others:
+        rules.append(("task_run", "|".join(re.escape(t) for t in others), default))
+    return rules
+
+
 def check_resources():
     unknown = sorted(set(RESOURCES["pretrain"]["variants"]) - set(variants()))
     if unknown:
         raise WorkflowError(
             f"config resources.pretrain.variants names {unknown}, which are not pretraining variants"
             f" (pretrain.variants: {variants()})"
+        )
+    unknown = sorted(set(RESOURCES["task_run"]["tasks"]) - set(task_sections()))
+    if unknown:
+        raise WorkflowError(
+            f"config resources.task_run.tasks names {unknown}, which are not task sections"
+            f" (tasks.<name> with a type: {task_sections()})"
         )
 
 

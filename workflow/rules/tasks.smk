@@ -28,35 +28,57 @@ rule task_sentences:
         " --output {output} > {log} 2>&1"
 
 
-TASK_RUN = RESOURCES["task_run"]
+# results/tasks/{task}/{variant}/seed{seed}.run/ (checkpoint.pt, written at every epoch's end, every
+# trainer.checkpoint_minutes and on SIGTERM/SIGUSR1/SIGINT or stop_margin_s before a SLURM job's end
+# time; attempts.jsonl; task.log with every attempt's lines) is not an output: Snakemake never
+# deletes it, so a failed, stopped or timed-out job's rerun (the same `elmoc task --output`) resumes
+# from it; `elmoc task` removes the checkpoint once the JSON is written. The job exits 75 when it
+# stopped and saved. With resources.task_run.retries = R a job gets R reruns, so a run longer than
+# one job's runtime spans up to R + 1 jobs; after two attempts that crashed with the same error at
+# the same checkpoint step, each further retry is refused at once (delete attempts.jsonl to retry).
+# A changed config, features or data file reruns the job: the old checkpoint is set aside as
+# checkpoint.<hash>.pt and the run starts afresh. Snakemake's retries are per rule: a task whose
+# resources.task_run.tasks entry sets its own retries runs in a rule of its own, task_run_<task>
+# (common.smk task_run_rules); every other task in rule task_run.
+for _rule_name, _tasks, _retries in task_run_rules():
 
-
-rule task_run:
-    input:
-        unpack(task_run_inputs),
-    output:
-        "results/tasks/{task}/{variant}/seed{seed}.json",
-    params:
-        elmoc=ELMOC,
-        section=lambda w: section_json(task_section(w.task)),
-        inputs=task_run_args,
-        scale=config.get("scale", "demo"),
-        with_gpus=with_gpus(TASK_RUN["gpus"]),
-        device=device_for(TASK_RUN["gpus"]),
-        threads=TASK_RUN["threads"],
-    log:
-        "logs/tasks/{task}.{variant}.seed{seed}.log",
-    benchmark:
-        "logs/benchmarks/tasks/{task}.{variant}.seed{seed}.tsv"
-    threads: TASK_RUN["threads"]
-    resources:
-        gpu=TASK_RUN["gpus"],
-        mem_mb=TASK_RUN["mem_mb"],
-        runtime=TASK_RUN["runtime"],
-        slurm_partition=slurm_partition(TASK_RUN["gpus"]),
-    conda:
-        "../envs/elmoc.yaml"
-    shell:
-        "{params.with_gpus} {params.elmoc} task --task {wildcards.task} --section-json {params.section:q}"
-        " --variant {wildcards.variant} --seed {wildcards.seed} --scale {params.scale} {params.inputs}"
-        " --device {params.device} --threads {params.threads} --output {output} > {log} 2>&1"
+    rule:
+        name:
+            _rule_name
+        input:
+            unpack(task_run_inputs),
+        output:
+            "results/tasks/{task}/{variant}/seed{seed}.json",
+        wildcard_constraints:
+            **({"task": _tasks} if _tasks else {}),
+        params:
+            elmoc=ELMOC,
+            section=lambda w: section_json(task_section(w.task)),
+            inputs=task_run_args,
+            scale=config.get("scale", "demo"),
+            with_gpus=lambda w: with_gpus(task_run_job(w.task)["gpus"]),
+            device=lambda w: device_for(task_run_job(w.task)["gpus"]),
+            threads=lambda w: task_run_job(w.task)["threads"],
+            stop_margin=lambda w: task_run_job(w.task)["stop_margin_s"] or "auto",
+        log:
+            "logs/tasks/{task}.{variant}.seed{seed}.log",
+        benchmark:
+            "logs/benchmarks/tasks/{task}.{variant}.seed{seed}.tsv"
+        threads: lambda w: task_run_job(w.task)["threads"]
+        resources:
+            gpu=lambda w: task_run_job(w.task)["gpus"],
+            mem_mb=lambda w: task_run_job(w.task)["mem_mb"],
+            runtime=lambda w: task_run_job(w.task)["runtime"],
+            slurm_partition=lambda w: slurm_partition(task_run_job(w.task)["gpus"]),
+            # SIGUSR1 signal_lead_s before the time limit (replaces the SLURM profile's default)
+            slurm_extra=lambda w: f"'--signal=USR1@{task_run_job(w.task)['signal_lead_s']}'",
+        # retried by the main Snakemake process only: under the SLURM executor the Snakemake
+        # inside the job (remote mode) would rerun a stopped job in the same, ending allocation
+        retries: 0 if workflow.remote_exec else _retries
+        conda:
+            "../envs/elmoc.yaml"
+        shell:
+            "{params.with_gpus} {params.elmoc} task --task {wildcards.task} --section-json {params.section:q}"
+            " --variant {wildcards.variant} --seed {wildcards.seed} --scale {params.scale} {params.inputs}"
+            " --device {params.device} --threads {params.threads} --stop-margin {params.stop_margin}"
+            " --stale-checkpoint set-aside --output {output} > {log} 2>&1"

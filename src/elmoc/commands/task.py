@@ -13,7 +13,21 @@ DESCRIPTION = (
     "headline one, each with its label, e.g. SRL's official CoNLL-2005 F1 beside the span F1). A task whose "
     'data paths are not configured gets '
     '"status": "no data: set tasks.<task>.<key>" instead of an error. --device cuda (or cuda:N, or auto '
-    'when a GPU is visible) trains on the GPU; the code path is the CPU one plus .to(device).'
+    'when a GPU is visible) trains on the GPU; the code path is the CPU one plus .to(device). '
+    "The run keeps its state in <output without .json>.run/ (results/tasks/<task>/<variant>/seed<N>.run/): "
+    "checkpoint.pt, written atomically at every epoch's end, every trainer.checkpoint_minutes (default 30) "
+    "and on a stop, holds the model, optimizer, learning-rate schedules, early-stopping state, every random "
+    "generator and the position in the epoch's shuffled batches; a rerun of the same command resumes from it "
+    "and ends with the result an uninterrupted run writes (on the CPU at the same thread count, bit for bit; "
+    "timings aside). A checkpoint of other settings, features, vectors or task data files is kept as "
+    "checkpoint.<hash>.pt and the run starts afresh (--stale-checkpoint). On SIGTERM, SIGUSR1 or SIGINT the "
+    "step (or evaluation batch) in progress is finished, the checkpoint saved and the command exits 75 "
+    "(EX_TEMPFAIL: rerun to resume); inside a SLURM job it also stops and saves --stop-margin seconds before the "
+    "job's end time. The checkpoint is removed once the metrics JSON is written. Only one run writes a run "
+    "folder at a time (.train.lock; exit 73); every attempt is appended to attempts.jsonl there, and after "
+    "two that crashed with the same error at the same checkpoint step a new one is refused (delete that "
+    "file after fixing the cause); task.log there keeps every attempt's log lines. Long training epochs and "
+    "evaluations log done/total batches, rate and ETA every trainer.progress_seconds (default 60)."
 )
 
 
@@ -21,6 +35,7 @@ INPUTS = ('config', 'features', 'fasttext', 'vocab')  # args naming files read; 
 OUTPUTS = ('output',)
 
 def add_arguments(parser) -> None:
+    from elmoc.commands.train import _seconds_or_auto
     from elmoc.tasks.config import add_task_section_arguments
 
     add_task_section_arguments(parser, config_help="workflow config (uses tasks.<task> and scale) or a single task section YAML")
@@ -34,23 +49,66 @@ def add_arguments(parser) -> None:
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
     parser.add_argument("--device", default="cpu",
                         help="cpu, cuda, cuda:N, or auto (cuda when available); default cpu")
+    parser.add_argument("--checkpoint-minutes", type=float, default=None, metavar="MINUTES",
+                        help="override trainer.checkpoint_minutes (default 30; 0: only at epochs' ends and stops)")
+    parser.add_argument("--stop-margin", type=_seconds_or_auto, default=None, metavar="SECONDS|auto",
+                        help="inside a SLURM job, stop and save this many seconds before its end time (default "
+                             "auto: max(300 s, 2 x the longest checkpoint write + a step); the workflow: "
+                             "resources.task_run.stop_margin_s)")
+    parser.add_argument("--stale-checkpoint", choices=["set-aside", "refuse"], default="set-aside",
+                        help="a checkpoint.pt of other settings, features or data files: keep it as "
+                             "checkpoint.<hash>.pt and start afresh (default), or refuse it with one line")
 
 
 def run(args) -> int:
+    import logging
+    import os
+    import signal
+
+    from elmoc.attempts import CRASHED, DONE, STOPPED, RepeatedCrash, error_line
+    from elmoc.process_tree import EXIT_DIR_ENV, EXIT_SIGINT, EXIT_STOPPED, die_with_parent, record_exit
+
+    log = logging.getLogger(__name__)
+    if EXIT_DIR_ENV in os.environ:  # started by `elmoc with-gpus`: its death stops the run (saving)
+        die_with_parent(signal.SIGTERM)
+    from elmoc.train.signals import StopSignals
+
+    guard: dict = {"attempts": None}
+    try:
+        with StopSignals() as stop:  # from the start: a signal while the data loads stops after the first step
+            status = _run(args, log, guard, stop)
+    except KeyboardInterrupt:
+        record_exit(EXIT_SIGINT, "interrupted")
+        if guard["attempts"] is not None:
+            guard["attempts"].record(STOPPED, EXIT_SIGINT, "interrupted")
+        raise
+    except BaseException as e:
+        status = getattr(e, "exit_status", 1)
+        record_exit(status, error_line(e))
+        if guard["attempts"] is not None and not isinstance(e, (RepeatedCrash, SystemExit)):
+            guard["attempts"].record(CRASHED, status, error_line(e))
+        raise
+    record_exit(status, "stopped" if status == EXIT_STOPPED else "done")
+    if guard["attempts"] is not None:
+        guard["attempts"].record(STOPPED if status == EXIT_STOPPED else DONE, status)
+    return status
+
+
+def _run(args, log, guard: dict, stop) -> int:
     import logging
     import time
 
     import torch
 
-    from elmoc.errors import ConfigError
-    from elmoc.tasks.config import build_task, task_section_from_args
-    from elmoc.tasks.embedder import TaskInputs
-    from elmoc.tasks.runner import TrainerConfig, run_task
-
-    log = logging.getLogger(__name__)
-    start, cpu_start = time.time(), time.process_time()
+    from elmoc.attempts import OutputLock
+    from elmoc.commands.train import keep_log
     from elmoc.devices import resolve_device
+    from elmoc.errors import ConfigError
+    from elmoc.tasks.checkpoint import TASK_TEXT_LOG, run_dir
+    from elmoc.tasks.config import build_task, task_section_from_args
+    from elmoc.tasks.runner import TrainerConfig
 
+    start, cpu_start = time.time(), time.process_time()
     device = resolve_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -58,6 +116,10 @@ def run(args) -> int:
     scale = args.scale or scale
     task, trainer_options = build_task(section)
     trainer = TrainerConfig.from_dict(trainer_options, task.default_trainer)
+    if args.checkpoint_minutes is not None:
+        if args.checkpoint_minutes < 0:
+            raise ConfigError(f"--checkpoint-minutes must be >= 0, got {args.checkpoint_minutes}")
+        trainer.checkpoint_minutes = args.checkpoint_minutes
     record = {"task": args.task, "variant": args.variant, "seed": args.seed, "metric": task.metric_name,
               "scale": scale, "device": str(device), "threads": torch.get_num_threads()}
     missing = task.missing_data()
@@ -65,22 +127,66 @@ def run(args) -> int:
         record.update({"dev": None, "test": None, "num_train": 0, "num_test": 0, "seconds": 0.0,
                        "status": f"no data: set tasks.{args.task}.{missing}"})
         log.warning("%s: %s", args.task, record["status"])
+        from elmoc.records import write_task_record
+
+        write_task_record(args.output, record)
+        return 0
+    if not args.features and not args.fasttext:
+        raise ConfigError("give --features (LM features) and/or --fasttext (word vectors)")
+    folder = run_dir(args.output)
+    lock = OutputLock(folder).acquire()  # one run per folder
+    handler = keep_log(folder / TASK_TEXT_LOG)
+    try:
+        return _train(args, log, guard, stop, task, trainer, section, record, folder, start, cpu_start, device)
+    finally:  # (a process ends anyway; a caller in the same process gets its file and lock back)
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+        lock.release()
+
+
+def _train(args, log, guard, stop, task, trainer, section, record, folder, start, cpu_start, device) -> int:
+    """The run itself, inside its folder's lock: the attempt record, data and inputs, the
+    runner (resuming its checkpoint), the metrics JSON."""
+    import json
+    import os
+    import time
+    from dataclasses import asdict
+
+    from elmoc.attempts import AttemptLog, announce_attempt, spec_fingerprint
+    from elmoc.commands.train import checkpoint_step
+    from elmoc.process_tree import EXIT_DIR_ENV
+    from elmoc.tasks.checkpoint import CHECKPOINT, TaskCheckpoint, run_spec
+    from elmoc.tasks.embedder import TaskInputs
+    from elmoc.tasks.runner import RunInterrupted, run_task
+    from elmoc.train.signals import EXIT_INTERRUPTED
+
+    inputs_paths = {"features": args.features, "fasttext": args.fasttext, "vocab": args.vocab}
+    spec = run_spec(args.task, section, asdict(trainer), args.seed, inputs_paths)
+    attempts = AttemptLog(folder, lambda: checkpoint_step(folder),
+                          spec_fingerprint(json.dumps(spec, sort_keys=True, default=str)))
+    attempts.check()
+    if os.environ.get(EXIT_DIR_ENV):  # with-gpus records the job's outcome
+        announce_attempt(os.environ[EXIT_DIR_ENV], attempts)
     else:
-        if not args.features and not args.fasttext:
-            raise ConfigError("give --features (LM features) and/or --fasttext (word vectors)")
-        data = {split: task.read(split) for split in ("train", "dev", "test")}
-        sentences = [s for split in data.values() for s in task.sentences(split)]
-        inputs = TaskInputs.create(sentences, vectors=args.fasttext, vocab=args.vocab, features=args.features,
-                                   lowercase=task.lowercase_words)
-        result = run_task(task, inputs, args.seed, trainer, data, device)
-        record.update(result)
-        record["seconds"] = round(time.time() - start, 2)
-        record["cpu_seconds"] = round(time.process_time() - cpu_start, 2)
-        record["status"] = "ok"
-        record["inputs"] = {"features": args.features, "fasttext": args.fasttext}
-        log.info("%s/%s seed %d: dev %s %.4f, test %.4f (%.0f s)", args.task, args.variant, args.seed,
-                 task.metric_name, record["dev"], record["test"], record["seconds"])
+        guard["attempts"] = attempts
+    data = {split: task.read(split) for split in ("train", "dev", "test")}
+    sentences = [s for split in data.values() for s in task.sentences(split)]
+    inputs = TaskInputs.create(sentences, vectors=args.fasttext, vocab=args.vocab, features=args.features,
+                               lowercase=task.lowercase_words)
+    checkpoint = TaskCheckpoint(folder / CHECKPOINT, spec, stale=args.stale_checkpoint)
+    try:
+        result = run_task(task, inputs, args.seed, trainer, data, device, checkpoint=checkpoint, stop=stop,
+                          stop_margin_s=args.stop_margin, started=start)
+    except RunInterrupted:
+        return EXIT_INTERRUPTED
+    record.update(result)  # its "seconds": every attempt's wall time, set-up included
+    record["cpu_seconds"] = round(time.process_time() - cpu_start, 2)
+    record["status"] = "ok"
+    record["inputs"] = {"features": args.features, "fasttext": args.fasttext}
+    log.info("%s/%s seed %d: dev %s %.4f, test %.4f (%.0f s)", args.task, args.variant, args.seed,
+             task.metric_name, record["dev"], record["test"], record["seconds"])
     from elmoc.records import write_task_record
 
     write_task_record(args.output, record)  # checked against the record type the tables read
+    checkpoint.remove()  # the result is written: the checkpoint has served
     return 0

@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
             spec_text = _check_spec_direction(args)  # a wrong direction is refused before the folder exists
             _refuse_spec_among_outputs(args)
             OutputLock(args.output_dir).acquire()  # held until this process exits
-            _keep_log(Path(args.output_dir) / TRAIN_TEXT_LOG)
+            keep_log(Path(args.output_dir) / TRAIN_TEXT_LOG)
             attempts = AttemptLog(args.output_dir, lambda: checkpoint_step(Path(args.output_dir)),
                                   spec_fingerprint(spec_text, args.direction, str(args.max_steps)))
             if not args.no_resume:
@@ -129,14 +129,16 @@ def _refuse_spec_among_outputs(args: argparse.Namespace) -> None:
                                 {"--spec": args.spec})
 
 
-def _keep_log(path) -> None:
+def keep_log(path):
     """Append this process's log records to ``path`` too: the history of every attempt in
-    the output folder (Snakemake deletes a job's log file each time it starts the job)."""
+    the output folder (Snakemake deletes a job's log file each time it starts the job).
+    Returns the handler (``logging.getLogger().removeHandler`` it to stop)."""
     import logging
 
     handler = logging.FileHandler(path, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S"))
     logging.getLogger().addHandler(handler)
+    return handler
 
 
 def _load_spec(path: str) -> dict:
@@ -163,14 +165,16 @@ def _check_spec_direction(args: argparse.Namespace) -> str:
 
 
 def checkpoint_step(out_dir) -> int | None:
-    """The step of ``out_dir``'s checkpoint.pt (metadata only, memory-mapped), or None."""
-    from elmoc.train.checkpoint import CHECKPOINT, load_checkpoint
+    """The step of ``out_dir``'s checkpoint.pt (metadata only, memory-mapped), or None: an LM's
+    (``elmoc train``) or a downstream task run's (``elmoc task``, :mod:`elmoc.tasks.checkpoint`)."""
+    from elmoc.tasks.checkpoint import FORMAT as TASK_FORMAT
+    from elmoc.train.checkpoint import CHECKPOINT, FORMAT, load_checkpoint
 
     path = out_dir / CHECKPOINT
     if not path.is_file():
         return None
     try:
-        return int(load_checkpoint(path, mmap=True)["step"])
+        return int(load_checkpoint(path, mmap=True, formats=(FORMAT, TASK_FORMAT))["step"])
     except Exception:  # unreadable or foreign: the resume says why; here it is "no step"
         return None
 

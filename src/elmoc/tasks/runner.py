@@ -19,6 +19,13 @@ so it is set before the model moves to the GPU); it is slower, and an operation
 without a deterministic GPU kernel then stops the run at its first batch with
 torch's error naming the operation.
 
+Checkpoints (``checkpoint``, :class:`elmoc.tasks.checkpoint.TaskCheckpoint`; ``elmoc task``
+gives one): saved at every epoch's end, every ``trainer.checkpoint_minutes`` and when a stop
+signal or the SLURM deadline stops the run (:class:`RunInterrupted`), with everything the
+rest of the run depends on (:meth:`TaskTrainer.state`), so a resumed run ends with the
+uninterrupted run's result; on the CPU at one thread count bit for bit.  Training epochs and
+evaluations log their progress every ``trainer.progress_seconds`` (:mod:`elmoc.tasks.progress`).
+
 Devices: the model and each batch are moved to ``device`` (:func:`to_device`); that
 ``.to(device)`` is the only difference between a CPU and a CUDA run, every other
 line is shared.  Batches are built on the CPU by the task's ``collate``.
@@ -34,15 +41,18 @@ import os
 import random
 import time
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
-from tqdm import tqdm
-
 from elmoc.config_section import check_keys
-from elmoc.errors import ConfigError
+from elmoc.errors import ConfigError, InputFileError
 from elmoc.tasks.base import Task
+from elmoc.tasks.checkpoint import FIX, TaskCheckpoint, random_state, set_random_state, to_cpu
 from elmoc.tasks.embedder import TaskInputs
+from elmoc.tasks.progress import Progress
+from elmoc.train.checkpoint import rng_state, set_rng_state
+from elmoc.train.periodic import CheckpointTimer
+from elmoc.train.signals import TIME_LIMIT, Deadline, StopSignals
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +84,11 @@ class TrainerConfig:
         max_train: use only the first N training instances (None = all); for quick demos.
         deterministic: deterministic kernels on a GPU (see the module docstring); no effect
             on the numbers of a CPU run, which are reproducible anyway.
+        checkpoint_minutes: with a checkpoint (``elmoc task``), also save it when this many
+            minutes of training passed since the last save (besides every epoch's end and a
+            stop); None or 0: at epochs' ends and stops only.  May change on resume.
+        progress_seconds: log a progress line (done/total batches, rate, ETA) of every training
+            epoch and evaluation this often (None or 0: none).  May change on resume.
     """
 
     batch_size: int = 32
@@ -92,6 +107,8 @@ class TrainerConfig:
     lr_decay_steps: int = 100
     max_train: int | None = None
     deterministic: bool = False
+    checkpoint_minutes: float | None = 30.0
+    progress_seconds: float | None = 60.0
 
     @classmethod
     def from_dict(cls, values: dict[str, Any] | None, defaults: dict[str, Any] | None = None) -> "TrainerConfig":
@@ -128,6 +145,10 @@ class TrainerConfig:
             value = getattr(config, key)
             if value is not None and (not isinstance(value, (int, float)) or value <= 0):
                 raise ConfigError(f"trainer.{key} must be > 0 or null, got {value!r}")
+        for key in ("checkpoint_minutes", "progress_seconds"):
+            value = getattr(config, key)
+            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
+                raise ConfigError(f"trainer.{key} must be a number >= 0 or null, got {value!r}")
         if config.plateau_factor is not None and not 0 < config.plateau_factor < 1:
             raise ConfigError(f"trainer.plateau_factor must be in (0, 1) or null, got {config.plateau_factor}")
         return config
@@ -193,109 +214,320 @@ def to_device(value: Any, device: torch.device) -> Any:
     return value
 
 
+class RunInterrupted(Exception):
+    """The run stopped on a stop signal or before the SLURM time limit, its checkpoint saved
+    (``reason``: the signal's name or :data:`elmoc.train.signals.TIME_LIMIT`); ``elmoc task``
+    exits :data:`elmoc.train.signals.EXIT_INTERRUPTED` (75)."""
+
+    def __init__(self, reason: str, path: str | None = None):
+        super().__init__(f"stopped by {reason}" + (f"; {path} holds the run: rerun the same command to resume"
+                                                   if path else ""))
+        self.reason, self.path = reason, path
+
+
+class _StopHere(Exception):
+    """Raised inside an evaluation when the run must stop (caught by :class:`TaskTrainer`)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 def evaluate(task: Task, model, instances: Sequence[Any], inputs: TaskInputs, batch_size: int,
-             device: torch.device | str = "cpu") -> dict[str, float]:
-    """The task metric of ``model`` (already on ``device``) on ``instances``."""
+             device: torch.device | str = "cpu", *, what: str = "evaluation", progress_seconds: float | None = None,
+             should_stop: Callable[[], str | None] | None = None) -> dict[str, float]:
+    """The task metric of ``model`` (already on ``device``) on ``instances``.
+
+    Args:
+        what: names the evaluation in the progress lines (``"srl dev evaluation"``).
+        progress_seconds: log done/total batches, rate and ETA every this many seconds
+            (:class:`elmoc.tasks.progress.Progress`; None: no lines).
+        should_stop: called after every batch; a reason (not None) abandons the evaluation
+            (the runner saves its checkpoint and evaluates again on resume).
+    """
     device = torch.device(device)
     metric = task.new_metric()
     metric.reset()
     model.eval()
+    batches = bucket_batches([task.length(x) for x in instances], batch_size, None)
+    progress = Progress(what, len(batches), progress_seconds)
     with torch.no_grad():
-        for idx in bucket_batches([task.length(x) for x in instances], batch_size, None):
+        for idx in batches:
             batch = to_device(task.collate([instances[i] for i in idx], inputs), device)
             metric.update(model(batch).predictions, batch)
+            progress.update()
+            reason = should_stop() if should_stop is not None else None
+            if reason is not None:
+                log.warning("%s abandoned after %d/%d batches (%s); it is done again on resume", what,
+                            progress.done, len(batches), reason)
+                raise _StopHere(reason)
+    progress.close()
     return metric.compute()
 
 
 def run_task(task: Task, inputs: TaskInputs, seed: int, trainer: TrainerConfig,
-             data: dict[str, list] | None = None, device: torch.device | str = "cpu") -> dict[str, Any]:
+             data: dict[str, list] | None = None, device: torch.device | str = "cpu", *,
+             checkpoint: TaskCheckpoint | None = None, stop: StopSignals | None = None,
+             stop_margin_s: float | None = None, started: float | None = None) -> dict[str, Any]:
     """Train on train, early-stop on dev, score test.
 
     Args:
         data: already-read splits (``{"train": [...], "dev": [...], "test": [...]}``); read when None.
         device: where the model and batches live (``cpu``, ``cuda``, ``cuda:N``).
+        checkpoint: where the run checkpoints and resumes from (None: it keeps none and
+            ignores stop signals).  Saved at every epoch's end, every ``trainer.checkpoint_minutes``
+            and on a stop; resumed when it fits (:mod:`elmoc.tasks.checkpoint`), so an interrupted
+            run ends with the uninterrupted run's result (on the CPU at the same thread count,
+            bit for bit).
+        stop: the stop signals (:class:`elmoc.train.signals.StopSignals`): on SIGTERM, SIGUSR1 or
+            SIGINT the step in progress (or the evaluation batch) is finished, the checkpoint saved
+            and :class:`RunInterrupted` raised; so it is, with reason ``"time-limit"``, once a
+            SLURM job's end time is less than ``stop_margin_s`` away (None: max(300 s, 2 x the
+            longest checkpoint write + a step), :class:`elmoc.train.signals.Deadline`).
+        started: when this attempt started (``time.time()``; None: now), so that the run's
+            ``seconds`` count the caller's set-up (reading data, loading vectors) too.
 
     Returns:
         ``{"metric", "metric_label", "dev", "test", "extra_scores", "dev_all", "test_all", "num_train",
-        "num_test", "best_epoch", "history", "trainer", "seconds", "device", "threads"}``;
+        "num_test", "best_epoch", "history", "trainer", "seconds", "device", "threads", "segments"}``;
         ``extra_scores`` maps each of the task's ``extra_metrics`` to ``{"label", "dev", "test"}``
-        (SRL: the official CoNLL-2005 score beside the span F1).
+        (SRL: the official CoNLL-2005 score beside the span F1); ``seconds`` sums every attempt's
+        wall time (each from its ``started``); ``segments`` lists from which step each thread
+        count / device trained.
+
+    Raises:
+        RunInterrupted: stopped by a signal or the time limit, the checkpoint saved.
     """
     with deterministic_mode(trainer.deterministic):
-        return _run_task(task, inputs, seed, trainer, data, device)
+        return TaskTrainer(task, inputs, seed, trainer, data, device, checkpoint, stop, stop_margin_s,
+                           started).run()
 
 
-def _run_task(task: Task, inputs: TaskInputs, seed: int, trainer: TrainerConfig,
-              data: dict[str, list] | None, device: torch.device | str) -> dict[str, Any]:
-    start = time.time()
-    random.seed(seed)
-    torch.manual_seed(seed)
-    rng = random.Random(seed)
-    data = data or {split: task.read(split) for split in ("train", "dev", "test")}
-    train = data["train"][: trainer.max_train] if trainer.max_train else data["train"]
-    device = torch.device(device)
-    model = task.build_model(inputs).to(device)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = build_optimizer(params, trainer)
-    decay = (torch.optim.lr_scheduler.StepLR(optimizer, trainer.lr_decay_steps, trainer.lr_decay)
-             if trainer.lr_decay else None)
-    lengths = [task.length(x) for x in train]
-    best, best_state, best_epoch, bad_epochs, history = -math.inf, None, 0, 0, []
-    for epoch in range(1, trainer.epochs + 1):
-        model.train()
-        total, steps = 0.0, 0
-        batches = bucket_batches(lengths, trainer.batch_size, rng)
-        for idx in tqdm(batches, desc=f"{task.registered_name} epoch {epoch}", unit="batch", mininterval=30,
-                        disable=len(batches) < 50, leave=False):
-            batch = to_device(task.collate([train[i] for i in idx], inputs), device)
-            loss = model(batch).loss
-            if trainer.mix_l2:
-                loss = loss + trainer.mix_l2 * model.mix_penalty()
-            optimizer.zero_grad()
-            loss.backward()
-            if trainer.grad_value:
-                torch.nn.utils.clip_grad_value_(params, trainer.grad_value)
-            if trainer.grad_norm:
-                torch.nn.utils.clip_grad_norm_(params, trainer.grad_norm)
-            optimizer.step()
-            if decay is not None:
-                decay.step()
-            total += loss.item()
-            steps += 1
-        dev = evaluate(task, model, data["dev"], inputs, trainer.eval_batch_size, device)
-        score = dev[task.metric_name]
-        history.append({"epoch": epoch, "train_loss": total / max(steps, 1), "dev": dev})
-        log.info("%s epoch %d: train loss %.4f, dev %s %.4f", task.registered_name, epoch,
-                 total / max(steps, 1), task.metric_name, score)
-        if score > best or best_state is None:
-            best, best_epoch, bad_epochs = score, epoch, 0
-            best_state = copy.deepcopy(model.state_dict())
+class TaskTrainer:
+    """One run of :func:`run_task`: the model, the optimizer and schedulers, the early-stopping
+    state, the generators and the position in the epoch's batch order, all of which a checkpoint
+    holds (:meth:`state`) and a resumed run restores (:meth:`resume`)."""
+
+    def __init__(self, task: Task, inputs: TaskInputs, seed: int, trainer: TrainerConfig,
+                 data: dict[str, list] | None, device: torch.device | str, checkpoint: TaskCheckpoint | None,
+                 stop: StopSignals | None, stop_margin_s: float | None, started: float | None = None):
+        self.t_start = time.time() if started is None else started
+        self.task, self.inputs, self.config, self.checkpoint, self.stop = task, inputs, trainer, checkpoint, stop
+        self.name = task.registered_name
+        random.seed(seed)
+        torch.manual_seed(seed)
+        self.rng = random.Random(seed)  # the batch shuffling
+        self.data = data or {split: task.read(split) for split in ("train", "dev", "test")}
+        self.train = self.data["train"][: trainer.max_train] if trainer.max_train else self.data["train"]
+        self.device = torch.device(device)
+        self.model = task.build_model(inputs).to(self.device)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = build_optimizer(self.params, trainer)
+        self.decay = (torch.optim.lr_scheduler.StepLR(self.optimizer, trainer.lr_decay_steps, trainer.lr_decay)
+                      if trainer.lr_decay else None)
+        self.lengths = [task.length(x) for x in self.train]
+        # the position and the early-stopping state: what a checkpoint holds
+        self.epoch, self.batch, self.epoch_rng, self.step = 1, 0, None, 0
+        self.loss_sum, self.loss_steps = 0.0, 0
+        self.best, self.best_state, self.best_epoch, self.bad_epochs = -math.inf, None, 0, 0
+        self.history: list[dict] = []
+        self.finished, self.seconds_before = False, 0.0
+        self.layout = {"threads": torch.get_num_threads(), "device": str(self.device)}
+        self.segments = [{"step": 0, **self.layout}]
+        payload = checkpoint.prepare() if checkpoint is not None else None
+        if payload is not None:
+            self.resume(payload)
+        active = checkpoint is not None and stop is not None
+        self.deadline = Deadline.from_slurm(stop_margin_s) if active else Deadline(None)
+        self.timer = CheckpointTimer(trainer.checkpoint_minutes if checkpoint is not None else None)
+        self.longest_save_s, self.step_s = 0.0, 0.0
+
+    # --- checkpoints -----------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """The training state a checkpoint holds (:mod:`elmoc.tasks.checkpoint`)."""
+        return {
+            "model": to_cpu(self.model.state_dict()), "optimizer": self.optimizer.state_dict(),
+            "decay": self.decay.state_dict() if self.decay is not None else None,
+            "epoch": self.epoch, "batch": self.batch, "epoch_rng": self.epoch_rng, "rng": rng_state(),
+            "step": self.step, "loss_sum": self.loss_sum, "loss_steps": self.loss_steps,
+            "best": {"score": self.best, "epoch": self.best_epoch, "bad_epochs": self.bad_epochs,
+                     "state": to_cpu(self.best_state)},
+            "history": self.history, "finished": self.finished, "seconds": self.wall_seconds(),
+            "threads": self.layout["threads"], "device": self.layout["device"], "segments": self.segments,
+        }
+
+    def resume(self, payload: dict[str, Any]) -> None:
+        """Continue from a checkpoint (already checked to fit): weights, optimizer and scheduler,
+        position, early-stopping state and every generator."""
+        path = self.checkpoint.path
+        try:
+            self.model.load_state_dict(payload["model"])
+            self.optimizer.load_state_dict(payload["optimizer"])
+            if self.decay is not None:
+                self.decay.load_state_dict(payload["decay"])
+        except (RuntimeError, KeyError, ValueError, TypeError) as e:
+            detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise InputFileError(path, f"does not fit the model this task builds ({detail}); {FIX}") from None
+        self.epoch, self.batch, self.epoch_rng, self.step = (payload["epoch"], payload["batch"], payload["epoch_rng"],
+                                                             payload["step"])
+        self.loss_sum, self.loss_steps = payload["loss_sum"], payload["loss_steps"]
+        best = payload["best"]
+        self.best, self.best_epoch, self.bad_epochs, self.best_state = (best["score"], best["epoch"],
+                                                                        best["bad_epochs"], best["state"])
+        self.history, self.finished = payload["history"], payload["finished"]
+        self.seconds_before = float(payload.get("seconds", 0.0))
+        saved = [dict(s) for s in payload.get("segments") or []]
+        if saved and any(saved[-1].get(k) != v for k, v in self.layout.items()):
+            log.warning("%s resumes at step %d under another layout (%s -> %s): allowed, but the result will "
+                        "equal neither layout's uninterrupted run bit for bit (recorded under 'segments')", path,
+                        self.step, {k: saved[-1].get(k) for k in self.layout}, self.layout)
+            saved.append({"step": self.step, **self.layout})
+        self.segments = saved or self.segments
+        set_rng_state(payload["rng"])
+        log.info("resumed %s: epoch %d, %d batches of it done, step %d%s", path, self.epoch, self.batch, self.step,
+                 ", training finished (test evaluation next)" if self.finished else "")
+
+    def save(self) -> None:
+        if self.checkpoint is None:
+            return
+        t_save = time.time()
+        self.checkpoint.save(self.state())
+        self.timer.saved()
+        self.longest_save_s = max(self.longest_save_s, time.time() - t_save)
+
+    def should_stop(self) -> str | None:
+        """Why the run must stop now (a stop signal's name, or "time-limit"), or None."""
+        if self.checkpoint is None or self.stop is None:
+            return None
+        reason, _ = self.stop.decide(time_up=self.deadline.reached(time.time(), self.longest_save_s, self.step_s))
+        return reason
+
+    def interrupted(self, reason: str) -> RunInterrupted:
+        """Save the checkpoint and the exception that ends the run."""
+        self.save()
+        log.warning("%s stopped by %s at epoch %d, batch %d (step %d); %s holds it: rerun the same command to "
+                    "resume", self.name, reason, self.epoch, self.batch, self.step, self.checkpoint.path)
+        if reason == TIME_LIMIT:
+            log.warning("the job ends at %s (%s): stopped %.0f s before it", time.strftime(
+                "%Y-%m-%dT%H:%M:%S", time.localtime(self.deadline.end_time)), self.deadline.source,
+                self.deadline.end_time - time.time())
+        return RunInterrupted(reason, str(self.checkpoint.path))
+
+    def wall_seconds(self) -> float:
+        """Wall time of this run, summed over the attempts it was resumed from."""
+        return self.seconds_before + time.time() - self.t_start
+
+    # --- the loop ----------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        """Train epoch by epoch until the last epoch or early stopping, then score test."""
+        try:
+            while not self.finished:
+                self.train_epoch()
+                self.end_epoch()
+            self.model.load_state_dict(self.best_state)
+            test = self.evaluate("test")
+        except _StopHere as stop:
+            raise self.interrupted(stop.reason) from None
+        return self.result(test)
+
+    def train_epoch(self) -> None:
+        """The epoch's remaining batches (all of them, or those after a resumed checkpoint's
+        position); after each step the stop conditions and the timed checkpoint."""
+        c = self.config
+        if self.epoch_rng is None:
+            self.epoch_rng = random_state(self.rng)
+        set_random_state(self.rng, self.epoch_rng)
+        batches = bucket_batches(self.lengths, c.batch_size, self.rng)  # the epoch's order, drawn again on resume
+        self.model.train()
+        progress = Progress(f"{self.name} epoch {self.epoch} training", len(batches), c.progress_seconds, self.batch)
+        while self.batch < len(batches):
+            t_step = time.time()
+            loss = self.train_step(batches[self.batch])
+            self.batch += 1
+            self.step += 1
+            self.loss_sum += loss
+            self.loss_steps += 1
+            progress.update()
+            self.step_s = time.time() - t_step
+            reason = self.should_stop()
+            if reason is not None:
+                raise _StopHere(reason)
+            if self.timer.due():
+                self.save()
+        progress.close()
+
+    def train_step(self, idx: list[int]) -> float:
+        """One optimizer step on the instances ``idx``; returns its loss."""
+        c = self.config
+        batch = to_device(self.task.collate([self.train[i] for i in idx], self.inputs), self.device)
+        loss = self.model(batch).loss
+        if c.mix_l2:
+            loss = loss + c.mix_l2 * self.model.mix_penalty()
+        self.optimizer.zero_grad()
+        loss.backward()
+        if c.grad_value:
+            torch.nn.utils.clip_grad_value_(self.params, c.grad_value)
+        if c.grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.params, c.grad_norm)
+        self.optimizer.step()
+        if self.decay is not None:
+            self.decay.step()
+        return loss.item()
+
+    def end_epoch(self) -> None:
+        """The dev evaluation, early stopping and plateau decay, then the epoch's checkpoint."""
+        c, epoch = self.config, self.epoch
+        dev = self.evaluate("dev")
+        score = dev[self.task.metric_name]
+        train_loss = self.loss_sum / max(self.loss_steps, 1)
+        self.history.append({"epoch": epoch, "train_loss": train_loss, "dev": dev})
+        log.info("%s epoch %d: train loss %.4f, dev %s %.4f", self.name, epoch, train_loss, self.task.metric_name,
+                 score)
+        if score > self.best or self.best_state is None:
+            self.best, self.best_epoch, self.bad_epochs = score, epoch, 0
+            self.best_state = copy.deepcopy(self.model.state_dict())
         else:
-            bad_epochs += 1
-            if trainer.plateau_factor:
-                for group in optimizer.param_groups:
-                    group["lr"] *= trainer.plateau_factor
-            if bad_epochs >= trainer.patience:
-                log.info("early stop after epoch %d (best %d)", epoch, best_epoch)
-                break
-    model.load_state_dict(best_state)
-    test = evaluate(task, model, data["test"], inputs, trainer.eval_batch_size, device)
-    dev_all = history[best_epoch - 1]["dev"]
-    return {
-        "metric": task.metric_name,
-        "metric_label": task.metric_label or task.metric_name,
-        "dev": best,
-        "test": test[task.metric_name],
-        "extra_scores": {name: {"label": label, "dev": dev_all[name], "test": test[name]}
-                         for name, label in task.extra_metrics.items()},
-        "dev_all": dev_all,
-        "test_all": test,
-        "num_train": len(train),
-        "num_test": len(data["test"]),
-        "best_epoch": best_epoch,
-        "history": history,
-        "trainer": asdict(trainer),
-        "seconds": round(time.time() - start, 2),
-        "device": str(device),
-        "threads": torch.get_num_threads(),
-    }
+            self.bad_epochs += 1
+            if c.plateau_factor:
+                for group in self.optimizer.param_groups:
+                    group["lr"] *= c.plateau_factor
+            if self.bad_epochs >= c.patience:
+                log.info("early stop after epoch %d (best %d)", epoch, self.best_epoch)
+                self.finished = True
+        self.finished = self.finished or epoch >= c.epochs
+        self.epoch, self.batch, self.epoch_rng, self.loss_sum, self.loss_steps = epoch + 1, 0, None, 0.0, 0
+        if not self.finished:
+            self.epoch_rng = random_state(self.rng)  # the next epoch's shuffle starts here
+        self.save()
+        reason = self.should_stop()  # a signal during the evaluation's last batch or the save
+        if reason is not None:
+            raise _StopHere(reason)
+
+    def evaluate(self, split: str) -> dict[str, float]:
+        c = self.config
+        return evaluate(self.task, self.model, self.data[split], self.inputs, c.eval_batch_size, self.device,
+                        what=f"{self.name} {split} evaluation", progress_seconds=c.progress_seconds,
+                        should_stop=self.should_stop)
+
+    def result(self, test: dict[str, float]) -> dict[str, Any]:
+        task, best_epoch = self.task, self.best_epoch
+        dev_all = self.history[best_epoch - 1]["dev"]
+        return {
+            "metric": task.metric_name,
+            "metric_label": task.metric_label or task.metric_name,
+            "dev": self.best,
+            "test": test[task.metric_name],
+            "extra_scores": {name: {"label": label, "dev": dev_all[name], "test": test[name]}
+                             for name, label in task.extra_metrics.items()},
+            "dev_all": dev_all,
+            "test_all": test,
+            "num_train": len(self.train),
+            "num_test": len(self.data["test"]),
+            "best_epoch": best_epoch,
+            "history": self.history,
+            "trainer": asdict(self.config),
+            "seconds": round(self.wall_seconds(), 2),
+            "device": str(self.device),
+            "threads": torch.get_num_threads(),
+            "segments": self.segments,
+        }

@@ -306,15 +306,9 @@ def check_resumable(payload: dict[str, Any], path: str | Path, *, spec: dict[str
         raise InputFileError(
             path, f"holds a {payload.get('direction')!r} LM but this run trains the {direction!r} one; {RESUME_FIX}"
         )
-    saved_spec = payload.get("spec")
-    if not isinstance(saved_spec, dict):
-        raise InputFileError(path, f"records no spec, so it cannot be checked against {where}; {RESUME_FIX}")
-    saved_hash = payload.get("config_hash") or config_hash(saved_spec)
-    if saved_hash != config_hash(spec):
-        diff = _first_difference(resume_view(saved_spec), resume_view(spec))
-        detail = (f"{diff[0]} is {diff[1]!r} there but {diff[2]!r} in {where}" if diff
-                  else f"config hash {saved_hash} there but {config_hash(spec)} in {where}")
-        raise InputFileError(path, f"was trained with another spec: {detail}; {RESUME_FIX}")
+    change = spec_change(payload, spec, where)
+    if change:
+        raise InputFileError(path, f"{change}; {RESUME_FIX}")
     saved_vocab, current = payload.get("vocab"), vocab_fingerprint(vocab)
     if saved_vocab and current and saved_vocab != current:
         raise InputFileError(
@@ -323,11 +317,35 @@ def check_resumable(payload: dict[str, Any], path: str | Path, *, spec: dict[str
             f"{payload.get('vocab_path') or 'the current one'} now holds ({current['size']} tokens, "
             f"sha256 {current['sha256']}); {RESUME_FIX}",
         )
+    change = inputs_change(payload, inputs)
+    if change:
+        raise InputFileError(path, f"{change}; {RESUME_FIX}")
+
+
+def spec_change(payload: dict[str, Any], spec: dict[str, Any], where: str = "this run's spec") -> str | None:
+    """Why a checkpoint's recorded ``spec`` (and ``config_hash``) does not fit ``spec``, in
+    words naming the first differing key and both values (None: it fits).  The keys of
+    :data:`RESUME_MUTABLE` under ``train`` are not compared (:func:`resume_view`)."""
+    saved_spec = payload.get("spec")
+    if not isinstance(saved_spec, dict):
+        return f"records no spec, so it cannot be checked against {where}"
+    saved_hash = payload.get("config_hash") or config_hash(saved_spec)
+    if saved_hash == config_hash(spec):
+        return None
+    diff = _first_difference(resume_view(saved_spec), resume_view(spec))
+    detail = (f"{diff[0]} is {diff[1]!r} there but {diff[2]!r} in {where}" if diff
+              else f"config hash {saved_hash} there but {config_hash(spec)} in {where}")
+    return f"was trained with another spec: {detail}"
+
+
+def inputs_change(payload: dict[str, Any], inputs: dict[str, dict[str, Any]] | None) -> str | None:
+    """Why the input files a checkpoint recorded (``inputs``, :meth:`InputFingerprints.of_spec`)
+    differ from ``inputs`` now, in words (None: the same, or nothing recorded to compare)."""
     saved_inputs = payload.get("inputs")
-    if inputs is not None and saved_inputs is not None:
-        change = InputFingerprints.first_change(saved_inputs, inputs)
-        if change:
-            raise InputFileError(path, f"was trained on other inputs: {change}; {RESUME_FIX}")
+    if inputs is None or saved_inputs is None:
+        return None
+    change = InputFingerprints.first_change(saved_inputs, inputs)
+    return f"was trained on other inputs: {change}" if change else None
 
 
 def set_aside_if_stale(path: str | Path, *, spec: dict[str, Any], direction: str, vocab=None,
@@ -349,11 +367,16 @@ def set_aside_if_stale(path: str | Path, *, spec: dict[str, Any], direction: str
                         inputs=inputs)
         return None
     except InputFileError as err:
-        tag = (payload or {}).get("config_hash") or "unreadable"
-        target = _free_name(path, tag)
-        os.replace(path, target)
-        log.warning("%s; kept it as %s and starting afresh", err, target)
-        return target
+        return set_aside(path, (payload or {}).get("config_hash") or "unreadable", str(err))
+
+
+def set_aside(path: Path, tag: str, reason: str) -> Path:
+    """Rename ``path`` to ``<stem>.<tag><suffix>`` beside it (``.1``, ``.2`` ... when taken:
+    nothing set aside earlier is overwritten) and warn with ``reason``; returns the new path."""
+    target = _free_name(path, tag)
+    os.replace(path, target)
+    log.warning("%s; kept it as %s and starting afresh", reason, target)
+    return target
 
 
 def _free_name(path: Path, tag: str) -> Path:
@@ -372,12 +395,13 @@ def model_payload(checkpoint: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` to ``path`` atomically; the data reaches the disk (fsync) before
-    the rename, so a crashed node cannot leave an empty file under the final name."""
+def save_checkpoint(path: str | Path, payload: dict[str, Any], fmt: str = FORMAT) -> None:
+    """Write ``payload`` (as format ``fmt``) to ``path`` atomically; the data reaches the
+    disk (fsync) before the rename, so a crashed node cannot leave an empty file under the
+    final name."""
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
-            torch.save({"format": FORMAT, **payload}, f)
+            torch.save({"format": fmt, **payload}, f)
             f.flush()
             os.fsync(f.fileno())
 
@@ -399,9 +423,12 @@ def remove_stale_temps(out_dir: str | Path) -> list[Path]:
     return removed
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", mmap: bool = False) -> dict[str, Any]:
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", mmap: bool = False,
+                    formats: tuple[str, ...] = (FORMAT,)) -> dict[str, Any]:
     """Read a ``checkpoint.pt`` or a ``model.pt`` (see the module docstring).  ``mmap``
     maps the tensors instead of reading them (for a look at the metadata only).
+    ``formats``: the formats accepted (a downstream task run's checkpoint is
+    ``"elmoc-task-v1"``, :mod:`elmoc.tasks.checkpoint`).
 
     The file is read weights-only (:func:`elmoc.io.safe_load.load_weights_only`): a
     pickle that names anything but tensors and plain containers (the numpy RNG array of
@@ -412,8 +439,8 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", 
         raise InputFileError(path, "not found; train the LM first (`elmoc train`)")
     payload = load_weights_only(path, map_location=map_location, mmap=mmap, allow=LEGACY_NUMPY_GLOBALS,
                                 what="an elmoc checkpoint", fix="delete it and train again")
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise InputFileError(path, f"not an elmoc checkpoint (expected format {FORMAT!r})")
+    if not isinstance(payload, dict) or payload.get("format") not in formats:
+        raise InputFileError(path, f"not an elmoc checkpoint (expected format {' or '.join(map(repr, formats))})")
     return payload
 
 
