@@ -35,6 +35,21 @@ from test_snli import ROWS  # noqa: E402
 from test_srl import TINY as SRL_CONLL  # noqa: E402
 from test_sst import TREES  # noqa: E402
 
+
+def _sibling_conftest():
+    """tests/tasks/conftest.py by its path: ``from conftest import`` finds whichever conftest
+    pytest imported first under that name (tests/train's, in a whole-suite run)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tasks_conftest", Path(__file__).with_name("conftest.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+write_features = _sibling_conftest().write_features
+write_vectors = _sibling_conftest().write_vectors
+
 TIMING = ("seconds",)
 
 
@@ -102,8 +117,6 @@ def _setup(name, tmp_path):
     data = {split: task.read(split) for split in ("train", "dev", "test")}
     sentences = [s for split in data.values() for s in task.sentences(split)]
     unique = list({" ".join(s): list(s) for s in sentences}.values())
-    from conftest import write_features
-
     h5 = write_features(tmp_path / "features.hdf5", unique, num_layers=2, dim=6)
     inputs = TaskInputs.create(sentences, features=h5, lowercase=task.lowercase_words)
     trainer = TrainerConfig.from_dict({"epochs": 4, "patience": 4, "eval_batch_size": 2, "lr": 0.01,
@@ -200,8 +213,8 @@ def test_a_checkpoint_of_other_settings_or_data_is_set_aside_with_the_reason(tmp
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         assert TaskCheckpoint(path, spec).prepare() is None
-    assert "was trained on other inputs: input section." in caplog.text
-    assert "trees.txt) changed since the checkpoint was written" in caplog.text
+    assert "was trained on other inputs: " in caplog.text
+    assert "trees.txt (the spec's section." in caplog.text and ") changed since the checkpoint was written" in caplog.text
     assert not path.exists() and len(list(path.parent.glob("checkpoint.*.pt"))) == 1
 
 
@@ -299,8 +312,6 @@ def _elmoc_task(tmp_path: Path, out: Path, wait: bool = True):
 @pytest.fixture(scope="module")
 def polarity_reference(tmp_path_factory):
     """The data of the subprocess runs and the result of one never interrupted."""
-    from conftest import write_vectors
-
     root = tmp_path_factory.mktemp("polarity")
     lines = [f"__label__{'neg' if i % 2 else 'pos'} {'bad awful' if i % 3 else 'good great'} film{i} ."
              for i in range(40)]
@@ -358,8 +369,6 @@ def test_a_run_that_crashes_twice_the_same_way_is_refused_at_once(tmp_path, caps
     """attempts.jsonl in the run folder: two crashes with the same error and no checkpoint
     progress, then a third attempt is refused in one line without training."""
     from elmoc.cli import main
-
-    from conftest import write_vectors
 
     (tmp_path / "pol.cor").write_text("__label__pos good film .\n__label__neg bad film .\n" * 5)
     npy, vocab = write_vectors(tmp_path, ["good", "bad", "film", "."])
