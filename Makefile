@@ -24,7 +24,7 @@ demo: $(BIN)/.elmoc-installed
 	@cat results/summary.txt
 
 test: $(BIN)/.elmoc-installed
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 # while editing: everything but the end-to-end runs (snakemake, torchrun, `elmoc train` subprocesses)
 test-fast: $(BIN)/.elmoc-installed
