@@ -141,18 +141,6 @@ class TaskCheckpoint:
         self.path.unlink(missing_ok=True)
 
 
-def random_state(rng) -> list:
-    """A ``random.Random``'s state in plain types (a weights-only load reads them)."""
-    version, internal, gauss_next = rng.getstate()
-    return [int(version), [int(x) for x in internal], gauss_next]
-
-
-def set_random_state(rng, state: list) -> None:
-    """Restore :func:`random_state`."""
-    version, internal, gauss_next = state
-    rng.setstate((int(version), tuple(int(x) for x in internal), gauss_next))
-
-
 def to_cpu(state: dict[str, torch.Tensor] | None) -> dict[str, torch.Tensor] | None:
     """A state dict's tensors copied to the CPU (what a checkpoint stores)."""
     return None if state is None else {k: v.detach().to("cpu", copy=True) for k, v in state.items()}

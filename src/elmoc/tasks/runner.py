@@ -47,10 +47,10 @@ import torch
 from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.tasks.base import Task
-from elmoc.tasks.checkpoint import FIX, TaskCheckpoint, random_state, set_random_state, to_cpu
+from elmoc.tasks.checkpoint import FIX, TaskCheckpoint, to_cpu
 from elmoc.tasks.embedder import TaskInputs
 from elmoc.tasks.progress import Progress
-from elmoc.train.checkpoint import rng_state, set_rng_state
+from elmoc.train.checkpoint import random_state, rng_state, set_random_state, set_rng_state
 from elmoc.train.periodic import CheckpointTimer
 from elmoc.train.signals import TIME_LIMIT, Deadline, StopSignals
 

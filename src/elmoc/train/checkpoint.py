@@ -94,13 +94,25 @@ def rng_state() -> dict[str, Any]:
     GPU, None without CUDA), ``numpy`` (``[name, keys, pos, has_gauss, cached]``) and
     ``python`` (``[version, internal state, gauss_next]``)."""
     name, keys, pos, has_gauss, cached = np.random.get_state()
-    version, internal, gauss_next = random.getstate()
     return {
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,  # GPU only
         "numpy": [str(name), [int(k) for k in keys], int(pos), int(has_gauss), float(cached)],
-        "python": [int(version), [int(x) for x in internal], gauss_next],
+        "python": random_state(random),
     }
+
+
+def random_state(rng) -> list:
+    """A ``random.Random``'s (or the ``random`` module's) state in plain types (a weights-only
+    load reads them): ``[version, internal state, gauss_next]``."""
+    version, internal, gauss_next = rng.getstate()
+    return [int(version), [int(x) for x in internal], gauss_next]
+
+
+def set_random_state(rng, state: list) -> None:
+    """Restore :func:`random_state` into ``rng`` (a ``random.Random`` or the ``random`` module)."""
+    version, internal, gauss_next = state
+    rng.setstate((int(version), tuple(int(x) for x in internal), gauss_next))
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
@@ -121,8 +133,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
                         len(cuda), torch.cuda.device_count())
     name, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((name, np.asarray(keys, dtype=np.uint32), int(pos), int(has_gauss), float(cached)))
-    version, internal, gauss_next = state["python"]
-    random.setstate((int(version), tuple(int(x) for x in internal), gauss_next))
+    set_random_state(random, state["python"])
 
 
 def _cpu_bytes(tensor: torch.Tensor) -> torch.Tensor:
