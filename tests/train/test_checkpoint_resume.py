@@ -287,6 +287,8 @@ def test_resume_rules_unit(tmp_path):
     assert (tmp_path / ".other.x3.tmp.pt").exists()
     with atomic_path(tmp_path / "checkpoint.pt") as tmp:  # the naming the cleanup relies on
         tmp.write_bytes(b"")
-        assert remove_stale_temps(tmp_path) == [tmp]
+        assert remove_stale_temps(tmp_path) == [] and tmp.exists()  # a live writer holds its temporary
         tmp.write_bytes(b"x")
     assert (tmp_path / "checkpoint.pt").read_bytes() == b"x"
+    tmp.write_bytes(b"")  # the same name, left by a killed writer (nobody holds it): removed
+    assert remove_stale_temps(tmp_path) == [tmp] and not tmp.exists()

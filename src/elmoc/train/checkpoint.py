@@ -417,21 +417,13 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any], fmt: str = FORMAT
             os.fsync(f.fileno())
 
 
-def stale_temp_glob(name: str) -> str:
-    """Glob of the temp files :func:`elmoc.io.atomic.atomic_path` makes for ``name``."""
-    p = Path(name)
-    return f".{p.stem}.*.tmp{p.suffix}"
-
-
 def remove_stale_temps(out_dir: str | Path) -> list[Path]:
     """Delete temp files of our own outputs that an interrupted (killed) write left in
-    ``out_dir``; they are never read.  Returns the removed paths."""
-    removed = []
-    for name in (CHECKPOINT, MODEL, HELDOUT, TRAIN_LOG):
-        for tmp in Path(out_dir).glob(stale_temp_glob(name)):
-            tmp.unlink(missing_ok=True)
-            removed.append(tmp)
-    return removed
+    ``out_dir`` (:func:`elmoc.io.output_paths.remove_stale_temps`: only those no live writer
+    holds); they are never read.  Returns the removed paths."""
+    from elmoc.io.output_paths import remove_stale_temps as remove_temps_of
+
+    return [tmp for name in (CHECKPOINT, MODEL, HELDOUT, TRAIN_LOG) for tmp in remove_temps_of(Path(out_dir) / name)]
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", mmap: bool = False,
