@@ -297,7 +297,7 @@ def model_difference(a: Path, b: Path) -> dict:
     """Largest absolute difference of two model.pt files' tensors, and whether every tensor is equal."""
     import torch
 
-    from elmoc.train.checkpoint import load_checkpoint
+    from elmoc.model_file import load_checkpoint
 
     ma, mb = load_checkpoint(a), load_checkpoint(b)
     if ma["model"].keys() != mb["model"].keys():
@@ -313,7 +313,7 @@ def model_difference(a: Path, b: Path) -> dict:
 
 
 def step_resume(args, out: Path, log) -> dict:
-    from elmoc.train.checkpoint import load_checkpoint
+    from elmoc.model_file import load_checkpoint
 
     cuda = args.device.startswith("cuda")
     sizes = (dict(words=300, sentences=400, dim=8, cell=16, proj=8, batch=4, bptt=5, steps=200, every=20)

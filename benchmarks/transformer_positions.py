@@ -29,10 +29,10 @@ from elmoc.data.batches import iter_heldout
 from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.directions import DIRECTIONS, runs
 from elmoc.lm import LanguageModel
+from elmoc.model_file import load_checkpoint
 from elmoc.nn.cosine import cosine_similarity
 from elmoc.outputs.continuous import ContinuousOutput
 from elmoc.registry import by_name
-from elmoc.train.checkpoint import load_checkpoint
 
 
 @torch.no_grad()

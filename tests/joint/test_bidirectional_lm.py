@@ -86,7 +86,7 @@ def test_is_joint_reads_train_directions():
 
 
 def test_a_joint_file_gives_each_direction(tmp_path):
-    from elmoc.train.checkpoint import load_directions, save_checkpoint
+    from elmoc.model_file import load_directions, save_checkpoint
 
     vocab = _vocab()
     spec = {"input": {"type": "char_cnn", "options": OPTIONS}, "encoder": ENCODER,

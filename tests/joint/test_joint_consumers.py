@@ -13,7 +13,7 @@ import torch
 from elmoc.cli import main
 from elmoc.data.vocab.vocabulary import BOS, EOS, Vocabulary
 from elmoc.lm import BidirectionalLM
-from elmoc.train.checkpoint import load_checkpoint, save_checkpoint
+from elmoc.model_file import load_checkpoint, save_checkpoint
 
 OPTIONS = {"lstm": {"projection_dim": 8}, "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 3], [2, 5]],
                                                        "n_highway": 1, "max_characters_per_token": 10,

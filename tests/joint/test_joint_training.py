@@ -16,9 +16,9 @@ import yaml
 
 from elmoc.data.batches import BiLMBatch, ShardBatches, iter_heldout, num_windows
 from elmoc.lm import LanguageModel
+from elmoc.model_file import load_checkpoint, load_directions
 from elmoc.outputs.continuous import CosineSums
 from elmoc.outputs.heldout import PerplexitySums
-from elmoc.train.checkpoint import load_checkpoint, load_directions
 from elmoc.train.heldout import evaluate_heldout
 
 BATCH, BPTT, EVAL_BATCH = 2, 5, 3

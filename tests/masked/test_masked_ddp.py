@@ -22,7 +22,7 @@ from ddp_compare import finish_worker, max_abs_diff, reference_sampled, spawn_ru
 from elmoc.data.batches import ShardBatches, iter_heldout
 from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.masked_lm import MaskedLM
-from elmoc.train.checkpoint import load_checkpoint
+from elmoc.model_file import load_checkpoint
 from elmoc.train.loop import train
 
 B, T, V, DIM, WORLD, EVAL_BATCH = 4, 6, 30, 8, 2, 3

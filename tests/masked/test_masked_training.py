@@ -17,9 +17,9 @@ from tiny_corpus import ELMOC, elmoc_train, sentences, tiny_spec, write_workdir
 
 from elmoc.data.batches import iter_heldout
 from elmoc.masked_lm import MaskedLM
+from elmoc.model_file import load_checkpoint
 from elmoc.pretrained.elmo import Elmo
 from elmoc.pretrained.loader import load_bilm, load_checkpoints
-from elmoc.train.checkpoint import load_checkpoint
 from elmoc.train.heldout import evaluate_heldout
 
 BATCH, BPTT, EVAL_BATCH, D_MODEL, BLOCKS = 4, 8, 3, 8, 2

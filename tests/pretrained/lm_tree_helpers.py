@@ -18,7 +18,7 @@ import torch
 from elmoc.data.vectors.tables import fasttext_table, save_table
 from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.lm import LanguageModel
-from elmoc.train.checkpoint import save_checkpoint
+from elmoc.model_file import save_checkpoint
 
 WORDS = "the cat sat on a mat dog ran to big small house mouse zebra giraffe".split()
 OUT_OF_VOCAB = ["zebra", "giraffe"]  # in fastText's dictionary, not in the LM vocabulary

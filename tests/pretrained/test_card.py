@@ -7,8 +7,8 @@ from pathlib import Path
 import yaml
 from lm_tree_helpers import run_command
 
+from elmoc.model_file import load_checkpoint, save_checkpoint
 from elmoc.pretrained.card import card_description
-from elmoc.train.checkpoint import load_checkpoint, save_checkpoint
 
 PRESETS = Path(__file__).resolve().parents[2] / "config" / "lm"
 

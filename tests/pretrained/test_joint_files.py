@@ -9,7 +9,7 @@ import numpy as np
 from lm_tree_helpers import run_command
 
 from elmoc.lm import BidirectionalLM, LanguageModel
-from elmoc.train.checkpoint import load_checkpoint, save_checkpoint
+from elmoc.model_file import load_checkpoint, save_checkpoint
 
 SENTENCES = ["the zebra ran to the house", "a xqzzy", "the cat sat on a big mat ."]
 

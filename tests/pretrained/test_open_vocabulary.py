@@ -112,7 +112,7 @@ def test_char_cnn_table_input_reads_the_cnn_vector_of_the_word(lm_tree, shared_d
     from elmoc.data.vocab.vocabulary import Vocabulary
     from elmoc.lm import LanguageModel
     from elmoc.pretrained.elmo import embed_sentences
-    from elmoc.train.checkpoint import save_checkpoint
+    from elmoc.model_file import save_checkpoint
 
     root = lm_tree("char_cnn", shared_data)
     (root / "results/lm/tiny").rename(root / "results/lm/elmo")

@@ -13,7 +13,7 @@ from lm_tree_helpers import run_command
 from elmoc import Elmo, embed_sentences
 from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.lm import BidirectionalLM, LanguageModel
-from elmoc.train.checkpoint import save_checkpoint
+from elmoc.model_file import save_checkpoint
 
 SENTENCES = ["the zebra ran to the house", "a xqzzy", "the cat sat on a big mat ."]
 D_MODEL, BLOCKS = 8, 3

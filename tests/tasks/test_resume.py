@@ -19,13 +19,13 @@ import pytest
 import torch
 
 from elmoc.errors import ConfigError, InputFileError
+from elmoc.model_file import load_checkpoint
 from elmoc.registry import build
 from elmoc.tasks import progress as progress_module
 from elmoc.tasks import runner
 from elmoc.tasks.checkpoint import FORMAT, TaskCheckpoint, run_dir, run_spec
 from elmoc.tasks.embedder import TaskInputs
 from elmoc.tasks.runner import RunInterrupted, TrainerConfig, run_task
-from elmoc.train.checkpoint import load_checkpoint
 from elmoc.train.signals import StopSignals
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -28,7 +28,8 @@ from elmoc.io.atomic import atomic_path
 from elmoc.data.batches import num_windows, shard_order
 from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.errors import ConfigError, InputFileError
-from elmoc.train.checkpoint import check_resumable, config_hash, load_checkpoint, remove_stale_temps
+from elmoc.model_file import load_checkpoint
+from elmoc.train.checkpoint import check_resumable, config_hash, remove_stale_temps
 from elmoc.train.optim import build_optimizer
 from elmoc.train.signals import EXIT_INTERRUPTED
 

@@ -25,7 +25,7 @@ from ddp_compare import finish_worker, max_abs_diff, reference_sampled, spawn_ru
 from elmoc.data.batches import LMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.lm import LanguageModel
-from elmoc.train.checkpoint import load_checkpoint
+from elmoc.model_file import load_checkpoint
 from elmoc.train.loop import train
 
 B, T, V, DIM, WORLD, STEPS = 4, 5, 30, 8, 2, 6

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from elmoc.errors import DiskFullError
-from elmoc.train.checkpoint import load_checkpoint
+from elmoc.model_file import load_checkpoint
 from elmoc.train.loop import train
 
 
@@ -47,14 +47,14 @@ def test_a_full_disk_keeps_the_previous_checkpoint_and_resumes_exactly(tmp_path,
 
 def test_no_checkpoint_yet_says_so(tmp_path, tiny_lm, monkeypatch):
     """Injected: the first save fails with torch's serializer error that a full disk causes."""
-    import elmoc.train.checkpoint as checkpoint
+    import elmoc.model_file as model_file
 
     vocab, spec, make_batches, _ = tiny_lm
 
     def full(*args, **kwargs):
         raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
 
-    monkeypatch.setattr(checkpoint.torch, "save", full)
+    monkeypatch.setattr(model_file.torch, "save", full)
     with pytest.raises(DiskFullError, match="checkpoint.pt: could not be written: .*; no checkpoint of this run "
                        r"was written yet; free some space and rerun the same command \(it starts at step 0\)"):
         train(spec, vocab, tmp_path / "run", make_batches, None)

@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from elmoc.train.checkpoint import load_checkpoint
+from elmoc.model_file import load_checkpoint
 from elmoc.train.loop import train
 from elmoc.train.settings import TrainSettings
 from elmoc.errors import ConfigError

@@ -11,7 +11,8 @@ import torch
 
 from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.errors import InputFileError
-from elmoc.train.checkpoint import InputFingerprints, config_hash, load_checkpoint, set_aside_if_stale
+from elmoc.model_file import load_checkpoint
+from elmoc.train.checkpoint import InputFingerprints, config_hash, set_aside_if_stale
 from elmoc.train.loop import train
 
 

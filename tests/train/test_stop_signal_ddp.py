@@ -15,7 +15,7 @@ import torch.multiprocessing as mp
 from elmoc.data.batches import LMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.errors import ConfigError
-from elmoc.train.checkpoint import load_checkpoint
+from elmoc.model_file import load_checkpoint
 from elmoc.train.loop import train
 
 B, T, V, DIM, WINDOWS, SIGNAL_AT = 4, 5, 30, 8, 8, 3

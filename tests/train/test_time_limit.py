@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from elmoc.errors import ConfigError
+from elmoc.model_file import load_checkpoint
 from elmoc.train import loop, periodic
-from elmoc.train.checkpoint import load_checkpoint
 from elmoc.train.signals import TIME_LIMIT, Deadline
 from elmoc.train.loop import train
 from elmoc.train.settings import TrainSettings

@@ -25,7 +25,7 @@ from test_checkpoint_resume import make_workdir
 
 from elmoc.devices import GpuSlots
 from elmoc.process_tree import torchrun_options
-from elmoc.train.checkpoint import load_checkpoint
+from elmoc.model_file import load_checkpoint
 
 pytestmark = pytest.mark.slow
 
@@ -35,14 +35,14 @@ WRAPPER = """\
 import os, pathlib, sys, time
 marks = pathlib.Path(os.environ["TEST_MARKS"])
 (marks / f"pid.rank{os.environ.get('RANK', '0')}").write_text(str(os.getpid()))
-import elmoc.train.checkpoint as checkpoint
+import elmoc.model_file as model_file
 import elmoc.train.loop as loop
-real = checkpoint.save_checkpoint
+real = model_file.save_checkpoint
 def slow_save(path, payload):
     (marks / "saving").touch()
     time.sleep(float(os.environ["TEST_SLOW_SAVE_S"]))
     real(path, payload)
-checkpoint.save_checkpoint = loop.save_checkpoint = slow_save
+model_file.save_checkpoint = loop.save_checkpoint = slow_save
 from elmoc.cli import main
 sys.exit(main())
 """

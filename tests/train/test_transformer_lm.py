@@ -23,7 +23,7 @@ from tiny_corpus import elmoc_train, sentences, tiny_spec, write_workdir
 from elmoc.data.batches import BiLMBatch, LMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.lm import BidirectionalLM
-from elmoc.train.checkpoint import load_checkpoint
+from elmoc.model_file import load_checkpoint
 from elmoc.train.loop import train
 
 TRANSFORMER = {"type": "transformer", "d_model": 8, "heads": 2, "d_ff": 16, "num_layers": 2}

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from elmoc.errors import InputFileError
-from elmoc.train.checkpoint import FORMAT, load_checkpoint, set_rng_state
+from elmoc.model_file import FORMAT, load_checkpoint
+from elmoc.train.checkpoint import set_rng_state
 from elmoc.train.loop import train
 
 ELMOC = [sys.executable, "-c", "import sys; from elmoc.cli import main; sys.exit(main())"]

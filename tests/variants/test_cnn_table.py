@@ -4,7 +4,7 @@ import torch
 from elmoc.cli import main
 from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.lm import LanguageModel
-from elmoc.train.checkpoint import save_checkpoint
+from elmoc.model_file import save_checkpoint
 
 OPTIONS = {"lstm": {"projection_dim": 8}, "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 3], [2, 5]],
                                                        "n_highway": 1, "max_characters_per_token": 10,

@@ -70,7 +70,7 @@ def trainer_pids(work):
 def models_equal(a, b):
     import torch
 
-    from elmoc.train.checkpoint import load_checkpoint
+    from elmoc.model_file import load_checkpoint
 
     ma, mb = load_checkpoint(a), load_checkpoint(b)
     assert ma["step"] == mb["step"] and ma["tokens"] == mb["tokens"]

@@ -31,7 +31,7 @@ def char_cnn_table(checkpoint_path, vocab, chunk: int = 2000):
 
     from elmoc.errors import ConfigError, InputFileError
     from elmoc.registry import build
-    from elmoc.train.checkpoint import load_checkpoint
+    from elmoc.model_file import load_checkpoint
 
     payload = load_checkpoint(checkpoint_path)  # input_layer.* is the same in a joint bi-LM's file
     spec = payload.get("spec") or {}

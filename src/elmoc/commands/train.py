@@ -168,7 +168,8 @@ def checkpoint_step(out_dir) -> int | None:
     """The step of ``out_dir``'s checkpoint.pt (metadata only, memory-mapped), or None: an LM's
     (``elmoc train``) or a downstream task run's (``elmoc task``, :mod:`elmoc.tasks.checkpoint`)."""
     from elmoc.tasks.checkpoint import FORMAT as TASK_FORMAT
-    from elmoc.train.checkpoint import CHECKPOINT, FORMAT, load_checkpoint
+    from elmoc.model_file import FORMAT, load_checkpoint
+    from elmoc.train.checkpoint import CHECKPOINT
 
     path = out_dir / CHECKPOINT
     if not path.is_file():

@@ -36,7 +36,7 @@ def oov_vectors_for(spec: dict[str, Any], vocab: Vocabulary, fasttext_model: str
     """
     from elmoc.inputs.char_cnn_vectors import CharCnnVectors
     from elmoc.inputs.fasttext_subwords import SubwordVectors, check_table_matches, fasttext_model_for_table
-    from elmoc.train.checkpoint import load_checkpoint
+    from elmoc.model_file import load_checkpoint
 
     cfg = spec.get("input") or {}
     if cfg.get("type") != "fasttext":

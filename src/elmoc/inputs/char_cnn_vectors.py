@@ -38,7 +38,7 @@ class CharCnnVectors:
     def from_lm(cls, payload: dict, path: str | Path) -> "CharCnnVectors":
         """The char-CNN input layer of an LM ``model.pt`` whose input is ``char_cnn``
         (a forward direction's file, or a joint bi-LM's: its one shared char-CNN), given
-        as read (:func:`elmoc.train.checkpoint.load_checkpoint`; ``path`` names it in errors)."""
+        as read (:func:`elmoc.model_file.load_checkpoint`; ``path`` names it in errors)."""
         from elmoc.registry import build
 
         # input_layer.* is the same in a joint bi-LM's file

@@ -10,7 +10,7 @@ naming the file and the object it asked for.
 
 The one exception is ``allow``: an extra allow-list for a reader that needs it.
 Checkpoints written before their RNG states were stored as plain lists hold numpy's
-state as an ``ndarray`` (:data:`LEGACY_NUMPY_GLOBALS`); :mod:`elmoc.train.checkpoint`
+state as an ``ndarray`` (:data:`LEGACY_NUMPY_GLOBALS`); :mod:`elmoc.model_file`
 allows exactly those, which rebuild an array of numbers and call nothing else.
 """
 from __future__ import annotations

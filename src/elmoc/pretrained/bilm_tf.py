@@ -15,10 +15,10 @@ from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.directions import DIRECTIONS
 from elmoc.io.atomic import atomic_file
 from elmoc.io.output_paths import output_directory
+from elmoc.model_file import FORMAT as CHECKPOINT_FORMAT
+from elmoc.model_file import save_checkpoint
 from elmoc.pretrained.card import write_card
 from elmoc.pretrained.writer import write_meta
-from elmoc.train.checkpoint import FORMAT as CHECKPOINT_FORMAT
-from elmoc.train.checkpoint import save_checkpoint
 
 log = logging.getLogger(__name__)
 

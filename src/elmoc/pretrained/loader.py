@@ -21,8 +21,8 @@ from elmoc.devices import resolve_device
 from elmoc.directions import DIRECTIONS, FORWARD, MASKED
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.features.bilm import BiLM, FeatureLM
+from elmoc.model_file import load_directions
 from elmoc.pretrained import formats
-from elmoc.train.checkpoint import load_directions
 
 if TYPE_CHECKING:
     from elmoc.data.vocab.subword import SubwordEncoder

@@ -65,7 +65,7 @@ def lm_files(results: str | Path, variant: str) -> dict[str, Path]:
 def _one_direction_file(path: Path) -> bool:
     """Whether a forward ``model.pt`` is a one-direction LM's (its spec's ``train.directions: forward``)."""
     from elmoc.directions import one_direction
-    from elmoc.train.checkpoint import load_checkpoint
+    from elmoc.model_file import load_checkpoint
 
     payload = load_checkpoint(path, mmap=True)
     return payload.get("direction") == FORWARD and one_direction(payload.get("spec") or {})

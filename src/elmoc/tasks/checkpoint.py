@@ -6,7 +6,7 @@ finds it.  It holds ``checkpoint.pt``, ``attempts.jsonl`` and ``.train.lock`` (t
 pretraining, :mod:`elmoc.attempts`) and ``task.log`` (every attempt's log lines).
 
 ``checkpoint.pt``: one ``torch.save`` dict of format :data:`FORMAT`, read weights-only (tensors
-and plain containers), written atomically (:func:`elmoc.train.checkpoint.save_checkpoint`) at the
+and plain containers), written atomically (:func:`elmoc.model_file.save_checkpoint`) at the
 end of every epoch, every ``trainer.checkpoint_minutes`` minutes of training, and when a stop
 signal or the SLURM deadline stops the run:
 
@@ -49,9 +49,9 @@ from typing import Any
 import torch
 
 from elmoc.errors import ConfigError, InputFileError
+from elmoc.model_file import load_checkpoint, save_checkpoint
 from elmoc.train.checkpoint import (
-    CHECKPOINT, InputFingerprints, config_hash, inputs_change, load_checkpoint, remove_stale_temps, save_checkpoint,
-    set_aside, spec_change,
+    CHECKPOINT, InputFingerprints, config_hash, inputs_change, remove_stale_temps, set_aside, spec_change,
 )
 
 log = logging.getLogger(__name__)

@@ -1,40 +1,25 @@
 """What `elmoc train` leaves in its output directory, and the rules for resuming.
 
-Two ``torch.save`` dicts of format ``"elmoc-lm-v1"``; :func:`load_checkpoint` reads both,
-weights-only (tensors and plain containers: a file that would run code is refused).
+``model.pt`` (written once, at the very end; what extraction and the CNN table read) is
+the trained LM's file, format, writer and readers in :mod:`elmoc.model_file`.
+``checkpoint.pt`` (periodic, resumable; kept after the run, never a workflow output) is
+the same format (:func:`elmoc.model_file.save_checkpoint`, read by
+:func:`elmoc.model_file.load_checkpoint`) with ``final`` False and the training-only keys
+(:data:`TRAINING_ONLY`) added, which :func:`model_payload` drops again for ``model.pt``:
 
-``checkpoint.pt`` (periodic, resumable; kept after the run, never a workflow output):
-
-``spec``          the resolved LM spec (input/encoder/output/optimizer/train/data/vocab)
-``config_hash``   :func:`config_hash` of ``spec``: what must not change on resume
-``vocab_path``    path of the vocabulary the ids refer to
-``vocab``         :func:`vocab_fingerprint` (size and sha256 of the token list)
-``direction``     ``"forward"`` or ``"backward"``; ``"joint"`` for a joint bi-LM
-                  (``train.directions: joint``, :class:`elmoc.lm.BidirectionalLM`)
-``model``         the LanguageModel (BidirectionalLM) state dict; frozen tables (FastText, CNN vectors) are
-                  not in it: they are reloaded from the paths in ``spec``, which must
-                  still exist when the file is used
 ``optimizers``    list of optimizer state dicts
-``step``          number of optimizer steps taken
-``tokens``        tokens trained on (all processes)
-``seconds``       training wall time so far, summed over every resumed run
-``log_bytes``     length of ``train_log.jsonl`` when the checkpoint was taken
 ``data``          the batch iterator's position (see ``elmoc.data.batches``)
 ``rng``           every rank's RNG states: ``{"world_size": W, "ranks": [...]}``, each a
                   :func:`rng_state` dict (torch CPU, CUDA, numpy, python; plain types);
                   a file of an older elmoc holds rank 0's dict alone (numpy's as an array)
 ``state``         the carried encoder state (None when states are reset every window)
-``history``       heldout evaluations so far
-``threads``       ``torch.get_num_threads()`` of the run that wrote it
-``processes``     number of data-parallel processes of the run that wrote it
-``segments``      ``[{"step", "threads", "processes"}, ...]``: the step from which each
-                  process layout trained (one entry per change of layout on resume)
-``inputs``        :meth:`InputFingerprints.of_spec`: sha256 of every input file the spec names
-``final``         False
+``log_bytes``     length of ``train_log.jsonl`` when the checkpoint was taken
 
-``model.pt`` (written once, at the very end; what extraction and the CNN table read):
-the same dict without the training-only keys (:data:`TRAINING_ONLY`: optimizer
-state, data position, RNG, carried state, log length) and with ``final`` True.
+Of the keys both files have, these are decided here: ``config_hash`` (:func:`config_hash`
+of ``spec``: what must not change on resume), ``vocab`` (:func:`vocab_fingerprint`),
+``inputs`` (:meth:`InputFingerprints.of_spec`), ``seconds`` (summed over every resumed
+run) and ``segments`` (``[{"step", "threads", "processes"}, ...]``: the step from which
+each process layout trained, one entry per change of layout on resume).
 
 Resume rules (:func:`check_resumable`): the direction, the vocabulary's tokens and the
 spec must match, except the keys in :data:`RESUME_MUTABLE` (how long to train and how
@@ -66,14 +51,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from elmoc.directions import DIRECTIONS, FORWARD, JOINT, MASKED, one_direction
 from elmoc.errors import InputFileError
-from elmoc.io.atomic import atomic_path
-from elmoc.io.safe_load import LEGACY_NUMPY_GLOBALS, load_weights_only
+from elmoc.model_file import load_checkpoint
 
 log = logging.getLogger(__name__)
 
-FORMAT = "elmoc-lm-v1"
 CHECKPOINT = "checkpoint.pt"
 MODEL = "model.pt"
 HELDOUT = "heldout.json"
@@ -406,17 +388,6 @@ def model_payload(checkpoint: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def save_checkpoint(path: str | Path, payload: dict[str, Any], fmt: str = FORMAT) -> None:
-    """Write ``payload`` (as format ``fmt``) to ``path`` atomically; the data reaches the
-    disk (fsync) before the rename, so a crashed node cannot leave an empty file under the
-    final name."""
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as f:
-            torch.save({"format": fmt, **payload}, f)
-            f.flush()
-            os.fsync(f.fileno())
-
-
 def remove_stale_temps(out_dir: str | Path) -> list[Path]:
     """Delete temp files of our own outputs that an interrupted (killed) write left in
     ``out_dir`` (:func:`elmoc.io.output_paths.remove_stale_temps`: only those no live writer
@@ -424,27 +395,6 @@ def remove_stale_temps(out_dir: str | Path) -> list[Path]:
     from elmoc.io.output_paths import remove_stale_temps as remove_temps_of
 
     return [tmp for name in (CHECKPOINT, MODEL, HELDOUT, TRAIN_LOG) for tmp in remove_temps_of(Path(out_dir) / name)]
-
-
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", mmap: bool = False,
-                    formats: tuple[str, ...] = (FORMAT,)) -> dict[str, Any]:
-    """Read a ``checkpoint.pt`` or a ``model.pt`` (see the module docstring).  ``mmap``
-    maps the tensors instead of reading them (for a look at the metadata only).
-    ``formats``: the formats accepted (a downstream task run's checkpoint is
-    ``"elmoc-task-v1"``, :mod:`elmoc.tasks.checkpoint`).
-
-    The file is read weights-only (:func:`elmoc.io.safe_load.load_weights_only`): a
-    pickle that names anything but tensors and plain containers (the numpy RNG array of
-    an older checkpoint aside) is refused with one line, and no code in it runs.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise InputFileError(path, "not found; train the LM first (`elmoc train`)")
-    payload = load_weights_only(path, map_location=map_location, mmap=mmap, allow=LEGACY_NUMPY_GLOBALS,
-                                what="an elmoc checkpoint", fix="delete it and train again")
-    if not isinstance(payload, dict) or payload.get("format") not in formats:
-        raise InputFileError(path, f"not an elmoc checkpoint (expected format {' or '.join(map(repr, formats))})")
-    return payload
 
 
 def load_resume_state(path: str | Path, device: str | torch.device) -> dict[str, Any]:
@@ -476,66 +426,3 @@ def load_weights(model: torch.nn.Module, payload: dict[str, Any], path: str | Pa
                       first[0] if first else type(e).__name__)
         raise InputFileError(path, f"weights do not fit the model its spec builds ({detail})") from None
 
-
-
-def direction_payload(payload: dict[str, Any], direction: str, path: str | Path) -> dict[str, Any]:
-    """One direction's LM from a ``model.pt``/``checkpoint.pt`` dict, as a separate
-    direction's file holds it: a ``"forward"``/``"backward"`` file must be of that
-    direction; a ``"joint"`` file gives the direction's view (its encoder as
-    ``encoder.*``, the shared input and output layers), so whatever consumes one
-    direction (extraction, export, the CNN table) reads both kinds of file alike.
-    """
-    if direction not in DIRECTIONS:
-        raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
-    found = payload.get("direction")
-    if found == direction:
-        return payload
-    if found != JOINT:
-        raise InputFileError(path, f"expected a {direction} (or joint) model, found {found!r}")
-    prefix = f"{direction}_encoder."
-    other = f"{'backward' if direction == 'forward' else 'forward'}_encoder."
-    state = {}
-    for key, value in payload["model"].items():
-        if key.startswith(prefix):
-            state["encoder." + key[len(prefix):]] = value
-        elif not key.startswith(other):
-            state[key] = value
-    return {**payload, "direction": direction, "model": state}
-
-
-def load_directions(forward: str | Path, backward: str | Path | None = None,
-                    map_location: str | torch.device = "cpu") -> dict[str, dict[str, Any]]:
-    """``{"forward": payload, "backward": payload}`` (:func:`direction_payload`) of two
-    direction files, or of a joint bi-LM's one file given twice (read once); a masked
-    LM's one file given twice is one stack, ``{"masked": payload}``; a one-direction LM's
-    forward file (``train.directions: forward``) is ``{"forward": payload}`` alone.
-
-    ``backward`` None: the forward file is a one-direction LM's, or a joint or masked
-    LM's one file (then read as both); a separate direction's file without its
-    backward is refused (one line naming the file and the fix).
-    """
-    first = load_checkpoint(forward, map_location)
-    if first.get("direction") == FORWARD and one_direction(first.get("spec") or {}):
-        if backward is not None and Path(backward).resolve() != Path(forward).resolve():
-            raise InputFileError(backward, f"given as the backward LM, but {forward} is a one-direction LM "
-                                 "(train.directions: forward) with no backward LM; give its model.pt alone "
-                                 "(no backward file)")
-        return {FORWARD: first}
-    if backward is None:
-        if first.get("direction") not in (JOINT, MASKED):
-            raise InputFileError(forward, f"is the {first.get('direction')} LM of a variant trained in two "
-                                 "directions; give its backward model.pt too")
-        backward = forward
-    loaded: dict[Path, dict[str, Any]] = {Path(forward).resolve(): first}
-    out = {}
-    for direction, path in zip(DIRECTIONS, (forward, backward)):
-        key = Path(path).resolve()
-        if key not in loaded:
-            loaded[key] = load_checkpoint(path, map_location)
-        if loaded[key].get("direction") == MASKED:
-            if Path(forward).resolve() != Path(backward).resolve():
-                raise InputFileError(path, "is a masked LM, one bidirectional model: pass its model.pt as both "
-                                     "the forward and the backward file, and nothing else")
-            return {MASKED: loaded[key]}
-        out[direction] = direction_payload(loaded[key], direction, path)
-    return out

@@ -48,11 +48,12 @@ from elmoc.directions import JOINT, MASKED, check_run
 from elmoc.errors import ConfigError, DiskFullError
 from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.masked_lm import MaskedLM
+from elmoc.model_file import save_checkpoint
 from elmoc.outputs.base import OutputLoss
 from elmoc.train.checkpoint import (
     CHECKPOINT, HELDOUT, MODEL, TRAIN_LOG, InputFingerprints, check_resumable, config_hash, load_resume_state,
-    load_weights, model_payload, rank_rng_state, remove_stale_temps, rng_state, save_checkpoint,
-    set_aside_if_stale, set_rng_state, vocab_fingerprint,
+    load_weights, model_payload, rank_rng_state, remove_stale_temps, rng_state, set_aside_if_stale, set_rng_state,
+    vocab_fingerprint,
 )
 from elmoc.train.distributed import (
     Distributed, average_sparse_gradients, gather_state_rows, shard_state_rows, sparse_gradient_parameters,
@@ -178,7 +179,7 @@ def train(
     bi-LM (``direction="joint"``, for a spec with ``train.directions: joint``; the batch
     factories then yield BiLMBatch): ``checkpoint.pt`` every ``checkpoint_every`` steps,
     ``train_log.jsonl`` as it goes, and at the very end ``model.pt`` and ``heldout.json``
-    in ``out_dir`` (formats and resume rules: :mod:`elmoc.train.checkpoint`).
+    in ``out_dir`` (formats: :mod:`elmoc.model_file`; resume rules: :mod:`elmoc.train.checkpoint`).
 
     With ``resume`` and an existing checkpoint, training continues exactly where it
     stopped (same weights, optimizer moments, data position, RNG and carried state), after
