@@ -15,6 +15,11 @@ accept is an error that lists the accepted keys.  ``context`` keyword arguments
 (dimensions and resources known only at build time) are passed only to
 constructors that accept them, so each class asks for exactly what it needs.
 
+Classes outside the package register the same way: the environment variable
+``ELMOC_PLUGINS`` lists plug-ins (``.py`` files or importable module names, separated by
+``os.pathsep``), imported once each, in order, before any kind is looked up or listed, so
+a class in such a file is buildable by every ``elmoc`` command and the workflow.
+
 Optimizers are not registered: the LM's ``optimizer`` section is read by
 :func:`elmoc.train.optim.build_optimizer` (a fixed set of types, each with its
 accepted options), and a task's trainer names ``adam`` or ``adadelta``
@@ -24,7 +29,12 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import inspect
+import os
+import re
+import sys
+from pathlib import Path
 from typing import Any, Callable
 
 from elmoc.config_section import check_keys
@@ -59,10 +69,72 @@ def register(kind: str, name: str) -> Callable[[type], type]:
     return decorator
 
 
+PLUGINS = "ELMOC_PLUGINS"
+_PLUGINS_IMPORTED: set[str] = set()  # entries of $ELMOC_PLUGINS imported (or being imported) here
+
+
 def _load_kind(kind: str) -> None:
     package = _KIND_PACKAGES.get(kind)
     if package is not None:
         importlib.import_module(package)  # its __init__ imports every module
+    _load_plugins()
+
+
+def _load_plugins() -> None:
+    """Import the entries of ``$ELMOC_PLUGINS`` not imported yet, in order, after every built-in
+    kind (so a plug-in name that clashes with a built-in one is refused as the plug-in's)."""
+    entries = [e.strip() for e in os.environ.get(PLUGINS, "").split(os.pathsep) if e.strip()]
+    new = [e for e in entries if e not in _PLUGINS_IMPORTED]
+    if not new:
+        return
+    _PLUGINS_IMPORTED.update(new)  # a lookup while they import does not import them again
+    for package in _KIND_PACKAGES.values():
+        importlib.import_module(package)
+    for i, entry in enumerate(new):
+        try:
+            _import_plugin(entry)
+        except BaseException:
+            _PLUGINS_IMPORTED.difference_update(new[i:])  # the next lookup refuses it again
+            raise
+
+
+def _import_plugin(entry: str) -> None:
+    """Import one plug-in: a ``.py`` file (an entry ending so or holding a path separator;
+    relative to the working directory) or else a module name.  Registering nothing is fine.
+
+    Raises:
+        ConfigError: one line naming the entry and the fix: no such file or module, or the
+            first line of the error its import raised.
+    """
+    where = f"{PLUGINS} entry {entry!r}"
+    name, module = entry, None
+    if not (entry.endswith(".py") or "/" in entry or os.sep in entry):
+        try:
+            found = importlib.util.find_spec(entry)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise ConfigError(f"{where}: no module of that name; give the path of its .py file, or put its "
+                              "folder on PYTHONPATH")
+    elif not Path(entry).is_file():
+        raise ConfigError(f"{where}: no such file (from {os.getcwd()}); give the path of a .py file, or remove "
+                          f"the entry from {PLUGINS}")
+    else:
+        name = "elmoc_plugin_" + re.sub(r"\W", "_", Path(entry).stem)
+        while name in sys.modules:
+            name += "_"
+        spec = importlib.util.spec_from_file_location(name, entry)
+        sys.modules[name] = module = importlib.util.module_from_spec(spec)  # where dataclasses, pickle look
+    try:
+        if module is None:
+            importlib.import_module(entry)
+        else:
+            spec.loader.exec_module(module)
+    except Exception as err:
+        sys.modules.pop(name, None)
+        first = (str(err).strip().splitlines() or [""])[0]
+        raise ConfigError(f"{where} could not be imported ({type(err).__name__}: {first}); fix it or remove "
+                          f"the entry from {PLUGINS}") from None
 
 
 def list_available(kind: str) -> list[str]:
