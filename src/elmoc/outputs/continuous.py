@@ -135,9 +135,10 @@ class ContinuousOutput(OutputLayer):
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
         prediction, target = self._predict(hidden, targets)
         loss_sum, count = masked_sum_and_count(self.token_loss(prediction, target), mask)
-        return OutputLoss(loss_sum, count, self.logs(loss_sum.detach(), count.clamp(min=1.0), prediction, target, mask))
+        logs = self.step_logs(loss_sum.detach(), count.clamp(min=1.0), prediction, target, mask)
+        return OutputLoss(loss_sum, count, logs)
 
-    def logs(self, loss_sum: torch.Tensor, count: torch.Tensor, prediction: torch.Tensor, target: torch.Tensor,
+    def step_logs(self, loss_sum: torch.Tensor, count: torch.Tensor, prediction: torch.Tensor, target: torch.Tensor,
              mask: torch.Tensor) -> dict[str, torch.Tensor]:
         """What a training step logs: the mean cosine (the heldout metric) and the mean loss,
         under the layer's registered name.

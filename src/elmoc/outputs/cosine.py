@@ -25,6 +25,6 @@ class CosineOutput(ContinuousOutput):
     def token_loss(self, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return -cosine_similarity(prediction, target)
 
-    def logs(self, loss_sum: torch.Tensor, count: torch.Tensor, prediction: torch.Tensor, target: torch.Tensor,
+    def step_logs(self, loss_sum: torch.Tensor, count: torch.Tensor, prediction: torch.Tensor, target: torch.Tensor,
              mask: torch.Tensor) -> dict[str, torch.Tensor]:
         return {"cosine": -loss_sum / count}  # the loss is -cos: no second pass
