@@ -11,7 +11,9 @@ and is built from a config dict whose ``type`` is that name::
     build("output", {"type": "cosine"}, input_dim=512, vocab=vocab)
 
 Config keys become constructor keyword arguments; a key the constructor does not
-accept is an error that lists the accepted keys.  ``context`` keyword arguments
+accept is an error that lists the accepted keys.  A subclass adding an option names
+only it and passes ``**kwargs`` to its parent: the accepted keys are read along the
+class hierarchy (:func:`accepted_arguments`).  ``context`` keyword arguments
 (dimensions and resources known only at build time) are passed only to
 constructors that accept them, so each class asks for exactly what it needs.
 
@@ -157,12 +159,30 @@ def by_name(kind: str, name: str) -> type:
 
 
 def accepted_arguments(cls: type) -> tuple[set[str], bool]:
-    """Constructor keyword names of ``cls`` and whether it takes ``**kwargs``."""
-    params = inspect.signature(cls.__init__).parameters
-    names = {p for p in params if p != "self"}
-    var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    names = {n for n in names if params[n].kind is not inspect.Parameter.VAR_KEYWORD}
-    return names, var_kw
+    """Keyword names ``cls`` can be built with, read along its class hierarchy, and whether
+    it takes any keyword at all.
+
+    A constructor's ``**kwargs`` stands for its parent's options (it passes them to
+    ``super().__init__``), so the walk goes on to the next constructor up the hierarchy
+    and stops at the first one without ``**kwargs``.  Where ``**kwargs`` reaches a base
+    that names no option (``object``, ``torch.nn.Module``), the class takes any keyword
+    (the second value is True) and checks them itself.
+    """
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue  # inherits its constructor: the next class up defines it
+        params = inspect.signature(init).parameters
+        own = {n for n, p in params.items() if n != "self"
+               and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+        var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        if not own and var_kw and klass is not cls:  # a base that names nothing: anything goes
+            return names, True
+        names |= own
+        if not var_kw:
+            return names, False
+    return names, True
 
 
 def build(kind: str, config: dict[str, Any], **context: Any) -> Any:
@@ -172,7 +192,7 @@ def build(kind: str, config: dict[str, Any], **context: Any) -> Any:
         kind: "input", "encoder", "output", "task", ...
         config: a dict with a ``type`` key; other keys are constructor arguments.
         context: build-time arguments (e.g. ``input_dim``, ``vocab``) passed only if
-            the constructor names them.  A config key shadows nothing: giving a
+            a constructor along the class hierarchy names them.  A config key shadows nothing: giving a
             context name in the config is an error, since the builder owns it.
     """
     if not isinstance(config, dict) or "type" not in config:

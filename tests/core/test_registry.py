@@ -1,7 +1,7 @@
 import pytest
 
 from elmoc.errors import ConfigError
-from elmoc.registry import build, by_name, register
+from elmoc.registry import accepted_arguments, build, by_name, register
 
 
 @register("testkind", "toy")
@@ -40,3 +40,44 @@ def test_duplicate_registration_refused():
 def test_missing_type():
     with pytest.raises(ConfigError, match="'type' key"):
         build("testkind", {"size": 1})
+
+
+@register("testkind", "toy_plus")
+class ToyPlus(Toy):
+    """Adds one option and passes the rest to its parent: it accepts its parent's names too."""
+
+    def __init__(self, shift: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.shift = shift
+
+
+@register("testkind", "toy_plus_more")
+class ToyPlusMore(ToyPlus):  # two levels, no constructor of its own on the way
+    pass
+
+
+@register("testkind", "toy_open")
+class ToyOpen:
+    """``**kwargs`` that reaches a base naming no option: takes any keyword, as before."""
+
+    def __init__(self, size: int, **options):
+        self.size, self.options = size, options
+
+
+def test_options_are_read_along_the_class_hierarchy():
+    assert accepted_arguments(ToyPlus) == ({"shift", "size", "input_dim", "scale"}, False)
+    toy = build("testkind", {"type": "toy_plus_more", "size": 3, "scale": 2.0, "shift": 1}, input_dim=7, vocab="x")
+    assert (toy.size, toy.input_dim, toy.scale, toy.shift) == (3, 7, 2.0, 1)  # context named up the chain only
+
+
+def test_a_subclass_refuses_unknown_keys_with_a_suggestion():
+    with pytest.raises(ConfigError, match=r"unknown key 'sclae' \(did you mean 'scale'\?\)"):
+        build("testkind", {"type": "toy_plus", "size": 3, "sclae": 2.0})
+    with pytest.raises(ConfigError, match="set by the model builder"):
+        build("testkind", {"type": "toy_plus", "size": 1, "input_dim": 3}, input_dim=5)
+
+
+def test_kwargs_reaching_a_bare_base_take_anything():
+    assert accepted_arguments(ToyOpen) == ({"size"}, True)
+    toy = build("testkind", {"type": "toy_open", "size": 2, "colour": "red"}, input_dim=4)
+    assert toy.options == {"colour": "red", "input_dim": 4}

@@ -8,7 +8,7 @@ import torch
 from elmoc.errors import ConfigError
 from elmoc.outputs.base import OutputLoss
 from elmoc.outputs.continuous import CosineSums
-from elmoc.outputs.heldout import HeldoutSums, PerplexitySums
+from elmoc.outputs.heldout import HeldoutSums, PerplexitySums, metric_class
 from elmoc.registry import build, by_name, list_available
 
 TARGETS = torch.tensor([[1, 5, 11], [0, 7, 3]])
@@ -74,3 +74,25 @@ def test_every_output_layer_names_its_reduction():
         cls = by_name("output", name)
         assert issubclass(cls.heldout_reduction, HeldoutSums), name
         assert cls.heldout_reduction.metric in ("loss", "perplexity", "cosine"), name
+
+
+def test_the_metric_class_says_how_the_metric_reads():
+    assert metric_class("cosine") is CosineSums and metric_class("perplexity") is PerplexitySums
+    assert metric_class("loss") is HeldoutSums and metric_class(None) is HeldoutSums
+    assert metric_class("bleu") is HeldoutSums  # a metric no registered layer has: the plain reading
+    assert CosineSums.value_format.format(0.123456) == "0.1235" and PerplexitySums.value_format.format(36.24) == "36.2"
+    assert CosineSums.axis_label() == "heldout mean cosine (higher is better)" and CosineSums.higher_is_better
+    assert PerplexitySums.axis_label() == "heldout perplexity" and PerplexitySums.log_scale
+    assert HeldoutSums.axis_label("bleu") == "heldout bleu" and not HeldoutSums.higher_is_better
+
+
+def test_heldout_does_not_import_the_output_layers():
+    """outputs/base.py imports outputs/heldout.py, never the other way round (not even for types)."""
+    import ast
+    import inspect
+
+    import elmoc.outputs.heldout as heldout
+
+    tree = ast.parse(inspect.getsource(heldout))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not any(m.startswith("elmoc.outputs.") for m in imported), imported

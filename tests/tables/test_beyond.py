@@ -165,9 +165,51 @@ def test_encoder_family(name, enc, bptt, objective, expected):
 @pytest.mark.parametrize("output, name, expected", [
     ("cosine", "elmo-c", ("CONT", True)), ("subword", "elmo-sub", ("SUBWORD", True)),
     ("fixed", "x", ("FIXED", True)), ("sampled", "elmo", ("SAMPLED", True)), ("cosine", "elmo-c-oneb", None),
+    ("l2", "elmo-c", ("CONT-L2", True)), ("vmf", "elmo-c-oneb", None),      # a CONT layer by its class
 ])
 def test_elmo_lstm_reference_rows(output, name, expected):
     sp = {"encoder": LSTM, "output": {"type": output}, "train": {"bptt": 20}}
     family = families.classify(sp, name)
     assert (None if family is None else (family.output, family.reference)) == expected
     assert not families.is_beyond(sp, name)
+
+
+@pytest.mark.parametrize("output, label", [("cosine", "CONT"), ("l2", "CONT-L2"), ("vmf", "CONT-VMF"),
+                                           ("fixed", "FIXED"), ("sampled", "SAMPLED"), ("unregistered", "UNREGISTERED")])
+def test_output_label_and_family_come_from_the_registered_class(output, label):
+    family = families.classify({"encoder": TRANSFORMER, "output": {"type": output}, "train": {"bptt": 20}}, "mine")
+    expected = {"CONT": "CONT", "CONT-L2": "CONT", "CONT-VMF": "CONT", "FIXED": "SOFTMAX", "SAMPLED": "SOFTMAX"}
+    assert (family.output, family.family) == (label, expected.get(label, label))
+
+
+@pytest.fixture
+def new_continuous_layer():
+    """A continuous output layer registered outside elmoc.outputs (as a plug-in file would),
+    removed from the registry afterwards."""
+    from elmoc import registry
+    from elmoc.outputs.continuous import ContinuousOutput
+
+    @registry.register("output", "huber_test")
+    class HuberOutput(ContinuousOutput):
+        def __init__(self, delta: float = 1.0, **kwargs):
+            super().__init__(**kwargs)
+            self.delta = delta
+
+        def token_loss(self, prediction, target):
+            return (prediction - target).abs().sum(-1)
+
+    yield HuberOutput
+    del registry._REGISTRY["output"]["huber_test"]
+
+
+def test_a_new_continuous_layer_gets_its_cont_row_and_cosine_cells(tree, write_lm, new_continuous_layer):
+    root = tree["root"]
+    path = write_lm(root, "trans-base-huber", "forward", params=1000, tokens=1000, seconds=2.0, metric="cosine",
+                    after=0.123456, log=[{"event": "train", "step": 10, "tokens": 1000, "tokens_per_s": 500.0}])
+    (root / "lm" / "trans-base-huber" / "spec.yaml").write_text(
+        yaml.safe_dump({"name": "trans-base-huber", **spec(TRANSFORMER, "huber_test")}))
+    t = beyond_table(read_lm_runs([*tree["heldout"], path]), read_task_runs(tree["tasks"]), BENCH)
+    assert [r[3] for r in t.rows][:3] == ["trans-base-c", "trans-base-huber", "trans-base-sampled"]
+    row = _rows(t)["trans-base-huber"]
+    assert row["Output"] == "CONT-HUBER_TEST" and row["Heldout"] == "0.1235" and row["Run × CONT"] == "0.80x"
+    assert row["Bench"] is None and row["Bench (paper)"] is None  # Table 5 timed the cosine layer only

@@ -28,14 +28,13 @@ from torch import nn
 
 from elmoc.errors import ConfigError
 from elmoc.nn.masking import valid_positions
-from elmoc.outputs.base import OutputLayer, OutputLoss
-from elmoc.outputs.heldout import PerplexitySums
+from elmoc.outputs.base import OutputLoss, SoftmaxOutput
 from elmoc.registry import register
 
 
 @register("output", "adaptive")
-class AdaptiveOutput(OutputLayer):
-    """Adaptive softmax over the frequency-sorted vocabulary.
+class AdaptiveOutput(SoftmaxOutput):
+    """Adaptive softmax over the frequency-sorted vocabulary (shapes as :class:`~elmoc.outputs.base.SoftmaxOutput`).
 
     Args:
         cutoffs: increasing ids splitting the vocabulary into the head ``[0, c0)`` and
@@ -45,12 +44,7 @@ class AdaptiveOutput(OutputLayer):
         div_value: tail width divisor (PyTorch's; 4 as the paper's ``reduce_factor``).
         head_bias: bias on the head (the paper's head has one).
         hidden_dim, vocab: (context).
-
-    Shape:
-        hidden: (batch, time, hidden_dim); targets: (batch, time) long; mask: (batch, time) bool.
     """
-
-    heldout_reduction = PerplexitySums
 
     def __init__(
         self,

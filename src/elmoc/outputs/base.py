@@ -9,7 +9,8 @@ so a single training loop serves CONT, FIXED, SAMPLED, ADAPTIVE and SUBWORD alik
 ``num_tokens`` counts them; the loop divides, so the mean is token-weighted and
 exact under data parallelism (see the trainer for the paper's per-replica mean).
 Heldout results reduce the same way for every layer: the layer names how
-(``heldout_reduction``, :mod:`elmoc.outputs.heldout`).
+(``heldout_reduction``, :mod:`elmoc.outputs.heldout`).  The tables know a layer by its
+class too (:meth:`OutputLayer.table_label`, ``table_family``), never by its name.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from elmoc.outputs.heldout import HeldoutSums
+from elmoc.outputs.heldout import HeldoutSums, PerplexitySums
 
 
 @dataclass
@@ -46,6 +47,11 @@ class OutputLayer(nn.Module):
     (``exp(loss_sum/num_tokens)`` of a *full* softmax), ``"cosine"`` (mean cosine,
     higher is better) or, by default, ``"loss"``.
 
+    The tables place a layer by two class attributes: :meth:`table_label`, its name in
+    the Output column (Table 5's names), and ``table_family``, the family it is timed and
+    compared in (``"CONT"``: the continuous layers, whose CONT row is each encoder's
+    baseline; ``"SOFTMAX"``: the softmax family; ``None``: a family of its own).
+
     Shape:
         hidden: (batch, time, input_dim) float encoder output.
         targets: (batch, time) long next-token ids.
@@ -53,6 +59,12 @@ class OutputLayer(nn.Module):
     """
 
     heldout_reduction: type[HeldoutSums] = HeldoutSums
+    table_family: str | None = None
+
+    @classmethod
+    def table_label(cls) -> str:
+        """The layer's name in the tables' Output column: its registered name in capitals."""
+        return cls.registered_name.upper()
 
     @property
     def heldout_metric(self) -> str:
@@ -83,3 +95,15 @@ class OutputLayer(nn.Module):
         (bilm-tf's one softmax, ELMo-Sub's tied table); ``elmoc params`` counts them
         once in the paper's convention.  Everything else is per direction."""
         return []
+
+
+class SoftmaxOutput(OutputLayer):
+    """Base class of the softmax family (SAMPLED, FIXED, ADAPTIVE, SUBWORD): heldout
+    evaluation is an exact full softmax, so the heldout metric is perplexity.
+
+    Shape:
+        hidden: (batch, time, hidden_dim); targets: (batch, time) long; mask: (batch, time) bool.
+    """
+
+    heldout_reduction = PerplexitySums
+    table_family = "SOFTMAX"

@@ -4,7 +4,10 @@ A CONT layer projects the encoder state with one ``Linear(hidden_dim -> d_emb, b
 (always present, also when the sizes agree, as for ELMo-C-CNN's 512 -> 512) and
 scores the result against the *frozen, unnormalized* pretrained vector of the next
 token.  Subclasses (``cosine``, ``l2``, ``vmf``; one registry entry each, so each
-has exactly its own options) only define the per-token loss.
+has exactly its own options) only define the per-token loss (:meth:`ContinuousOutput.token_loss`);
+one adding an option names it alone and passes ``**kwargs`` on (the registry reads the
+options along the class hierarchy).  Each is a CONT layer in the tables: family ``CONT``,
+labelled ``CONT-<NAME>`` (``CONT`` alone for the paper's cosine loss).
 
 Heldout evaluation is the same for every CONT layer: :meth:`evaluate` returns
 ``loss_sum = -sum(cos)`` over valid tokens, so the heldout metric ``cosine`` is
@@ -36,6 +39,10 @@ class CosineSums(HeldoutSums):
     """
 
     metric = "cosine"
+    higher_is_better = True
+    value_format = "{:.4f}"
+    description = "mean cosine"
+    training_loss_label = "training loss (-cos)"
 
     def __init__(self, layer: "ContinuousOutput"):
         super().__init__(layer)
@@ -66,6 +73,9 @@ class CosineSums(HeldoutSums):
 class ContinuousOutput(OutputLayer):
     """Projection + frozen target table; subclasses implement :meth:`token_loss`.
 
+    A subclass with options of its own takes them by name and the rest as ``**kwargs``,
+    passed to this constructor (as :class:`~elmoc.outputs.l2.L2Output`).
+
     Args:
         vectors: ``.npy`` target table ``[V, d_emb]`` aligned with the vocabulary.
         dim: optional expected ``d_emb`` (checked; sizes the model on the meta device).
@@ -81,7 +91,11 @@ class ContinuousOutput(OutputLayer):
     """
 
     heldout_reduction = CosineSums
-    loss_name = "cosine"
+    table_family = "CONT"
+
+    @classmethod
+    def table_label(cls) -> str:
+        return f"CONT-{cls.registered_name.upper()}"
 
     def __init__(
         self,
@@ -121,15 +135,20 @@ class ContinuousOutput(OutputLayer):
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
         prediction, target = self._predict(hidden, targets)
         loss_sum, count = masked_sum_and_count(self.token_loss(prediction, target), mask)
-        if self.loss_name == "cosine":  # the loss is -cos: no second pass for the log
-            cos_sum = -loss_sum.detach()
-        else:
-            with torch.no_grad():
-                cos_sum, _ = masked_sum_and_count(cosine_similarity(prediction, target), mask)
-        logs = {"cosine": cos_sum / count.clamp(min=1.0)}
-        if self.loss_name != "cosine":
-            logs[self.loss_name] = loss_sum.detach() / count.clamp(min=1.0)
+        logs = self.step_logs(loss_sum.detach(), count.clamp(min=1.0), prediction, target, mask)
         return OutputLoss(loss_sum, count, logs)
+
+    def step_logs(self, loss_sum: torch.Tensor, count: torch.Tensor, prediction: torch.Tensor, target: torch.Tensor,
+             mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """What a training step logs: the mean cosine (the heldout metric) and the mean loss,
+        under the layer's registered name.
+
+        Shape: loss_sum, count (the summed loss, detached, and the token count, at least 1)
+        scalars; prediction, target (batch, time, d_emb); mask (batch, time) bool.
+        """
+        with torch.no_grad():
+            cos_sum, _ = masked_sum_and_count(cosine_similarity(prediction, target), mask)
+        return {"cosine": cos_sum / count, self.registered_name: loss_sum / count}
 
     @torch.no_grad()
     def evaluate(self, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> OutputLoss:
@@ -139,4 +158,4 @@ class ContinuousOutput(OutputLayer):
         return OutputLoss(-cos_sum, count, {"cosine": cos_sum / count.clamp(min=1.0)})
 
     def extra_repr(self) -> str:
-        return f"loss={self.loss_name}, d_emb={self.embedding_dim}, host_resident={self.host_resident}"
+        return f"loss={self.registered_name}, d_emb={self.embedding_dim}, host_resident={self.host_resident}"

@@ -18,7 +18,13 @@ from elmoc.registry import register
 class CosineOutput(ContinuousOutput):
     """``-cos`` against a frozen target table; see :class:`ContinuousOutput` for arguments."""
 
-    loss_name = "cosine"
+    @classmethod
+    def table_label(cls) -> str:
+        return "CONT"  # the paper's CONT layer
 
     def token_loss(self, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return -cosine_similarity(prediction, target)
+
+    def step_logs(self, loss_sum: torch.Tensor, count: torch.Tensor, prediction: torch.Tensor, target: torch.Tensor,
+             mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"cosine": -loss_sum / count}  # the loss is -cos: no second pass

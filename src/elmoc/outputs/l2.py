@@ -6,10 +6,7 @@ normalization); with ``per_dim: true`` divided by ``d_emb`` (the code's
 """
 from __future__ import annotations
 
-from typing import Sized
-
 import torch
-from torch import nn
 
 from elmoc.outputs.continuous import ContinuousOutput
 from elmoc.registry import register
@@ -21,22 +18,11 @@ class L2Output(ContinuousOutput):
 
     Args:
         per_dim: divide each token's loss by ``d_emb`` (mean over dimensions).
-        others: see :class:`elmoc.outputs.continuous.ContinuousOutput`.
+        kwargs: see :class:`elmoc.outputs.continuous.ContinuousOutput`.
     """
 
-    loss_name = "l2"
-
-    def __init__(
-        self,
-        vectors: str,
-        hidden_dim: int,
-        dim: int | None = None,
-        host_resident: bool = False,
-        per_dim: bool = False,
-        vocab: Sized | None = None,
-        input_layer: nn.Module | None = None,
-    ):
-        super().__init__(vectors, hidden_dim, dim, host_resident, vocab, input_layer)
+    def __init__(self, per_dim: bool = False, **kwargs):
+        super().__init__(**kwargs)
         self.per_dim = bool(per_dim)
 
     def token_loss(self, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

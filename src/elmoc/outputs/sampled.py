@@ -33,8 +33,7 @@ from torch import nn
 from elmoc.errors import ConfigError
 from elmoc.nn.host_copy import attach_host_copy, copy_to_device, host_copy
 from elmoc.nn.masking import valid_positions
-from elmoc.outputs.base import OutputLayer, OutputLoss
-from elmoc.outputs.heldout import PerplexitySums
+from elmoc.outputs.base import OutputLoss, SoftmaxOutput
 from elmoc.outputs.log_uniform import LogUniformSampler
 from elmoc.registry import register
 
@@ -42,18 +41,13 @@ from elmoc.registry import register
 _EVAL_LOGITS_PER_CHUNK = 1 << 26
 
 
-class SampledSoftmaxBase(OutputLayer):
+class SampledSoftmaxBase(SoftmaxOutput):
     """Sampled-softmax training and full-softmax evaluation over rows given by subclasses.
 
     Subclasses provide :meth:`rows` (output vectors and biases of some ids) and
     :meth:`full_table` (all of them), and :meth:`project` (encoder state ->
-    the table's space).
-
-    Shape:
-        hidden: (batch, time, hidden_dim); targets: (batch, time) long; mask: (batch, time) bool.
+    the table's space).  Shapes as :class:`~elmoc.outputs.base.SoftmaxOutput`.
     """
-
-    heldout_reduction = PerplexitySums
 
     def __init__(self, vocab_size: int, num_samples: int, seed: int):
         super().__init__()

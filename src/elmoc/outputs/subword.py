@@ -16,26 +16,20 @@ import torch
 from torch import nn
 
 from elmoc.errors import ConfigError
-from elmoc.outputs.base import OutputLayer, OutputLoss
-from elmoc.outputs.heldout import PerplexitySums
+from elmoc.outputs.base import OutputLoss, SoftmaxOutput
 from elmoc.registry import register
 
 
 @register("output", "subword")
-class SubwordOutput(OutputLayer):
-    """Full softmax over subwords.
+class SubwordOutput(SoftmaxOutput):
+    """Full softmax over subwords (shapes as :class:`~elmoc.outputs.base.SoftmaxOutput`).
 
     Args:
         tie: share the weight with the input layer's table (needs an input layer with a
             trainable ``weight`` of shape (vocab, dim)).  False: own table.
         dim: width of an untied table (default ``hidden_dim``).
         hidden_dim, vocab, input_layer: (context).
-
-    Shape:
-        hidden: (batch, time, hidden_dim); targets: (batch, time) long; mask: (batch, time) bool.
     """
-
-    heldout_reduction = PerplexitySums
 
     def __init__(
         self,

@@ -14,10 +14,8 @@ The lambdas are not released by the paper; the defaults give the plain NLL.
 from __future__ import annotations
 
 import math
-from typing import Sized
 
 import torch
-from torch import nn
 from torch.nn import functional as F
 
 from elmoc.errors import ConfigError
@@ -34,24 +32,11 @@ class VmfOutput(ContinuousOutput):
         lambda_dot: weight of the ``c . e^`` term (the code's ``lamda_one``).
         lambda_kappa: weight of the ``kappa`` penalty (the code's ``lamda_two``).
         min_kappa: floor on ``||c||`` (> 0).
-        others: see :class:`elmoc.outputs.continuous.ContinuousOutput`.
+        kwargs: see :class:`elmoc.outputs.continuous.ContinuousOutput`.
     """
 
-    loss_name = "vmf"
-
-    def __init__(
-        self,
-        vectors: str,
-        hidden_dim: int,
-        dim: int | None = None,
-        host_resident: bool = False,
-        lambda_dot: float = 1.0,
-        lambda_kappa: float = 0.0,
-        min_kappa: float = 1e-6,
-        vocab: Sized | None = None,
-        input_layer: nn.Module | None = None,
-    ):
-        super().__init__(vectors, hidden_dim, dim, host_resident, vocab, input_layer)
+    def __init__(self, lambda_dot: float = 1.0, lambda_kappa: float = 0.0, min_kappa: float = 1e-6, **kwargs):
+        super().__init__(**kwargs)
         if lambda_dot <= 0:
             raise ConfigError(f"output 'vmf': lambda_dot must be > 0, got {lambda_dot}")
         if lambda_kappa < 0:

@@ -18,9 +18,10 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from elmoc.outputs.heldout import metric_class
 from elmoc.tables import paper
 from elmoc.tables.cells import DAGGER, count, score_cell, task_order
-from elmoc.tables.families import Family, classify
+from elmoc.tables.families import CONT, Family, classify
 from elmoc.tables.render import Table
 from elmoc.tables.runs import (LMRun, by_variant, read_spec_file, variant_heldout, variant_params,
                                variant_tokens_per_second)
@@ -38,10 +39,11 @@ def read_spec(run: LMRun) -> dict[str, Any] | None:
 
 
 def heldout_cell(metric: str | None, value: float | None) -> str | None:
-    """A cosine to 4 decimals, a perplexity (or another metric) to 1; ``None`` stays a gap."""
+    """A value as its metric's class prints it (:func:`elmoc.outputs.heldout.metric_class`: a
+    cosine to 4 decimals, a perplexity to 1); ``None`` stays a gap."""
     if value is None:
         return None
-    return f"{value:.4f}" if metric == "cosine" else f"{value:.1f}"
+    return metric_class(metric).value_format.format(value)
 
 
 def bench_cells(bench: dict | None, family: Family) -> tuple[str | None, str | None]:
@@ -140,7 +142,7 @@ def beyond_table(lm_runs: list[LMRun], task_runs: pd.DataFrame, bench: dict | No
     speed = {v: variant_tokens_per_second(runs) for _, v, runs in placed}
     cont = {}
     for family, variant, _ in placed:
-        if family.output == "CONT" and speed[variant]:
+        if family.output == CONT and speed[variant]:  # the cosine layer, Table 5's CONT (not CONT-L2)
             cont.setdefault((family.encoder, family.size), speed[variant])
     rows = []
     for family, variant, runs in placed:

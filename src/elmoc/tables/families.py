@@ -8,26 +8,32 @@ The paper scores only the ELMo LSTM downstream; its Table 5 times five other enc
   its sizes are (6 x 512 -> TRANS BASE, 12 x 768 -> TRANS LARGE, a context of 512 -> GPT; other
   sizes -> ``TRANSFORMER``); ``LSTM`` / ``LSTMX2`` for the plain LSTM of Table 5; ``ELMO`` for
   the paper's own LSTM, kept as reference rows (ELMo-C and the softmax variants of the run);
-* output: ``CONT`` (cosine), ``FIXED``, ``SUBWORD``, ``ADAPTIVE``, ``SAMPLED``, as Table 5 names
-  them (other output types in capitals: ``L2``, ``VMF``).
+* output: what the registered output class says (:meth:`elmoc.outputs.base.OutputLayer.table_label`
+  and ``table_family``), found through the registry from the spec's ``output.type``, so a new
+  layer, a plug-in's too, gets its row without an edit here: ``CONT`` (cosine), ``CONT-L2``,
+  ``CONT-VMF`` (family ``CONT``), ``FIXED``, ``SUBWORD``, ``ADAPTIVE``, ``SAMPLED`` (family
+  ``SOFTMAX``), as Table 5 names them; an unregistered type in capitals.
 
-Pure Python on the spec dict (no torch, no pandas): the workflow (``beyond_variants`` in
-workflow/rules/common.smk) asks it whether a config has such variants.
+:func:`is_beyond` reads the spec dict alone (no torch, no pandas): the workflow
+(``beyond_variants`` in workflow/rules/common.smk) asks it whether a config has such
+variants.  :func:`classify` also asks the registry for the output class (imports torch).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from elmoc.errors import ConfigError
+from elmoc.registry import by_name
+
 # Row groups of the table, in this order (Table 5's encoders, then the masked LM, then
 # any other Transformer, then the paper's own LSTM for reference).
 ENCODER_ORDER = ("TRANS BASE", "TRANS LARGE", "GPT", "MLM", "TRANSFORMER", "LSTM", "LSTMX2", "ELMO")
-OUTPUT_LABELS = {"cosine": "CONT", "fixed": "FIXED", "subword": "SUBWORD", "adaptive": "ADAPTIVE",
-                 "sampled": "SAMPLED"}
+# Table 5's order of output layers; a layer of a family (CONT-L2) goes with its family's first.
 OUTPUT_ORDER = ("CONT", "FIXED", "SUBWORD", "ADAPTIVE", "SAMPLED")
-SOFTMAX_OUTPUTS = ("FIXED", "SUBWORD", "ADAPTIVE", "SAMPLED")
+CONT, SOFTMAX = "CONT", "SOFTMAX"  # the output families (OutputLayer.table_family) the table compares
 MASKED_LM = "masked_lm"  # train.objective of a masked LM
-REFERENCE_CONT = "elmo-c"  # the ELMo LSTM's CONT row (its ablations are Table 3's)
+REFERENCE_CONT = "elmo-c"  # the paper's ELMo-C: the ELMo LSTM's CONT row (its ablations are Table 3's)
 # Preset-name prefixes of the causal Transformer families (config/lm/<prefix>-<output>.yaml).
 NAME_PREFIXES = (("trans-base", "TRANS BASE"), ("trans-large", "TRANS LARGE"), ("gpt", "GPT"))
 # The paper's sizes of Table 5's Transformers (paper-spec section 4): (layers, d_model).
@@ -39,24 +45,33 @@ class Family:
     """Where a variant goes in the table.
 
     encoder: a label of :data:`ENCODER_ORDER`; size: the encoder's sizes in words
-    (``6×512, ff 2048, 8 heads, len 20``); output: ``CONT``/``FIXED``/...; reference: an ELMo
+    (``6×512, ff 2048, 8 heads, len 20``); output: ``CONT``/``CONT-L2``/``FIXED``/...;
+    family: the output's family (``CONT``, ``SOFTMAX``, else its label); reference: an ELMo
     LSTM row shown for comparison (not a variant beyond the paper)."""
 
     encoder: str
     size: str
     output: str
+    family: str
     reference: bool = False
 
-    def sort_key(self) -> tuple[int, int, str]:
+    def sort_key(self) -> tuple[int, int, str, str]:
         e = ENCODER_ORDER.index(self.encoder) if self.encoder in ENCODER_ORDER else len(ENCODER_ORDER)
-        o = OUTPUT_ORDER.index(self.output) if self.output in OUTPUT_ORDER else len(OUTPUT_ORDER)
-        return e, o, self.size
+        o = next((OUTPUT_ORDER.index(x) for x in (self.output, self.family) if x in OUTPUT_ORDER), len(OUTPUT_ORDER))
+        return e, o, self.output, self.size
 
 
-def output_label(spec: dict[str, Any]) -> str:
-    """``CONT`` for a cosine output, the Table 5 name of the softmax family, else the type in capitals."""
+def output_row(spec: dict[str, Any]) -> tuple[str, str]:
+    """(label, family) of the spec's output layer, from its registered class
+    (:meth:`~elmoc.outputs.base.OutputLayer.table_label`, ``table_family``); a type no class
+    is registered for: its name in capitals, a family of its own."""
     kind = str((spec.get("output") or {}).get("type", "?"))
-    return OUTPUT_LABELS.get(kind, kind.upper())
+    try:
+        cls = by_name("output", kind)
+    except ConfigError:
+        return kind.upper(), kind.upper()
+    label = cls.table_label()
+    return label, cls.table_family or label
 
 
 def is_masked_lm(spec: dict[str, Any]) -> bool:
@@ -93,30 +108,42 @@ def encoder_size(spec: dict[str, Any]) -> str:
     return f"{text}, len {train['bptt']}" if train.get("bptt") else text
 
 
+def encoder_family(spec: dict[str, Any], name: str) -> str | None:
+    """The encoder label of :data:`ENCODER_ORDER` (another encoder type in capitals), or
+    ``None`` for a spec without an encoder type.  Reads the spec dict alone."""
+    enc = spec.get("encoder") or {}
+    kind = enc.get("type")
+    if is_masked_lm(spec):
+        return "MLM"
+    if kind == "elmo_lstm":
+        return "ELMO"
+    if kind == "lstm":
+        return "LSTM" if enc.get("num_layers", 1) == 1 else "LSTMX2"
+    if kind is None:
+        return None
+    if kind != "transformer" and "d_model" not in enc:
+        return str(kind).upper()
+    return _transformer_family(name, enc, (spec.get("train") or {}).get("bptt"))
+
+
 def classify(spec: dict[str, Any], name: str | None = None) -> Family | None:
     """The row of a variant (``spec``: its LM spec; ``name``: its preset's name, else the
     variant's), or ``None`` when the table has no row for it (an ELMo LSTM variant other
     than ELMo-C and the softmax family, e.g. Table 3's ablations)."""
     name = str(name or spec.get("name") or "")
-    enc = spec.get("encoder") or {}
-    kind = enc.get("type")
-    output, size = output_label(spec), encoder_size(spec)
-    if is_masked_lm(spec):
-        return Family("MLM", size, output)
-    if kind == "elmo_lstm":
-        if output in SOFTMAX_OUTPUTS or (output == "CONT" and name == REFERENCE_CONT):
-            return Family("ELMO", size, output, reference=True)
+    encoder = encoder_family(spec, name)
+    if encoder is None:
         return None
-    if kind == "lstm":
-        return Family("LSTM" if enc.get("num_layers", 1) == 1 else "LSTMX2", size, output)
-    if kind is None:
-        return None
-    if kind != "transformer" and "d_model" not in enc:
-        return Family(str(kind).upper(), size, output)
-    return Family(_transformer_family(name, enc, (spec.get("train") or {}).get("bptt")), size, output)
+    output, family = output_row(spec)
+    row = Family(encoder, encoder_size(spec), output, family)
+    if encoder != "ELMO":
+        return row
+    if family == SOFTMAX or (family == CONT and name == REFERENCE_CONT):
+        return Family(encoder, row.size, output, family, reference=True)
+    return None
 
 
 def is_beyond(spec: dict[str, Any], name: str | None = None) -> bool:
-    """Whether a variant is one beyond the paper (a row that is not an ELMo reference row)."""
-    family = classify(spec, name)
-    return family is not None and not family.reference
+    """Whether a variant is one beyond the paper (a row that is not an ELMo reference row);
+    reads the spec dict alone (no torch: the workflow asks it)."""
+    return encoder_family(spec, str(name or spec.get("name") or "")) not in (None, "ELMO")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+from elmoc.outputs.heldout import metric_class
 from elmoc.tables import paper
 from elmoc.tables.runs import LMRun, read_lm_runs
 from elmoc.tables.speed import table5_protocol_info
@@ -47,7 +48,8 @@ def _empty(ax, text: str) -> None:
 def heldout_curves(runs: list[LMRun], stem: str | Path) -> list[Path]:
     """Heldout metric against training tokens (left) and wall time (right), one colour
     per variant (solid forward, dashed backward), one row per metric kind (cosine for
-    CONT variants, perplexity for the softmax family: not comparable)."""
+    CONT variants, perplexity for the softmax family: not comparable), each read as its
+    metric class says (:func:`elmoc.outputs.heldout.metric_class`: axis label, log scale)."""
     plt = _pyplot()
     metrics = sorted({r.metric or "loss" for r in runs}) or ["(no runs)"]
     fig, axes = plt.subplots(len(metrics), 2, figsize=(11, 3.8 * len(metrics)), squeeze=False)
@@ -69,8 +71,9 @@ def heldout_curves(runs: list[LMRun], stem: str | Path) -> list[Path]:
             label = r.variant if first else None
             row[0].plot(tokens, vals, style, marker="o", ms=3, color=colours[r.variant], label=label)
             row[1].plot(secs, vals, style, marker="o", ms=3, color=colours[r.variant], label=label)
-        ylabel = "heldout mean cosine (higher is better)" if metric == "cosine" else f"heldout {metric}"
-        if metric == "perplexity":
+        kind = metric_class(metric)
+        ylabel = kind.axis_label(metric)
+        if kind.log_scale:
             row[0].set_yscale("log")
             row[1].set_yscale("log")
         row[0].set_xlabel("training tokens")
@@ -187,7 +190,7 @@ def learning_curves(heldout_paths: Iterable[str | Path], output: str | Path) -> 
         for label, xs, ys in curves[metric]:
             ax.plot(xs, ys, label=label)
         ax.set_xlabel("training tokens")
-        ax.set_ylabel("training loss (-cos)" if metric == "cosine" else "training loss (nats)")
+        ax.set_ylabel(metric_class(metric).training_loss_label)
         ax.set_title(f"LMs evaluated by {metric}")
         ax.legend(fontsize=7)
     fig.tight_layout()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from elmoc.outputs.heldout import metric_class
 from elmoc.tables import paper
 from elmoc.tables.runs import (LMRun, by_variant, variant_heldout, variant_params, variant_seconds,
                                variant_tokens_per_second)
@@ -52,8 +53,8 @@ def summary_text(lm_runs: list[LMRun], task_runs: pd.DataFrame, majority: pd.Dat
         lines.append(f"{'variant':<15} {'trainable params':>16} {'x ELMo-C':>9} {'train tok/s':>12} "
                      f"{'x ELMo-C':>9} {'train time':>10}  heldout")
         for r in df.itertuples():
-            metric = "cosine" if r.metric == "cosine" else (r.metric or "")
-            held = _num(r.heldout, "{:.4f}" if r.metric == "cosine" else "{:.1f}")
+            metric = r.metric or ""
+            held = _num(r.heldout, metric_class(r.metric).value_format)
             lines.append(f"{r.variant:<15} {_num(r.params, '{:,.0f}'):>16} {_num(r.params_ratio, '{:.2f}x'):>9} "
                          f"{_num(r.tokens_per_s, '{:,.0f}'):>12} {_num(r.speed_ratio, '{:.2f}x'):>9} "
                          f"{_num(r.seconds, '{:.0f} s'):>10}  {metric} {held}"
