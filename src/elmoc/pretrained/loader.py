@@ -21,6 +21,7 @@ from elmoc.devices import resolve_device
 from elmoc.directions import DIRECTIONS, FORWARD, MASKED
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.features.bilm import BiLM, FeatureLM
+from elmoc.inputs.base import input_class
 from elmoc.pretrained import formats
 from elmoc.train.checkpoint import load_directions
 
@@ -179,18 +180,14 @@ def load_bilm(directory: str | Path, device: str | torch.device = "cpu", check_f
                                      "directory or export it again")
     # a char-CNN model needs no vocabulary (word-id inputs then know only the specials)
     vocab = Vocabulary.load(directory / meta["vocab"]) if meta.get("vocab") else Vocabulary(list(SPECIALS))
-    input_cfg = dict(meta["input"])
-    if input_cfg.get("type") == "fasttext":
-        input_cfg["vectors"] = str(directory / input_cfg["vectors"])
+    layer_class = input_class(meta["input"])
+    input_cfg = layer_class.from_directory(meta["input"], directory)  # e.g. its table's path
     composer = None
-    if meta.get("oov_vectors") == "fasttext":
-        from elmoc.inputs.fasttext_subwords import SubwordVectors
-
-        composer = SubwordVectors.load(directory)
-    elif meta.get("oov_vectors") == "char_cnn":
-        from elmoc.inputs.char_cnn_vectors import CharCnnVectors
-
-        composer = CharCnnVectors.load(directory)
+    if meta.get("oov_vectors"):
+        composer = layer_class.load_composer(meta["oov_vectors"], directory)
+        if composer is None:
+            raise InputFileError(directory / MODEL_FILE, f"oov_vectors {meta['oov_vectors']!r} is not a composer of "
+                                 f"input {meta['input'].get('type')!r}; export the model again")
     subword_encoder = None
     if meta.get("tokenizer"):
         from elmoc.data.vocab.subword import SubwordEncoder
