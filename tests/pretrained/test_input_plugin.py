@@ -12,13 +12,11 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from lm_tree_helpers import WORDS, run_command
+from lm_tree_helpers import WORDS, run_command, save_lm_pair
 
 from elmoc import registry
 from elmoc.data.vocab.vocabulary import Vocabulary
-from elmoc.lm import LanguageModel
 from elmoc.pretrained.loader import load_bilm, load_checkpoints
-from elmoc.train.checkpoint import save_checkpoint
 
 PLUGIN = '''
 """A frozen table whose row of a word is drawn from a generator seeded by the word's
@@ -110,11 +108,7 @@ def test_a_frozen_table_input_in_one_file_exports_and_embeds(plugin, tmp_path, m
     spec = {"name": "tiny", "input": {"type": "hashed_table", "vectors": "results/vectors/words.npy"},
             "encoder": {"type": "elmo_lstm", "num_layers": 1, "cell_size": 10, "projection_size": 6},
             "output": {"type": "cosine", "vectors": "results/vectors/words.npy"}, "vocab": "results/vocab/vocab.txt"}
-    for seed, direction in enumerate(("forward", "backward")):
-        torch.manual_seed(seed)
-        save_checkpoint(root / f"results/lm/tiny/{direction}/model.pt", {
-            "spec": spec, "vocab_path": "results/vocab/vocab.txt", "direction": direction,
-            "model": LanguageModel.from_spec(spec, vocab).state_dict(), "step": 1, "tokens": 5, "final": True})
+    save_lm_pair(root, spec, vocab)
 
     assert run_command("export", ["--variant", "tiny", "--output", str(tmp_path / "model")]) == 0
     model = tmp_path / "model"
