@@ -46,3 +46,22 @@ def test_frozen_table_sources(tmp_path, caplog):
         assert FastTextInput.oov_composer(cfg, [], {"--fasttext-model": None}) is None
     assert "no fastText model or ELMo char-CNN model found" in caplog.text
     assert FastTextInput.load_composer("unknown", tmp_path) is None
+
+
+def test_char_cnn_table_provenance(tmp_path):
+    import torch
+
+    from elmoc.errors import InputFileError
+    from elmoc.inputs.char_cnn_vectors import CharCnnVectors
+
+    table = tmp_path / "results/vectors/cnn.npy"
+    assert CharCnnVectors.source_beside(table) is None  # no ELMo LM beside it
+    for run in ("forward", "joint"):
+        (tmp_path / f"results/lm/elmo/{run}").mkdir(parents=True)
+        (tmp_path / f"results/lm/elmo/{run}/model.pt").write_bytes(b"")
+    assert CharCnnVectors.source_beside(table) == tmp_path / "results/lm/elmo/joint/model.pt"  # the joint ELMo first
+    assert CharCnnVectors.source_beside(tmp_path / "results/vectors/cc.npy") is None
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
+    with pytest.raises(InputFileError, match=r"other.pt: not an elmoc model.pt; pass the ELMo model.pt the char-CNN "
+                       r"table was made from"):
+        CharCnnVectors.from_source(tmp_path / "other.pt")

@@ -46,8 +46,7 @@ from elmoc.registry import build
 
 if TYPE_CHECKING:
     from elmoc.data.vocab.subword import SubwordEncoder
-    from elmoc.inputs.char_cnn_vectors import CharCnnVectors
-    from elmoc.inputs.fasttext_subwords import SubwordVectors
+    from elmoc.inputs.base import Composer
 
 
 class FeatureLM(LanguageModel):
@@ -70,14 +69,14 @@ class FeatureLM(LanguageModel):
     """
 
     def __init__(self, input_layer: torch.nn.Module, encoder: torch.nn.Module, vocab: Vocabulary,
-                 subwords: "SubwordVectors | CharCnnVectors | None" = None):
+                 subwords: "Composer | None" = None):
         super().__init__(input_layer, encoder, output_layer=None)
         self.vocab = vocab
         self.subwords = subwords
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], state: dict[str, torch.Tensor], vocab: Vocabulary,
-                  where: str | Path, subwords: "SubwordVectors | CharCnnVectors | None" = None) -> "FeatureLM":
+                  where: str | Path, subwords: "Composer | None" = None) -> "FeatureLM":
         """Build input + encoder from ``spec`` and load their weights from ``state`` (a
         LanguageModel or MaskedLM state dict; ``output_layer.*`` entries and a masked
         LM's ``mask_vector`` are ignored)."""

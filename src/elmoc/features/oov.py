@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from elmoc.data.vocab.vocabulary import Vocabulary
-from elmoc.inputs.base import input_class
+from elmoc.inputs.base import Composer, input_class
 
 
 def oov_vectors_for(spec: dict[str, Any], vocab: Vocabulary, fasttext_model: str | Path | None = None,
-                    char_cnn_model: str | Path | None = None) -> Any:
+                    char_cnn_model: str | Path | None = None) -> Composer | None:
     """What composes out-of-vocabulary words for the spec's input, or None (``<unk>``).
 
     The source is ``fasttext_model`` (a ``.bin``), ``char_cnn_model`` (an ELMo

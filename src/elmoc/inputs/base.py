@@ -22,23 +22,48 @@ defaults fit a layer whose weights are all in its state dict and which knows wor
 * ``open_vocabulary`` and ``word_vectors(rows, width, device)``: a layer that reads any word
   itself (a char-CNN); ``oov_note``: how the model card describes unseen words.
 
-A composer (:mod:`elmoc.inputs.fasttext_subwords`, :mod:`elmoc.inputs.char_cnn_vectors`) has
-``NAME`` (recorded as ``oov_vectors``), ``OPTION`` (the command-line flag naming its source),
-``SOURCE`` (what that source is, in messages), ``NOTE`` (the model card's sentence), ``dim``,
-``source``, ``vectors(words) -> (len(words), dim) float32``, ``save(directory, vocab)`` and
-the classmethods ``load(directory)``, ``from_source(path)`` and ``source_beside(table)``
-(the file a workflow table was made from, or None).
+A composer (:mod:`elmoc.inputs.fasttext_subwords`, :mod:`elmoc.inputs.char_cnn_vectors`) is
+any class with what :class:`Composer` lists.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence, Sized
+from typing import Any, Container, Protocol, Sequence, Sized
+
+import numpy as np
 
 import torch
 from torch import nn
 
 from elmoc.errors import ConfigError
 from elmoc.registry import by_name
+
+
+class Composer(Protocol):
+    """What composes the input vector of any word for a frozen table (the model that made it)."""
+
+    NAME: str  # recorded as ``oov_vectors`` in elmoc-model.json
+    OPTION: str  # the command-line flag that names its source (``--fasttext-model``)
+    SOURCE: str  # what that source is, in messages ("fastText model")
+    NOTE: str  # the model card's sentence on words outside the vocabulary
+    dim: int
+    source: str  # where its vectors come from, in messages
+
+    def vectors(self, words: Sequence[str]) -> np.ndarray:
+        """Shape: returns float32 (len(words), dim)."""
+
+    def save(self, directory: Path, vocab: Container[str]) -> None:
+        """Write what :meth:`load` reads into a model directory being written."""
+
+    @classmethod
+    def load(cls, directory: Path) -> "Composer": ...
+
+    @classmethod
+    def from_source(cls, path: str | Path) -> "Composer": ...
+
+    @classmethod
+    def source_beside(cls, table: str | Path) -> Path | None:
+        """The file a workflow made ``table`` from, if it exists (the table's provenance)."""
 
 
 class InputLayer(nn.Module):
@@ -73,7 +98,8 @@ class InputLayer(nn.Module):
         return dict(cfg)
 
     @classmethod
-    def oov_composer(cls, cfg: dict[str, Any], vocab: Sized, sources: dict[str, str | Path | None]) -> Any:
+    def oov_composer(cls, cfg: dict[str, Any], vocab: Sized,
+                     sources: dict[str, str | Path | None]) -> Composer | None:
         """What composes vectors of words outside ``vocab`` for this config, or None.
 
         ``sources``: command-line flag -> the file a user named as the source (None: not given).
@@ -85,7 +111,7 @@ class InputLayer(nn.Module):
         return None
 
     @classmethod
-    def load_composer(cls, name: str, directory: Path) -> Any:
+    def load_composer(cls, name: str, directory: Path) -> Composer | None:
         """The composer ``name`` saved in ``directory`` by :meth:`oov_composer`'s result, or
         None when this input has no composer of that name."""
         return None

@@ -69,9 +69,10 @@ class CharCnnVectors:
         """The char-CNN of an LM ``model.pt`` file (read weights-only)."""
         from elmoc.io.safe_load import load_weights_only
 
-        payload = load_weights_only(path, what="an elmoc model.pt", fix="pass the ELMo model.pt the table was made from")
+        fix = "pass the ELMo model.pt the char-CNN table was made from"
+        payload = load_weights_only(path, what="an elmoc model.pt", fix=fix)
         if not isinstance(payload, dict) or not isinstance(payload.get("model"), dict):
-            raise InputFileError(path, "not an elmoc model.pt; pass the ELMo model.pt the char-CNN table was made from")
+            raise InputFileError(path, f"not an elmoc model.pt; {fix}")
         return cls.from_lm(payload, path)
 
     @classmethod
@@ -82,8 +83,8 @@ class CharCnnVectors:
             return None
         folder = table.parent.parent / "lm" / cls.SOURCE_VARIANT
         # a joint bi-LM's one file (one char-CNN shared by both directions), else the forward direction's
-        return next((folder / run / "model.pt" for run in ("joint", "forward") if (folder / run / "model.pt").is_file()),
-                    None)
+        found = (folder / run / "model.pt" for run in ("joint", "forward"))
+        return next((path for path in found if path.is_file()), None)
 
     @torch.no_grad()
     def vectors(self, words: Sequence[str]) -> np.ndarray:

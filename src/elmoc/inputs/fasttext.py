@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from elmoc.errors import ConfigError, InputFileError
-from elmoc.inputs.base import InputLayer
+from elmoc.inputs.base import Composer, InputLayer
 from elmoc.inputs.char_cnn_vectors import CharCnnVectors
 from elmoc.inputs.fasttext_subwords import SubwordVectors
 from elmoc.inputs.vector_table import load_table, lookup, store_table, stored_table
@@ -52,7 +52,8 @@ class FastTextInput(InputLayer):
         ids: (batch, time) long; returns (batch, time, dim) float32.
     """
 
-    composers: tuple[type, ...] = (SubwordVectors, CharCnnVectors)  # what may have made the table, tried in order
+    # what may have made the table, tried in this order (``oov_composer``)
+    composers: tuple[type[Composer], ...] = (SubwordVectors, CharCnnVectors)
 
     def __init__(
         self,
@@ -93,7 +94,7 @@ class FastTextInput(InputLayer):
         return {**cfg, "vectors": str(directory / cfg["vectors"])}
 
     @classmethod
-    def oov_composer(cls, cfg: dict[str, Any], vocab, sources: dict[str, str | Path | None]) -> Any:
+    def oov_composer(cls, cfg: dict[str, Any], vocab, sources: dict[str, str | Path | None]) -> Composer | None:
         """The composer of the model that made the table: the source named in ``sources``
         (one at most), else the first of :attr:`composers` whose source lies beside the
         table; None, with a warning, when there is none (the random table).  A source that
@@ -126,12 +127,12 @@ class FastTextInput(InputLayer):
         return composer
 
     @classmethod
-    def load_composer(cls, name: str, directory: Path) -> Any:
+    def load_composer(cls, name: str, directory: Path) -> Composer | None:
         composer_class = next((c for c in cls.composers if c.NAME == name), None)
         return None if composer_class is None else composer_class.load(directory)
 
 
-def check_table_matches(table: np.ndarray, tokens: Sequence[str], composer: Any, table_path: str | Path,
+def check_table_matches(table: np.ndarray, tokens: Sequence[str], composer: Composer, table_path: str | Path,
                         sample: int = 16) -> None:
     """Refuse a composer whose source did not make ``table``: compare a few rows.
 

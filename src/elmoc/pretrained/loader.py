@@ -27,8 +27,7 @@ from elmoc.train.checkpoint import load_directions
 
 if TYPE_CHECKING:
     from elmoc.data.vocab.subword import SubwordEncoder
-    from elmoc.inputs.char_cnn_vectors import CharCnnVectors
-    from elmoc.inputs.fasttext_subwords import SubwordVectors
+    from elmoc.inputs.base import Composer
 
 FORMAT = "elmoc-model-v1"
 MODEL_FILE = "elmoc-model.json"
@@ -45,7 +44,7 @@ def stacks_of(meta: dict[str, Any]) -> tuple[str, ...]:
 
 
 def build_bilm(spec: dict[str, Any], states: dict[str, dict[str, torch.Tensor]], where: dict[str, str | Path],
-               vocab: Vocabulary, composer: "SubwordVectors | CharCnnVectors | None" = None,
+               vocab: Vocabulary, composer: "Composer | None" = None,
                subword_encoder: "SubwordEncoder | None" = None, boundaries: bool = True) -> BiLM:
     """Both directions' input layer + encoder from ``spec`` (its ``input`` and
     ``encoder`` sections), their weights from ``states[direction]`` (read from
