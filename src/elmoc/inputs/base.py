@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, Container, Protocol, Sequence, Sized
 
 import numpy as np
-
 import torch
 from torch import nn
 
