@@ -85,7 +85,7 @@ def test_distinct_words_equal_every_position(released):
     rows = [["<s>", *s, "</s>"] for s in sentences]
     width = max(len(r) for r in rows) + 2  # wider than the longest row: padding stays zero
     with torch.inference_mode():
-        got = lm.char_cnn_vectors(rows, width, torch.device("cpu"))
+        got = lm.input_layer.word_vectors(rows, width, torch.device("cpu"))
         want = lm.input_layer.encode_chars(batch_char_ids(rows, lm.input_layer.max_chars))
     assert got.shape == (len(rows), width, lm.input_layer.output_dim)
     for b, row in enumerate(rows):

@@ -70,6 +70,15 @@ def build_tree(root: Path, kind: str, fasttext_bin: Path, shared_data: Path | No
     return root
 
 
+def save_lm_pair(root: Path, spec: dict, vocab: Vocabulary) -> None:
+    """``results/lm/tiny/{forward,backward}/model.pt`` of ``spec`` under ``root`` (random weights,
+    seeds 0 and 1; ``spec``'s paths are read relative to the current directory)."""
+    for seed, direction in enumerate(("forward", "backward")):
+        torch.manual_seed(seed)
+        save_checkpoint(root / f"results/lm/tiny/{direction}/model.pt", {
+            "spec": spec, "vocab_path": spec["vocab"], "direction": direction,
+            "model": LanguageModel.from_spec(spec, vocab).state_dict(), "step": 1, "tokens": 5, "final": True})
+
 
 def run_command(name: str, argv: list[str]) -> int:
     """``elmoc NAME ARGV`` through that command module only, with the CLI's error handling

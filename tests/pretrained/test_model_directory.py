@@ -115,6 +115,11 @@ def test_bad_model_directories_are_one_line(exported, tmp_path, capsys):
         load_bilm(broken)
     with pytest.raises(InputFileError, match=r"nowhere: model directory not found"):
         load_bilm(tmp_path / "nowhere")
+    meta["format"], meta["oov_vectors"] = "elmoc-model-v1", "char_cnn_typo"  # no composer of the input has it
+    (broken / "elmoc-model.json").write_text(json.dumps(meta))
+    with pytest.raises(InputFileError, match=r"elmoc-model.json: oov_vectors 'char_cnn_typo' is not a composer of "
+                       r"input 'fasttext'; export the model again"):
+        load_bilm(broken, check_files=False)
 
 
 def test_released_bilm_tf_through_elmo_module(elmo_fixture_dir, tmp_path):

@@ -108,11 +108,10 @@ def test_char_cnn_table_input_reads_the_cnn_vector_of_the_word(lm_tree, shared_d
     """ELMo-C-CNN: input table = the ELMo char-CNN over the vocabulary; an OOV word reads that
     char-CNN's vector of its characters, at extraction and from an exported directory."""
     from lm_tree_helpers import H as width
+    from lm_tree_helpers import save_lm_pair
     from elmoc.commands.cnn_table import char_cnn_table
     from elmoc.data.vocab.vocabulary import Vocabulary
-    from elmoc.lm import LanguageModel
     from elmoc.pretrained.elmo import embed_sentences
-    from elmoc.model_file import save_checkpoint
 
     root = lm_tree("char_cnn", shared_data)
     (root / "results/lm/tiny").rename(root / "results/lm/elmo")
@@ -121,11 +120,7 @@ def test_char_cnn_table_input_reads_the_cnn_vector_of_the_word(lm_tree, shared_d
     spec = {"name": "tiny", "input": {"type": "fasttext", "vectors": "results/vectors/cnn.npy"},
             "encoder": {"type": "elmo_lstm", "num_layers": 2, "cell_size": 10, "projection_size": width},
             "output": {"type": "cosine", "vectors": "results/vectors/cnn.npy"}, "vocab": "results/vocab/vocab.txt"}
-    for seed, direction in enumerate(("forward", "backward")):
-        torch.manual_seed(seed)
-        save_checkpoint(root / f"results/lm/tiny/{direction}/model.pt", {
-            "spec": spec, "vocab_path": "results/vocab/vocab.txt", "direction": direction,
-            "model": LanguageModel.from_spec(spec, vocab).state_dict(), "step": 1, "tokens": 5, "final": True})
+    save_lm_pair(root, spec, vocab)
     feats, attrs = extract(root)
     assert attrs["open_vocabulary"]
     bilm = load_checkpoints("results/lm/tiny/forward/model.pt", "results/lm/tiny/backward/model.pt")

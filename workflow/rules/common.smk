@@ -434,9 +434,10 @@ def released_inputs(wildcards):
 
 
 def export_fasttext_model(wildcards):
-    """FastText inputs: the .bin whose n-gram buckets go into the directory."""
-    spec_input = lm_spec(wildcards.variant)["input"]
-    name = Path(str(spec_input.get("vectors", ""))).stem
-    if spec_input.get("type") == "fasttext" and name in config["fasttext"].get("models", {}):
+    """The fastText .bin an input table was made from (results/vectors/{name}.npy of a configured
+    fastText model, whatever the input type): export puts its n-gram buckets into the directory."""
+    table = lm_spec(wildcards.variant)["input"].get("vectors")
+    name = Path(str(table)).stem
+    if isinstance(table, str) and name in config["fasttext"].get("models", {}):
         return [f"results/fasttext/{name}.bin"]
     return []

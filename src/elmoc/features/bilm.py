@@ -29,7 +29,6 @@ subwords and each word is represented by its first subword (spec 3.3).
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -39,8 +38,7 @@ from elmoc.data.vocab.vocabulary import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabu
 from elmoc.encoders.base import map_state
 from elmoc.encoders.elmo_lstm import ElmoLstmEncoder
 from elmoc.errors import ConfigError, InputFileError
-from elmoc.inputs.char_cnn import CharCnnInput
-from elmoc.inputs.characters import token_char_ids
+from elmoc.inputs.base import input_class
 from elmoc.lm import LanguageModel
 from elmoc.nn.masking import reverse_padded
 from elmoc.nn.skip_init import skip_weight_init
@@ -48,14 +46,7 @@ from elmoc.registry import build
 
 if TYPE_CHECKING:
     from elmoc.data.vocab.subword import SubwordEncoder
-    from elmoc.inputs.char_cnn_vectors import CharCnnVectors
-    from elmoc.inputs.fasttext_subwords import SubwordVectors
-
-
-@lru_cache(maxsize=1 << 17)
-def word_char_ids(word: str, max_chars: int) -> tuple[int, ...]:
-    """:func:`~elmoc.inputs.characters.token_char_ids`, remembered for the frequent words."""
-    return tuple(token_char_ids(word, max_chars))
+    from elmoc.inputs.base import Composer
 
 
 class FeatureLM(LanguageModel):
@@ -74,27 +65,25 @@ class FeatureLM(LanguageModel):
         vocab: the LM vocabulary the ids refer to.
         subwords: vectors of out-of-vocabulary words for a frozen-table input (fastText
             n-grams, or the char-CNN that made a char-CNN table); see
-            :func:`elmoc.features.oov.oov_vectors_for`.
+            :func:`elmoc.features.oov.oov_vectors_for` (the input class's ``oov_composer``).
     """
 
     def __init__(self, input_layer: torch.nn.Module, encoder: torch.nn.Module, vocab: Vocabulary,
-                 subwords: "SubwordVectors | CharCnnVectors | None" = None):
+                 subwords: "Composer | None" = None):
         super().__init__(input_layer, encoder, output_layer=None)
         self.vocab = vocab
         self.subwords = subwords
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], state: dict[str, torch.Tensor], vocab: Vocabulary,
-                  where: str | Path, subwords: "SubwordVectors | CharCnnVectors | None" = None) -> "FeatureLM":
+                  where: str | Path, subwords: "Composer | None" = None) -> "FeatureLM":
         """Build input + encoder from ``spec`` and load their weights from ``state`` (a
         LanguageModel or MaskedLM state dict; ``output_layer.*`` entries and a masked
         LM's ``mask_vector`` are ignored)."""
         for section in ("input", "encoder"):
             if not isinstance(spec.get(section), dict):
                 raise InputFileError(where, f"the stored LM spec has no {section!r} section")
-        input_cfg = dict(spec["input"])
-        if input_cfg.get("type") == "char_cnn":
-            input_cfg.pop("weights", None)  # the char-CNN weights are in ``state``
+        input_cfg = input_class(spec["input"]).state_config(spec["input"])  # its weights are in ``state``
         with skip_weight_init():  # every parameter is loaded from ``state`` below (a missing one is refused)
             input_layer = build("input", input_cfg, vocab=vocab)
             encoder = build("encoder", spec["encoder"], input_dim=input_layer.output_dim)
@@ -109,29 +98,7 @@ class FeatureLM(LanguageModel):
     @property
     def open_vocabulary(self) -> bool:
         """True when out-of-vocabulary words get their own input vector."""
-        return isinstance(self.input_layer, CharCnnInput) or self.subwords is not None
-
-    def char_cnn_vectors(self, rows: Sequence[Sequence[str]], width: int, device: torch.device) -> torch.Tensor:
-        """The char-CNN input of a batch, each distinct word encoded once.
-
-        A word's char-CNN vector does not depend on its neighbours, so the batch's
-        distinct words go through the CNN as one (1, words, max_chars) sequence and are
-        gathered back to their positions (a sentence of 25 words repeats ``<s>``, ``the``,
-        ``,`` ... across the batch: at batch 64 about half the positions are repeats).
-
-        Shape: rows: batch lists of tokens; returns (batch, width, input_dim), zero at
-        padding positions.
-        """
-        words: dict[str, int] = {}
-        index = torch.zeros(len(rows), width, dtype=torch.long)  # 0 = the zero row
-        for b, row in enumerate(rows):
-            index[b, : len(row)] = torch.tensor([words.setdefault(w, len(words) + 1) for w in row],
-                                                dtype=torch.long)
-        max_chars = self.input_layer.max_chars
-        chars = torch.tensor([word_char_ids(w, max_chars) for w in words], dtype=torch.long)
-        vectors = self.input_layer.encode_chars(chars.to(device).view(1, len(words), max_chars))[0]
-        table = torch.cat([vectors.new_zeros(1, vectors.shape[1]), vectors])  # (1 + words, input_dim)
-        return table[index.to(device)]
+        return self.input_layer.open_vocabulary or self.subwords is not None
 
     def encode_sorted(self, ids: torch.Tensor, lengths: torch.Tensor, mask: torch.Tensor, state: Any,
                       vectors: torch.Tensor) -> tuple[list[torch.Tensor], Any]:
@@ -188,8 +155,8 @@ class FeatureLM(LanguageModel):
         """
         if rows is None:
             return self.input_layer(ids)
-        if isinstance(self.input_layer, CharCnnInput):
-            return self.char_cnn_vectors(rows, ids.shape[1], ids.device)
+        if self.input_layer.open_vocabulary:  # reads every word itself (a char-CNN)
+            return self.input_layer.word_vectors(rows, ids.shape[1], ids.device)
         vectors = self.input_layer(ids)
         if self.subwords is None:
             return vectors

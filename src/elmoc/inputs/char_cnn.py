@@ -22,6 +22,7 @@ retrained-ELMo preset (``config/lm/elmo.yaml``) writes bilm-tf's training value,
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -79,6 +80,12 @@ def read_options(source: str | Path | dict[str, Any]) -> dict[str, Any]:
     return options
 
 
+@lru_cache(maxsize=1 << 17)
+def word_char_ids(word: str, max_chars: int) -> tuple[int, ...]:
+    """:func:`~elmoc.inputs.characters.token_char_ids`, remembered for the frequent words."""
+    return tuple(token_char_ids(word, max_chars))
+
+
 class Highway(nn.Module):
     """``y = t * x + (1 - t) * relu(W_h x + b_h)``, ``t = sigmoid(W_t x + b_t)`` (carry gate).
 
@@ -113,6 +120,9 @@ class CharCnnInput(InputLayer):
         ids: (batch, time) long word ids; returns (batch, time, projection_dim).
         :meth:`encode_chars`: (batch, time, max_chars) long char ids -> same output.
     """
+
+    open_vocabulary = True  # any word reads its own characters
+    oov_note = "read character by character (char-CNN)"
 
     def __init__(
         self,
@@ -169,6 +179,42 @@ class CharCnnInput(InputLayer):
         for highway in self.highways:
             h = highway(h)
         return self.projection(h).view(batch, time, self.output_dim)
+
+    def word_vectors(self, rows: Sequence[Sequence[str]], width: int, device: torch.device) -> torch.Tensor:
+        """The char-CNN vectors of a batch of words, each distinct word encoded once.
+
+        A word's vector does not depend on its neighbours, so the batch's distinct words
+        go through the CNN as one (1, words, max_chars) sequence and are gathered back to
+        their positions (a sentence of 25 words repeats ``<s>``, ``the``, ``,`` ... across
+        the batch: at batch 64 about half the positions are repeats).
+
+        Shape: rows: batch lists of tokens; returns (batch, width, output_dim), zero at
+        padding positions.
+        """
+        words: dict[str, int] = {}
+        index = torch.zeros(len(rows), width, dtype=torch.long)  # 0 = the zero row
+        for b, row in enumerate(rows):
+            index[b, : len(row)] = torch.tensor([words.setdefault(w, len(words) + 1) for w in row],
+                                                dtype=torch.long)
+        chars = torch.tensor([word_char_ids(w, self.max_chars) for w in words], dtype=torch.long)
+        vectors = self.encode_chars(chars.to(device).view(1, len(words), self.max_chars))[0]
+        table = torch.cat([vectors.new_zeros(1, vectors.shape[1]), vectors])  # (1 + words, output_dim)
+        return table[index.to(device)]
+
+    @classmethod
+    def state_config(cls, cfg: dict[str, Any]) -> dict[str, Any]:
+        """Without ``weights``: the trained weights are in the state dict."""
+        cfg = dict(cfg)
+        cfg.pop("weights", None)
+        return cfg
+
+    @classmethod
+    def export(cls, cfg: dict[str, Any], directory: Path) -> dict[str, Any]:
+        """The options inline, so the directory needs no ``options.json``."""
+        cfg = cls.state_config(cfg)
+        if not isinstance(cfg["options"], dict):
+            cfg["options"] = json.loads(Path(cfg["options"]).read_text(encoding="utf-8"))
+        return cfg
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         if self.word_chars is None:

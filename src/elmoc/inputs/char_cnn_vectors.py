@@ -4,8 +4,13 @@ The ELMo-C-CNN ablations read a frozen table ``results/vectors/cnn.npy``: the tr
 ELMo char-CNN run over the vocabulary (``elmoc cnn-table``).  That encoder is open
 vocabulary, so a task word outside the vocabulary reads the char-CNN's vector of its
 own characters, exactly as the table's rows were made.  :class:`CharCnnVectors` has
-the same interface as :class:`elmoc.inputs.fasttext_subwords.SubwordVectors`
-(``vectors(words)``, ``save(directory, vocab)``, ``load(directory)``, ``dim``, ``source``).
+the composer interface of :mod:`elmoc.inputs.base`, as
+:class:`elmoc.inputs.fasttext_subwords.SubwordVectors` has.
+
+Provenance: the workflow makes ``results/vectors/cnn.npy`` from the char-CNN of the LM
+``results/lm/elmo`` (rule ``cnn_table``; a joint ELMo's one file, else its forward
+direction's); :meth:`CharCnnVectors.source_beside` finds that file beside the table, and
+``--char-cnn-model`` names another.
 
 Files written by :meth:`save`: ``char_cnn.json`` (format, bilm-tf options) and
 ``char_cnn.pt`` (the layer's state dict).
@@ -29,6 +34,13 @@ FILES = ("char_cnn.json", "char_cnn.pt")
 class CharCnnVectors:
     """Vectors of arbitrary words from a char-CNN input layer (frozen, eval mode)."""
 
+    NAME = "char_cnn"
+    OPTION = "--char-cnn-model"
+    SOURCE = "ELMo char-CNN model"
+    NOTE = "the char-CNN vector of their characters (char_cnn.pt, the CNN that made the input table)"
+    TABLE_STEM = "cnn"  # the table: results/vectors/cnn.npy
+    SOURCE_VARIANT = "elmo"  # its source: results/lm/elmo/{joint,forward}/model.pt (the workflow's cnn_source)
+
     def __init__(self, layer, source: str):
         self.layer = layer.eval()
         self.dim = int(layer.output_dim)
@@ -51,6 +63,28 @@ class CharCnnVectors:
         prefix = "input_layer."
         layer.load_state_dict({k[len(prefix):]: v for k, v in payload["model"].items() if k.startswith(prefix)})
         return cls(layer, str(path))
+
+    @classmethod
+    def from_source(cls, path: str | Path) -> "CharCnnVectors":
+        """The char-CNN of an LM ``model.pt`` file (read weights-only)."""
+        from elmoc.io.safe_load import load_weights_only
+
+        fix = "pass the ELMo model.pt the char-CNN table was made from"
+        payload = load_weights_only(path, what="an elmoc model.pt", fix=fix)
+        if not isinstance(payload, dict) or not isinstance(payload.get("model"), dict):
+            raise InputFileError(path, f"not an elmoc model.pt; {fix}")
+        return cls.from_lm(payload, path)
+
+    @classmethod
+    def source_beside(cls, table: str | Path) -> Path | None:
+        """The ELMo ``model.pt`` that made a workflow's ``results/vectors/cnn.npy``, if it exists."""
+        table = Path(table)
+        if table.stem != cls.TABLE_STEM:
+            return None
+        folder = table.parent.parent / "lm" / cls.SOURCE_VARIANT
+        # a joint bi-LM's one file (one char-CNN shared by both directions), else the forward direction's
+        found = (folder / run / "model.pt" for run in ("joint", "forward"))
+        return next((path for path in found if path.is_file()), None)
 
     @torch.no_grad()
     def vectors(self, words: Sequence[str]) -> np.ndarray:

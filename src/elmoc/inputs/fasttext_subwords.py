@@ -42,11 +42,17 @@ EOS = "</s>"  # fastText gives its end-of-sentence word no n-grams
 class SubwordVectors:
     """Compose fastText vectors of arbitrary words.
 
-    Construct with :meth:`from_bin` or :meth:`load`.
+    Construct with :meth:`from_bin` (:meth:`from_source`) or :meth:`load`; the composer of
+    a frozen table made from a fastText model (the contract: :mod:`elmoc.inputs.base`).
 
     Attributes:
         dim: vector size; source: where the vectors come from (for messages).
     """
+
+    NAME = "fasttext"
+    OPTION = "--fasttext-model"
+    SOURCE = "fastText model"
+    NOTE = "fastText vectors composed from character n-grams (fasttext_buckets.npy)"
 
     def __init__(self, dim: int, source: str, model=None, buckets: np.ndarray | None = None,
                  minn: int = 0, maxn: int = 0, known: dict[str, int] | None = None,
@@ -65,6 +71,23 @@ class SubwordVectors:
 
         model = FastTextModel.load(path)
         return cls(model.dim, str(path), model=model, minn=model.minn, maxn=model.maxn)
+
+    from_source = from_bin
+
+    @staticmethod
+    def source_beside(vectors: str | Path) -> Path | None:
+        """The fastText ``.bin`` a workflow table was made from, if it exists.
+
+        ``results/vectors/{name}.npy`` and ``results/open_vocab/vectors/{name}.npy`` come
+        from ``results/fasttext/{name}.bin`` (workflow/rules/data.smk, variants.smk).
+        Tables without a fastText source (``random.npy``, ``cnn.npy``) have none.
+        """
+        vectors = Path(vectors)
+        for root in (vectors.parent.parent, vectors.parent.parent.parent):
+            candidate = root / "fasttext" / f"{vectors.stem}.bin"
+            if candidate.is_file():
+                return candidate
+        return None
 
     def vectors(self, words: Sequence[str]) -> np.ndarray:
         """fastText vectors of ``words``.  Shape: returns float32 (len(words), dim)."""
@@ -134,36 +157,3 @@ def _load_npy(path: Path, shape: tuple[int, int]) -> np.ndarray:
         raise InputFileError(path, f"has {array.dtype} {list(array.shape)}, expected float32 {list(shape)}; "
                              "export the model again")
     return array
-
-
-def fasttext_model_for_table(vectors: str | Path) -> Path | None:
-    """The fastText ``.bin`` a workflow table was made from, if it exists.
-
-    ``results/vectors/{name}.npy`` and ``results/open_vocab/vectors/{name}.npy`` come
-    from ``results/fasttext/{name}.bin`` (workflow/rules/data.smk, variants.smk).
-    Tables without a fastText source (``random.npy``, ``cnn.npy``) have none.
-    """
-    vectors = Path(vectors)
-    for root in (vectors.parent.parent, vectors.parent.parent.parent):
-        candidate = root / "fasttext" / f"{vectors.stem}.bin"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def check_table_matches(table: np.ndarray, tokens: Sequence[str], subwords: SubwordVectors,
-                        table_path: str | Path, sample: int = 16) -> None:
-    """Refuse a fastText model that did not make ``table``: compare a few rows.
-
-    Rows that are all zero (replaced by ``<unk>`` in :func:`elmoc.data.vectors.tables.table_from_model`)
-    and the four specials are skipped.
-    """
-    picked = [i for i in range(4, len(tokens))][:: max(1, (len(tokens) - 4) // sample)][:sample]
-    if not picked:
-        return
-    want = subwords.vectors([tokens[i] for i in picked])
-    keep = want.any(axis=1)
-    got = np.asarray(table[picked], dtype=np.float32)[keep]
-    if got.size and not np.allclose(got, want[keep], atol=1e-5, rtol=1e-4):
-        raise InputFileError(table_path, f"rows do not match the fastText model {subwords.source}; the table was "
-                             "made from another model: pass the right one with --fasttext-model")

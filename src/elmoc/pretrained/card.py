@@ -96,10 +96,4 @@ def _oov_note(bilm: BiLM) -> str:
     lm = bilm.forward_lm
     if bilm.subwords is not None:
         return "split into BPE subwords (a word is represented by its first subword)"
-    if lm.subwords is not None and type(lm.subwords).__name__ == "CharCnnVectors":
-        return "the char-CNN vector of their characters (char_cnn.pt, the CNN that made the input table)"
-    if lm.subwords is not None:
-        return "fastText vectors composed from character n-grams (fasttext_buckets.npy)"
-    if lm.open_vocabulary:
-        return "read character by character (char-CNN)"
-    return "mapped to <unk>"
+    return lm.input_layer.oov_note if lm.subwords is None else lm.subwords.NOTE  # the input's or its composer's

@@ -22,12 +22,12 @@ from elmoc.directions import DIRECTIONS, FORWARD, MASKED
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.features.bilm import BiLM, FeatureLM
 from elmoc.model_file import load_directions
+from elmoc.inputs.base import input_class
 from elmoc.pretrained import formats
 
 if TYPE_CHECKING:
     from elmoc.data.vocab.subword import SubwordEncoder
-    from elmoc.inputs.char_cnn_vectors import CharCnnVectors
-    from elmoc.inputs.fasttext_subwords import SubwordVectors
+    from elmoc.inputs.base import Composer
 
 FORMAT = "elmoc-model-v1"
 MODEL_FILE = "elmoc-model.json"
@@ -44,7 +44,7 @@ def stacks_of(meta: dict[str, Any]) -> tuple[str, ...]:
 
 
 def build_bilm(spec: dict[str, Any], states: dict[str, dict[str, torch.Tensor]], where: dict[str, str | Path],
-               vocab: Vocabulary, composer: "SubwordVectors | CharCnnVectors | None" = None,
+               vocab: Vocabulary, composer: "Composer | None" = None,
                subword_encoder: "SubwordEncoder | None" = None, boundaries: bool = True) -> BiLM:
     """Both directions' input layer + encoder from ``spec`` (its ``input`` and
     ``encoder`` sections), their weights from ``states[direction]`` (read from
@@ -179,18 +179,14 @@ def load_bilm(directory: str | Path, device: str | torch.device = "cpu", check_f
                                      "directory or export it again")
     # a char-CNN model needs no vocabulary (word-id inputs then know only the specials)
     vocab = Vocabulary.load(directory / meta["vocab"]) if meta.get("vocab") else Vocabulary(list(SPECIALS))
-    input_cfg = dict(meta["input"])
-    if input_cfg.get("type") == "fasttext":
-        input_cfg["vectors"] = str(directory / input_cfg["vectors"])
+    layer_class = input_class(meta["input"])
+    input_cfg = layer_class.from_directory(meta["input"], directory)  # e.g. its table's path
     composer = None
-    if meta.get("oov_vectors") == "fasttext":
-        from elmoc.inputs.fasttext_subwords import SubwordVectors
-
-        composer = SubwordVectors.load(directory)
-    elif meta.get("oov_vectors") == "char_cnn":
-        from elmoc.inputs.char_cnn_vectors import CharCnnVectors
-
-        composer = CharCnnVectors.load(directory)
+    if meta.get("oov_vectors"):
+        composer = layer_class.load_composer(meta["oov_vectors"], directory)
+        if composer is None:
+            raise InputFileError(directory / MODEL_FILE, f"oov_vectors {meta['oov_vectors']!r} is not a composer of "
+                                 f"input {meta['input'].get('type')!r}; export the model again")
     subword_encoder = None
     if meta.get("tokenizer"):
         from elmoc.data.vocab.subword import SubwordEncoder

@@ -12,7 +12,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from elmoc import __version__
@@ -21,6 +20,7 @@ from elmoc.directions import BACKWARD, DIRECTIONS, FORWARD, JOINT, MASKED
 from elmoc.errors import InputFileError
 from elmoc.features.bilm import BiLM
 from elmoc.features.oov import oov_vectors_for
+from elmoc.inputs.base import input_class
 from elmoc.io.atomic import atomic_file
 from elmoc.io.output_paths import output_directory
 from elmoc.pretrained.card import write_card
@@ -106,19 +106,11 @@ def export_model(forward: str | Path, backward: str | Path | None, output: str |
         elif set(payloads) == {FORWARD}:
             meta["stack"] = FORWARD_ONLY  # forward.pt alone
         vocab.save(tmp / "vocab.txt")
-        if input_cfg["type"] == "fasttext":
-            table = np.load(input_cfg["vectors"], mmap_mode="r")
-            with atomic_file(tmp / "input_vectors.npy", "wb", encoding=None) as f:
-                np.save(f, np.asarray(table, dtype=np.float32))
-            input_cfg["vectors"] = "input_vectors.npy"
-            composer = None if tokenizer else oov_vectors_for(spec, vocab, fasttext_model, char_cnn_model)
-            if composer is not None:
-                composer.save(tmp, vocab)
-                meta["oov_vectors"] = "char_cnn" if type(composer).__name__ == "CharCnnVectors" else "fasttext"
-        elif input_cfg["type"] == "char_cnn":
-            input_cfg.pop("weights", None)
-            if not isinstance(input_cfg["options"], dict):
-                input_cfg["options"] = json.loads(Path(input_cfg["options"]).read_text(encoding="utf-8"))
+        input_cfg = input_class(input_cfg).export(input_cfg, tmp)  # the table, inline options...
+        composer = None if tokenizer else oov_vectors_for(spec, vocab, fasttext_model, char_cnn_model)
+        if composer is not None:
+            composer.save(tmp, vocab)
+            meta["oov_vectors"] = composer.NAME
         if tokenizer:
             shutil.copyfile(tokenizer, tmp / "tokenizer.json")
             meta["tokenizer"] = "tokenizer.json"
