@@ -25,6 +25,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+from pathlib import Path
 from typing import Any, Callable
 
 from elmoc.config_section import check_keys
@@ -63,6 +64,15 @@ def _load_kind(kind: str) -> None:
     package = _KIND_PACKAGES.get(kind)
     if package is not None:
         importlib.import_module(package)  # its __init__ imports every module
+
+
+def kind_sources(kind: str) -> list[Path]:
+    """The source files of the package whose modules register ``kind``, found without importing
+    them (:func:`elmoc.config.declared_ranges` reads options' ranges there at workflow parse time)."""
+    package = _KIND_PACKAGES.get(kind)
+    if package is None:
+        return []
+    return sorted(Path(__file__).resolve().parent.joinpath(*package.split(".")[1:]).glob("*.py"))
 
 
 def list_available(kind: str) -> list[str]:

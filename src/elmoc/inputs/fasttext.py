@@ -37,6 +37,8 @@ class FastTextInput(InputLayer):
         ids: (batch, time) long; returns (batch, time, dim) float32.
     """
 
+    OPTION_RANGES = {"dim": "int > 0 or null"}
+
     def __init__(
         self,
         vectors: str,

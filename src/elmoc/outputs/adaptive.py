@@ -50,6 +50,8 @@ class AdaptiveOutput(OutputLayer):
         hidden: (batch, time, hidden_dim); targets: (batch, time) long; mask: (batch, time) bool.
     """
 
+    OPTION_RANGES = {"div_value": "> 0"}
+
     heldout_reduction = PerplexitySums
 
     def __init__(

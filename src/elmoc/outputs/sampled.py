@@ -53,6 +53,8 @@ class SampledSoftmaxBase(OutputLayer):
         hidden: (batch, time, hidden_dim); targets: (batch, time) long; mask: (batch, time) bool.
     """
 
+    OPTION_RANGES = {"num_samples": "int > 0"}
+
     heldout_reduction = PerplexitySums
 
     def __init__(self, vocab_size: int, num_samples: int, seed: int):
@@ -184,6 +186,8 @@ class SampledSoftmaxOutput(SampledSoftmaxBase):
         seed: sampler seed (1111 as in the paper's code).
         hidden_dim, vocab: (context).
     """
+
+    OPTION_RANGES = {"embedding_dim": "int > 0 or null"}
 
     def __init__(
         self,

@@ -35,6 +35,8 @@ class SubwordOutput(OutputLayer):
         hidden: (batch, time, hidden_dim); targets: (batch, time) long; mask: (batch, time) bool.
     """
 
+    OPTION_RANGES = {"dim": "int > 0 or null"}
+
     heldout_reduction = PerplexitySums
 
     def __init__(
