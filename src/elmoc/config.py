@@ -202,7 +202,7 @@ def check_workflow_config(config: Any, source: str, required: bool = True) -> No
     """ConfigError in one line for the first key or value of a whole workflow ``config`` that
     the workflow's schema refuses (what Snakemake's ``validate`` checks before a run), for the
     commands that read a whole config outside Snakemake (``elmoc params --config``,
-    ``elmoc tables config``). An unknown key is named with the closest known one.
+    ``elmoc config-dump``). An unknown key is named with the closest known one.
 
     Args:
         config: the parsed config.
