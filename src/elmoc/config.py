@@ -35,8 +35,12 @@ learning rates, dropouts...: the ``OPTION_RANGES`` each block declares beside it
 :func:`declared_ranges`) are checked there and then,
 so ``snakemake -n`` stops with one line naming the key where the bad value was set
 (``pretrain.overrides.train.batch_size: -4 must be a positive integer ...``); the
-builders keep their own checks.  This module imports only PyYAML, so the Snakefile
-can use it without loading torch.
+builders keep their own checks.  The declarations are read from the blocks' source
+files, not imported, and this module imports only PyYAML, so the Snakefile can use it
+without loading torch.
+
+:func:`load_yaml` is the one reader of YAML configuration files (presets, workflow
+configs, LM specs, the run's ``spec.yaml`` the tables read).
 """
 from __future__ import annotations
 
@@ -49,6 +53,7 @@ from typing import Any, Callable, Iterator
 import yaml
 
 from elmoc.config_section import check_keys
+from elmoc.registry import kind_sources
 from elmoc.errors import ConfigError, InputFileError
 
 ARTIFACT_PREFIXES = ("results/", "resources/")
@@ -175,13 +180,13 @@ def declared_ranges(section: str, block: dict[str, Any]) -> dict[str, str]:
     none is found: a registered block's ``OPTION_RANGES`` merged along its base classes (the
     class registered as the block's ``type``), ``TrainSettings.OPTION_RANGES`` for ``train``, the
     optimizer type's entry of ``train/optim.py``'s ``OPTION_RANGES`` for ``optimizer``."""
-    from elmoc.registry import kind_sources
-
-    owner = RANGED_SECTIONS[section]
+    owner, kind = RANGED_SECTIONS[section], block.get("type")
+    if owner is not None and owner[1]:
+        return _declarations(owner[0])[owner[1]][2]
+    if not isinstance(kind, str):  # no type, or not a name: the builder says what is wrong
+        return {}
     if owner is not None:
-        path, name = owner
-        declared = _declarations(path)[name][2]
-        return declared if name else declared.get(block.get("type")) or {}
+        return _declarations(owner[0])[""][2].get(kind) or {}
     classes = {name: info for path in kind_sources(section) for name, info in _declarations(path).items() if name}
 
     def merged(name: str) -> dict[str, str]:
@@ -192,7 +197,7 @@ def declared_ranges(section: str, block: dict[str, Any]) -> dict[str, str]:
         return {**out, **own}
 
     return next((merged(name) for name, (_, registered, _) in classes.items()
-                 if registered == (section, block.get("type"))), {})
+                 if registered == (section, kind)), {})
 
 
 WORKFLOW_SCHEMA = "workflow/schemas/config.schema.yaml"
