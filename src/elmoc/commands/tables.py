@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 
 NAME = "tables"
-HELP = "the old spelling of paper-tables, beyond-table, figures, pretrain-table, downstream-table, " \
-       "majority-baseline and config-dump"
+HELP = ("the old spelling of paper-tables, beyond-table, figures, pretrain-table, downstream-table, "
+        "majority-baseline and config-dump")
 DESCRIPTION = (
     "`elmoc tables KIND ARGS` runs the command of KIND with ARGS (see `elmoc <command> --help`): paper = "
     "paper-tables, beyond = beyond-table, figures = figures, pretrain = pretrain-table, downstream = "
