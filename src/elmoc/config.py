@@ -30,22 +30,30 @@ Layers, later wins: the preset, ``pretrain.overrides``, ``pretrain.overrides_by_
 the variant's own ``overrides``.  The type a section has is read from the preset with
 the other layers merged (a variant's overrides may change it).
 Mappings merge key by key; any other value (lists included) replaces.  The numbers
-of the resolved spec that only make sense in a range (:data:`SPEC_NUMBERS`: batch
-size, bptt, epochs, sizes, learning rates, dropouts...) are checked there and then,
+of the resolved spec that only make sense in a range (batch size, bptt, epochs, sizes,
+learning rates, dropouts...: the ``OPTION_RANGES`` each block declares beside its options,
+:func:`declared_ranges`) are checked there and then,
 so ``snakemake -n`` stops with one line naming the key where the bad value was set
 (``pretrain.overrides.train.batch_size: -4 must be a positive integer ...``); the
-builders keep their own checks.  This module imports only PyYAML, so the Snakefile
-can use it without loading torch.
+builders keep their own checks.  The declarations are read from the blocks' source
+files, not imported, and this module imports only PyYAML, so the Snakefile can use it
+without loading torch.
+
+:func:`load_yaml` is the one reader of YAML configuration files (presets, workflow
+configs, LM specs, the run's ``spec.yaml`` the tables read).
 """
 from __future__ import annotations
 
+import ast
 import copy
+import functools
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import yaml
 
 from elmoc.config_section import check_keys
+from elmoc.registry import kind_sources
 from elmoc.errors import ConfigError, InputFileError
 
 ARTIFACT_PREFIXES = ("results/", "resources/")
@@ -60,18 +68,36 @@ PRETRAIN_KEYS = ("presets_dir", "variants", "extra_variants", "overrides_by_type
 VARIANT_KEYS = ("preset", "overrides", "released")
 
 
-def load_yaml(path: str | Path) -> Any:
+def load_yaml(path: str | Path, mapping: str | None = None) -> Any:
+    """The YAML document in ``path``: the one YAML reader of elmoc's configuration files.
+
+    Args:
+        path: the file.
+        mapping: what the file must hold, when it must be a mapping (``"an LM spec"``): an
+            empty file is then an empty mapping, and anything else but a mapping an error.
+
+    Raises:
+        InputFileError: naming the file (and the line of a YAML error) when it is missing,
+            not UTF-8, not valid YAML, or not the mapping ``mapping`` asks for.
+    """
     path = Path(path)
     if not path.is_file():
         raise InputFileError(path, "file not found")
     try:
         with open(path, encoding="utf-8") as f:
-            return yaml.safe_load(f)
+            data = yaml.safe_load(f)
     except yaml.YAMLError as e:
         line = getattr(getattr(e, "problem_mark", None), "line", None)
         raise InputFileError(path, f"invalid YAML: {getattr(e, 'problem', e)}", None if line is None else line + 1) from None
     except UnicodeDecodeError as e:
         raise InputFileError(path, f"not valid UTF-8 ({e.reason})") from None
+    if mapping is None:
+        return data
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InputFileError(path, f"{mapping} must be a mapping of keys to values, got a {type(data).__name__}")
+    return data
 
 
 def deep_merge(base: Any, override: Any) -> Any:
@@ -92,44 +118,86 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-# name -> (what it must be, test); "or null" variants accept None too.
-_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "positive integer": ("a positive integer", lambda v: _is_int(v) and v > 0),
-    "count": ("an integer >= 0", lambda v: _is_int(v) and v >= 0),
-    "positive": ("a number > 0", lambda v: _is_number(v) and v > 0),
-    "non-negative": ("a number >= 0", lambda v: _is_number(v) and v >= 0),
-    "fraction": ("a number in [0, 1)", lambda v: _is_number(v) and 0 <= v < 1),
+# The ranges a block declares for its options, beside them (``OPTION_RANGES = {"cell_size":
+# "int > 0", "cell_clip": "> 0 or null"}``): range -> (what the value must be, test); a range
+# ending in " or null" allows null too.
+RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "int > 0": ("a positive integer", lambda v: _is_int(v) and v > 0),
+    "int >= 0": ("an integer >= 0", lambda v: _is_int(v) and v >= 0),
+    "> 0": ("a number > 0", lambda v: _is_number(v) and v > 0),
+    ">= 0": ("a number >= 0", lambda v: _is_number(v) and v >= 0),
+    "[0, 1)": ("a number in [0, 1)", lambda v: _is_number(v) and 0 <= v < 1),
+}
+OR_NULL = " or null"
+RANGES_ATTRIBUTE = "OPTION_RANGES"
+SRC = Path(__file__).resolve().parent
+# The spec sections checked by check_spec_numbers, in order: section -> (the file and class declaring the
+# ranges of an untyped section, "" for a module-level mapping by `type`) or None for a registered kind.
+RANGED_SECTIONS: dict[str, tuple[Path, str] | None] = {
+    "train": (SRC / "train" / "settings.py", "TrainSettings"),
+    "encoder": None, "input": None, "output": None,
+    "optimizer": (SRC / "train" / "optim.py", ""),
 }
 
-# The numbers of an LM spec checked by resolve_variant: section -> key -> rule name
-# (a trailing "?" allows null).  Keys absent from a spec, or of a block type that does
-# not take them, are not checked here; the registry refuses unknown options.
-SPEC_NUMBERS: dict[str, dict[str, str]] = {
-    "train": {
-        "batch_size": "positive integer", "bptt": "positive integer", "epochs": "positive integer",
-        "max_steps": "positive integer?", "clip_norm": "non-negative", "loss_scale": "positive", "seed": "count",
-        "log_every": "count", "eval_every": "count", "checkpoint_every": "count",
-        "eval_batch_size": "positive integer?", "eval_max_windows": "positive integer?",
-        "checkpoint_minutes": "non-negative?", "collective_timeout_minutes": "positive",
-    },
-    "encoder": {
-        "num_layers": "positive integer", "cell_size": "positive integer", "projection_size": "positive integer",
-        "hidden_size": "positive integer", "d_model": "positive integer", "heads": "positive integer",
-        "d_ff": "positive integer", "cell_clip": "positive?", "proj_clip": "positive?",
-        "recurrent_dropout": "fraction", "dropout": "fraction",
-    },
-    "input": {"dim": "positive integer?"},
-    "output": {
-        "num_samples": "positive integer", "dim": "positive integer?", "embedding_dim": "positive integer?",
-        "div_value": "positive",
-    },
-    "optimizer": {
-        "lr": "positive", "base_scale": "positive", "base_ratio": "positive", "warmup": "positive integer",
-        "decay_ratio": "non-negative", "end_decay_ratio": "positive", "eps": "positive",
-        "weight_decay": "non-negative", "initial_accumulator_value": "non-negative",
-        "tokens_per_epoch_ref": "positive",
-    },
-}
+
+def check_range(value: Any, rule: str, name: str) -> None:
+    """ConfigError ``"<name>: <value> must be <what>"`` unless ``value`` is in range ``rule`` (:data:`RANGES`)."""
+    nullable = rule.endswith(OR_NULL)
+    expected, ok = RANGES[rule.removesuffix(OR_NULL)]
+    if (value is None and nullable) or ok(value):
+        return
+    hint = " (YAML reads 1e-4 as a string: write 1.0e-4)" if isinstance(value, str) else ""
+    raise ConfigError(f"{name}: {value!r} must be {expected}{OR_NULL if nullable else ''}{hint}")
+
+
+@functools.lru_cache(maxsize=None)
+def _declarations(path: Path) -> dict[str, tuple[list[str], tuple[str, str] | None, dict[str, Any]]]:
+    """The classes of the module at ``path``, read from its source without importing it (no
+    torch when the workflow is parsed): class name -> (base class names, the ``(kind, name)`` of
+    its ``@register``, its literal ``OPTION_RANGES``); key "" holds the module's own ``OPTION_RANGES``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+    def ranges(body: list[ast.stmt]) -> dict[str, Any]:
+        for node in body:
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            if any(isinstance(t, ast.Name) and t.id == RANGES_ATTRIBUTE for t in targets):
+                return ast.literal_eval(node.value)
+        return {}
+
+    found: dict[str, tuple[list[str], tuple[str, str] | None, dict[str, Any]]] = {"": ([], None, ranges(tree.body))}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases]
+            registered = next((tuple(a.value for a in d.args) for d in node.decorator_list
+                               if isinstance(d, ast.Call) and getattr(d.func, "id", "") == "register"
+                               and len(d.args) == 2 and all(isinstance(a, ast.Constant) for a in d.args)), None)
+            found[node.name] = (bases, registered, ranges(node.body))
+    return found
+
+
+def declared_ranges(section: str, block: dict[str, Any]) -> dict[str, str]:
+    """The ranges the reader of spec section ``section`` declares for its options, ``{}`` where
+    none is found: a registered block's ``OPTION_RANGES`` merged along its base classes (the
+    class registered as the block's ``type``), ``TrainSettings.OPTION_RANGES`` for ``train``, the
+    optimizer type's entry of ``train/optim.py``'s ``OPTION_RANGES`` for ``optimizer``."""
+    owner, kind = RANGED_SECTIONS[section], block.get("type")
+    if owner is not None and owner[1]:
+        return _declarations(owner[0])[owner[1]][2]
+    if not isinstance(kind, str):  # no type, or not a name: the builder says what is wrong
+        return {}
+    if owner is not None:
+        return _declarations(owner[0])[""][2].get(kind) or {}
+    classes = {name: info for path in kind_sources(section) for name, info in _declarations(path).items() if name}
+
+    def merged(name: str) -> dict[str, str]:
+        bases, _, own = classes.get(name, ([], None, {}))
+        out: dict[str, str] = {}
+        for base in reversed(bases):
+            out.update(merged(base))
+        return {**out, **own}
+
+    return next((merged(name) for name, (_, registered, _) in classes.items()
+                 if registered == (section, kind)), {})
 
 
 WORKFLOW_SCHEMA = "workflow/schemas/config.schema.yaml"
@@ -139,7 +207,7 @@ def check_workflow_config(config: Any, source: str, required: bool = True) -> No
     """ConfigError in one line for the first key or value of a whole workflow ``config`` that
     the workflow's schema refuses (what Snakemake's ``validate`` checks before a run), for the
     commands that read a whole config outside Snakemake (``elmoc params --config``,
-    ``elmoc tables config``). An unknown key is named with the closest known one.
+    ``elmoc config-dump``). An unknown key is named with the closest known one.
 
     Args:
         config: the parsed config.
@@ -184,29 +252,23 @@ def check_spec_keys(spec: dict[str, Any], name: str) -> None:
 
 
 def check_spec_numbers(spec: dict[str, Any], where: Callable[[str, str], str]) -> None:
-    """ConfigError for the first number of ``spec`` outside its range (:data:`SPEC_NUMBERS`).
+    """ConfigError for the first number of ``spec`` outside the range its block declares
+    (:func:`declared_ranges`).
 
     Args:
         spec: a resolved LM spec.
         where: ``(section, key) -> name of the setting`` for the message, e.g. the
             config key path the value came from.
     """
-    for section, rules in SPEC_NUMBERS.items():
+    for section in RANGED_SECTIONS:
         block = spec.get(section)
         if block is None:
             continue
         if not isinstance(block, dict):
             raise ConfigError(f"{where(section, '')}: must be a mapping of options, got {block!r}")
-        for key, rule in rules.items():
-            if key not in block:
-                continue
-            value = block[key]
-            expected, ok = _RULES[rule.rstrip("?")]
-            if (value is None and rule.endswith("?")) or ok(value):
-                continue
-            hint = " (YAML reads 1e-4 as a string: write 1.0e-4)" if isinstance(value, str) else ""
-            raise ConfigError(f"{where(section, key)}: {value!r} must be {expected}"
-                              f"{' or null' if rule.endswith('?') else ''}{hint}")
+        for key, rule in declared_ranges(section, block).items():
+            if key in block:
+                check_range(block[key], rule, where(section, key))
 
 
 def resolve_variant(config: dict[str, Any], variant: str, presets_dir: str | Path | None = None) -> dict[str, Any]:
@@ -231,9 +293,7 @@ def resolve_variant(config: dict[str, Any], variant: str, presets_dir: str | Pat
     if not preset_path.is_file():
         available = sorted(p.stem for p in presets_dir.glob("*.yaml"))
         raise ConfigError(f"variant {variant!r}: no preset {preset_path}; available presets: {', '.join(available)}")
-    spec = load_yaml(preset_path) or {}
-    if not isinstance(spec, dict):
-        raise InputFileError(preset_path, "an LM preset must be a mapping")
+    spec = load_yaml(preset_path, mapping="an LM preset")
     own = entry.get("overrides", {}) or {}
     general = pretrain.get("overrides", {}) or {}
     # (name of the layer in messages, the layer as a partial spec), later wins

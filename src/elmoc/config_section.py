@@ -74,14 +74,15 @@ class Section:
         self.name = name
 
     @classmethod
-    def parse(cls, text: str, name: str, keys: Iterable[str] | None = None) -> Section:
-        """The section from the JSON text of ``--section-json`` (its keys checked against `keys`)."""
+    def parse(cls, text: str, name: str, keys: Iterable[str] | None = None, flag: str = FLAG) -> Section:
+        """The section from the JSON text of ``--section-json`` (or of another `flag` carrying a
+        JSON object), its keys checked against `keys`."""
         try:
             data = json.loads(text)
         except ValueError as e:
-            raise ConfigError(f"{FLAG} ({name}) is not valid JSON ({e})") from None
+            raise ConfigError(f"{flag} ({name}) is not valid JSON ({e})") from None
         if not isinstance(data, dict):
-            raise ConfigError(f"{FLAG} ({name}) must be a JSON object, got {type(data).__name__}")
+            raise ConfigError(f"{flag} ({name}) must be a JSON object, got {type(data).__name__}")
         return cls(data, name, keys)
 
     def sub(self, key: str, keys: Iterable[str] | None = None) -> Section:

@@ -3,7 +3,7 @@ defined once (here, below every writer and reader) and read strictly.
 
 * :class:`TaskRecord`: a downstream result, ``results/tasks/{task}/{variant}/seed{seed}.json``
   (``elmoc task``) or a majority baseline ``results/baselines/{task}/majority.json``
-  (``elmoc tables majority``);
+  (``elmoc majority-baseline``);
 * :class:`HeldoutRecord`: a pretraining run's ``results/lm/{variant}/{direction}/heldout.json``
   (``elmoc train``, or the released ELMo's export);
 * :class:`TrainLog`: the ``train_log.jsonl`` beside it, its ``train`` and ``heldout`` events
@@ -12,7 +12,7 @@ defined once (here, below every writer and reader) and read strictly.
 ``from_json(path)`` checks every field it uses: a required field that is missing, or
 any field of the wrong type (``"test": "high"``, ``"seed": [1]``, ``"after": "bad"``),
 raises :class:`~elmoc.errors.InputFileError` naming the file, the field, what was
-expected and what was found, so ``elmoc tables``/``elmoc summary`` print one line
+expected and what was found, so the table commands and ``elmoc summary`` print one line
 instead of failing later inside pandas.  Optional fields are listed with their default
 in each class; other keys of the file (history, trainer settings, ...) are kept in
 ``data`` untouched.  Numbers are ints or floats, never booleans.  A downstream score
@@ -157,7 +157,7 @@ class TaskRecord:
 
 
 def write_task_record(path: str | Path, data: dict) -> TaskRecord:
-    """Write a downstream result (``elmoc task``) or majority baseline (``elmoc tables majority``)
+    """Write a downstream result (``elmoc task``) or majority baseline (``elmoc majority-baseline``)
     to ``path`` as indented JSON, atomically, after checking it as :class:`TaskRecord` reads it:
     the writers and the readers share this one definition, so a record the tables would refuse
     (no ``scale``, a string ``test``) fails where it is written.  Other keys are kept as given."""

@@ -139,6 +139,19 @@ def _import_plugin(entry: str) -> None:
                           f"the entry from {PLUGINS}") from None
 
 
+def kind_sources(kind: str) -> list[Path]:
+    """The source files of the package whose modules register ``kind``, found without importing
+    them, with the ``.py`` plug-ins of ``$ELMOC_PLUGINS`` (:func:`elmoc.config.declared_ranges` reads options' ranges there at workflow parse time)."""
+    package = _KIND_PACKAGES.get(kind)
+    if package is None:
+        return []
+    built_in = sorted(Path(__file__).resolve().parent.joinpath(*package.split(".")[1:]).glob("*.py"))
+    # the plug-in files of $ELMOC_PLUGINS too (a module name is not read here: its ranges are
+    # checked when the block is built)
+    plugins = [Path(e.strip()) for e in os.environ.get(PLUGINS, "").split(os.pathsep) if e.strip().endswith(".py")]
+    return built_in + [p for p in plugins if p.is_file()]
+
+
 def list_available(kind: str) -> list[str]:
     """Sorted names registered for ``kind``."""
     _load_kind(kind)

@@ -101,3 +101,27 @@ def test_bad_yaml_names_file_and_line(tmp_path):
     p.write_text("a: 1\nb: [1, 2\nc: 3\n")
     with pytest.raises(InputFileError, match=r"bad.yaml:\d+: invalid YAML"):
         load_yaml(p)
+
+
+def test_load_yaml_is_the_one_reader_and_names_the_file(tmp_path):
+    """Missing, not UTF-8, invalid, or not the mapping asked for: one InputFileError naming the file;
+    the result tables read a run's spec.yaml through it too (tables.runs.read_spec_file)."""
+    from elmoc.tables.runs import read_spec_file
+
+    with pytest.raises(InputFileError, match=r"absent.yaml: file not found"):
+        load_yaml(tmp_path / "absent.yaml")
+    (tmp_path / "latin1.yaml").write_bytes("a: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(InputFileError, match=r"latin1.yaml: not valid UTF-8"):
+        load_yaml(tmp_path / "latin1.yaml")
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    assert load_yaml(tmp_path / "list.yaml") == [1, 2]
+    with pytest.raises(InputFileError, match=r"list.yaml: an LM spec must be a mapping of keys to values, got a list"):
+        load_yaml(tmp_path / "list.yaml", mapping="an LM spec")
+    with pytest.raises(InputFileError, match=r"list.yaml: an LM spec must be a mapping"):
+        read_spec_file(tmp_path / "list.yaml")
+    (tmp_path / "empty.yaml").write_text("")
+    assert load_yaml(tmp_path / "empty.yaml") is None and load_yaml(tmp_path / "empty.yaml", mapping="x") == {}
+    (tmp_path / "bad.yaml").write_text("a: [1\n")
+    with pytest.raises(InputFileError, match=r"bad.yaml:\d+: invalid YAML"):
+        read_spec_file(tmp_path / "bad.yaml")
+    assert read_spec_file(tmp_path / "absent.yaml") is None

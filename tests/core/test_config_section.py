@@ -46,7 +46,12 @@ CASES = {
                       {**SST, "train": None, "trainer": {"batch_sise": 8}}], "batch_sise", "batch_size"),
     "task-sentences": (["task-sentences", "--task", "sst5", "--output", "OUT", "--section-json",
                         {**SST, "model": {"pre_encode_dmi": 8}}], "pre_encode_dmi", "pre_encode_dim"),
-    "tables-majority": (["tables", "majority", "--task", "sst5", "--output", "OUT", "--section-json",
+    "majority-baseline": (["majority-baseline", "--task", "sst5", "--output", "OUT", "--section-json",
+                           {**SST, "encodng": "utf-8"}], "encodng", "encoding"),
+    "config-dump": (["config-dump", "--output", "OUT", "--section-json",
+                     {"scale": "demo", "pretrian": {}}], "pretrian", "pretrain"),
+    # the old spelling of both, and its old flag name
+    "tables-majority": (["tables", "majority", "--task", "sst5", "--output", "OUT", "--config-json",
                          {**SST, "encodng": "utf-8"}], "encodng", "encoding"),
     "tables-config": (["tables", "config", "--output", "OUT", "--section-json",
                        {"scale": "demo", "pretrian": {}}], "pretrian", "pretrain"),

@@ -6,7 +6,6 @@ import json
 import pytest
 import yaml
 
-from elmoc.errors import ConfigError
 from elmoc.tables import families
 from elmoc.tables.beyond import beyond_table
 from elmoc.tables.render import to_csv, to_latex, to_markdown, write
@@ -135,14 +134,22 @@ def test_cli_writes_the_table_and_refuses_bad_names(tree, tmp_path, capsys):
     bench = tree["root"] / "bench.json"
     bench.write_text(json.dumps(BENCH))
     out = tmp_path / "out"
-    # "my-gpt" is named by its preset (gpt-c): GPT although its sizes are no paper size
-    args = ["tables", "beyond", "--heldout", *map(str, tree["heldout"]), "--tasks", *map(str, tree["tasks"]),
-            "--bench", str(bench), "--section-json", json.dumps({"trans-base-c": "gpt-c"}), "--out-dir", str(out)]
-    assert main(args) == 0
-    assert "| GPT | 2×32, ff 64, 4 heads, len 20 | CONT | trans-base-c |" in (out / "beyond.md").read_text()
-    with pytest.raises(ConfigError, match="variant -> preset name"):
-        from elmoc.commands.tables import _preset_names
-        _preset_names('["gpt-c"]')
+    inputs = ["--heldout", *map(str, tree["heldout"]), "--tasks", *map(str, tree["tasks"]), "--bench", str(bench)]
+    # "trans-base-c" is named by its preset (gpt-c): GPT although its sizes are no paper size
+    presets = json.dumps({"trans-base-c": "gpt-c"})
+    assert main(["beyond-table", *inputs, "--presets-json", presets, "--out-dir", str(out)]) == 0
+    table = (out / "beyond.md").read_text()
+    assert "| GPT | 2×32, ff 64, 4 heads, len 20 | CONT | trans-base-c |" in table
+    # the old spelling, with the old flag name, writes the same table
+    assert main(["tables", "beyond", *inputs, "--section-json", presets, "--out-dir", str(tmp_path / "old")]) == 0
+    assert (tmp_path / "old" / "beyond.md").read_text() == table
+    capsys.readouterr()
+    for bad, message in (('["gpt-c"]', "--presets-json (variant presets) must be a JSON object, got list"),
+                         ('{"trans-base-c": 3}', "config variant presets.trans-base-c must be str, got 3")):
+        assert main(["beyond-table", *inputs, "--presets-json", bad, "--out-dir", str(tmp_path / "bad")]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "bad").exists()
 
 
 @pytest.mark.parametrize("name, enc, bptt, objective, expected", [

@@ -97,11 +97,12 @@ def test_heldout_record_defaults(tmp_path):
 
 
 @pytest.mark.parametrize("argv", [
-    ["tables", "downstream", "--inputs", "{task}", "--output", "{out}/d.md"],
-    ["tables", "paper", "--tasks", "{task}", "--out-dir", "{out}"],
-    ["tables", "paper", "--heldout", "{heldout}", "--out-dir", "{out}"],
-    ["tables", "pretrain", "--inputs", "{heldout}", "--output", "{out}/p.md"],
-    ["tables", "figures", "--heldout", "{heldout}", "--out-dir", "{out}"],
+    ["downstream-table", "--inputs", "{task}", "--output", "{out}/d.md"],
+    ["paper-tables", "--tasks", "{task}", "--out-dir", "{out}"],
+    ["paper-tables", "--heldout", "{heldout}", "--out-dir", "{out}"],
+    ["pretrain-table", "--inputs", "{heldout}", "--output", "{out}/p.md"],
+    ["figures", "--heldout", "{heldout}", "--out-dir", "{out}"],
+    ["tables", "paper", "--heldout", "{heldout}", "--out-dir", "{out}"],  # the old spelling
     ["summary", "--tasks", "{task}"],
     ["summary", "--heldout", "{heldout}"],
 ])
@@ -124,7 +125,7 @@ def test_tables_refuse_an_impossible_score_in_one_line(tmp_path, capsys, score):
     """A NaN test was dropped (the cell said n=1) and 7.5 averaged with 0.5 into "400.00±494.97"."""
     good, bad = _task(tmp_path / "a"), _task(tmp_path / "b", seed=2, test=score)
     out = tmp_path / "out"
-    assert main(["tables", "downstream", "--inputs", str(good), str(bad), "--output", str(out / "d.md")]) == 1
+    assert main(["downstream-table", "--inputs", str(good), str(bad), "--output", str(out / "d.md")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(bad) in err[0] and "field 'test' must be a score" in err[0], err
     assert not out.exists()

@@ -55,3 +55,13 @@ def test_unknown_optimizer_and_option():
         build_optimizer({"type": "sgd"}, WithSparse(), 64)
     with pytest.raises(ConfigError, match="warmpu"):
         build_optimizer({"type": "scheduled_adam", "warmpu": 3}, WithSparse(), 64)
+
+
+def test_a_number_out_of_its_declared_range_is_one_line():
+    """The ranges of train/optim.py's OPTION_RANGES are checked where the optimizer is built too
+    (a spec given to `elmoc train` directly), not only when the workflow resolves a variant."""
+    model = nn.Linear(2, 2)
+    with pytest.raises(ConfigError, match=r"^optimizer.lr: -0.1 must be a number > 0$"):
+        build_optimizer({"type": "adam", "lr": -0.1}, model, batch_size=4)
+    with pytest.raises(ConfigError, match=r"^optimizer.warmup: 0 must be a positive integer$"):
+        build_optimizer({"type": "scheduled_adam", "warmup": 0}, model, batch_size=4)

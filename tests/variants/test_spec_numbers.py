@@ -1,5 +1,6 @@
 """Range checks of a resolved LM spec's numbers (elmoc.config.check_spec_numbers), in
-resolve_variant, `elmoc spec` and a Snakemake dry run (issue 20 item 8)."""
+resolve_variant, `elmoc spec` and a Snakemake dry run (issue 20 item 8), with the ranges each
+block declares beside its options (``OPTION_RANGES``, read from the source: issue 32 item 3)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from elmoc.cli import main
-from elmoc.config import SPEC_NUMBERS, load_yaml, resolve_variant
+from elmoc.config import RANGES, OR_NULL, declared_ranges, load_yaml, resolve_variant
 from elmoc.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +46,8 @@ def _config(tmp_path, overrides=None, variant_overrides=None, preset_train=None)
     ("encoder", "hidden_size", 0, "0 must be a positive integer"),
     ("encoder", "dropout", 1.5, "1.5 must be a number in [0, 1)"),
     ("output", "num_samples", -2, "-2 must be a positive integer"),
-    ("input", "dim", -8, "-8 must be a positive integer or null"),
+    ("input", "dim", -8, "-8 must be a positive integer"),
+    ("input", "dim", None, "None must be a positive integer"),  # a random table has a width
     ("optimizer", "lr", -0.1, "-0.1 must be a number > 0"),
     ("optimizer", "lr", "1e-3", "'1e-3' must be a number > 0 (YAML reads 1e-4 as a string: write 1.0e-4)"),
 ])
@@ -73,14 +75,52 @@ def test_the_message_names_the_layer_that_set_the_value(tmp_path):
 
 
 def test_null_where_allowed_and_the_shipped_configs_resolve(tmp_path):
-    config = _config(tmp_path, overrides={"train": {"max_steps": None, "eval_every": 0}, "input": {"dim": None}})
+    config = _config(tmp_path, overrides={"train": {"max_steps": None, "eval_every": 0},
+                                          "input": {"type": "fasttext", "vectors": "v.npy", "dim": None}})
     assert resolve_variant(config, "v")["train"]["max_steps"] is None
     base = load_yaml(REPO_ROOT / "config/config.yaml")
     paper = load_yaml(REPO_ROOT / "config/paper.yaml")
     for cfg in (base, paper):
         for variant in cfg["pretrain"]["variants"]:
             resolve_variant(cfg, variant, presets_dir=REPO_ROOT / "config/lm")
-    assert set(SPEC_NUMBERS) == {"train", "encoder", "input", "output", "optimizer"}
+
+
+def test_a_range_is_read_from_the_class_registered_as_the_type_and_its_bases(tmp_path):
+    # fasttext's dim may be null (the table's width), random's may not; fixed inherits num_samples
+    config = _config(tmp_path, overrides={"input": {"type": "fasttext", "vectors": "v.npy", "dim": -8}})
+    with pytest.raises(ConfigError, match=r"^pretrain\.overrides\.input\.dim: -8 must be a positive integer or null$"):
+        resolve_variant(config, "v")
+    config = _config(tmp_path, overrides={"output": {"type": "fixed", "vectors": "v.npy", "num_samples": 0}})
+    with pytest.raises(ConfigError, match=r"^pretrain\.overrides\.output\.num_samples: 0 must be a positive integer$"):
+        resolve_variant(config, "v")
+    # an option another type declares is not this type's: the registry refuses it when building
+    config = _config(tmp_path, overrides={"encoder": {"cell_size": -1}})
+    assert resolve_variant(config, "v")["encoder"]["cell_size"] == -1
+
+
+def test_the_source_read_ranges_are_the_classes_and_name_their_options():
+    """What the workflow reads from the source without importing (no torch) is what the classes
+    declare along their bases, every range is known and every ranged option is an argument."""
+    import inspect
+
+    from elmoc.registry import accepted_arguments, by_name, list_available
+    from elmoc.train.optim import OPTION_RANGES, _KNOWN
+    from elmoc.train.settings import TrainSettings
+
+    for kind in ("input", "encoder", "output"):
+        for name in list_available(kind):
+            cls = by_name(kind, name)
+            along = {}
+            for klass in reversed(inspect.getmro(cls)):
+                along.update(vars(klass).get("OPTION_RANGES", {}))
+            assert declared_ranges(kind, {"type": name}) == along, (kind, name)
+            assert set(along) <= accepted_arguments(cls)[0], (kind, name)
+            assert all(rule.removesuffix(OR_NULL) in RANGES for rule in along.values()), (kind, name)
+    assert declared_ranges("train", {}) == TrainSettings.OPTION_RANGES
+    assert set(TrainSettings.OPTION_RANGES) <= set(TrainSettings.__dataclass_fields__)
+    for kind, ranges in OPTION_RANGES.items():
+        assert declared_ranges("optimizer", {"type": kind}) == ranges and set(ranges) <= _KNOWN[kind]
+    assert declared_ranges("encoder", {"type": "elmo_lstm"})["cell_size"] == "int > 0"
 
 
 def test_elmoc_spec_checks_both_ways(tmp_path, capsys):

@@ -83,5 +83,5 @@ rule pretrain_table:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} tables pretrain --inputs {input.heldout} --output {output.md} --csv {output.csv}"
+        "{params.elmoc} pretrain-table --inputs {input.heldout} --output {output.md} --csv {output.csv}"
         " --plot {output.plot} > {log} 2>&1"

@@ -4,7 +4,8 @@
 # PDF, the majority-class baselines and the effective config; everything flagged
 # report() goes into `snakemake --report results/report.html` with the caption in
 # workflow/report/.  Partial results give tables with gaps (the inputs are what the
-# enabled stages make).
+# enabled stages make).  Each rule calls the one command of its kind (`elmoc paper-tables`,
+# `beyond-table`, `figures`, `downstream-table`, `majority-baseline`, `config-dump`).
 
 PAPER_TABLES = ["table2", "table3", "table4_speed", "table5_speed"]  # table4.csv/table5.csv: the bench's raw rows
 FIGURES = ["heldout_curves", "speed_table4", "speed_table5", "memory_s2"]
@@ -28,7 +29,7 @@ rule downstream_table:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} tables downstream --inputs {input} --output {output.md} --csv {output.csv}"
+        "{params.elmoc} downstream-table --inputs {input} --output {output.md} --csv {output.csv}"
         " --runs-csv {output.runs} > {log} 2>&1"
 
 
@@ -47,7 +48,7 @@ rule majority_baseline:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} tables majority --task {wildcards.task} --section-json {params.section:q}"
+        "{params.elmoc} majority-baseline --task {wildcards.task} --section-json {params.section:q}"
         " --scale {params.scale} --output {output} > {log} 2>&1"
 
 
@@ -79,7 +80,7 @@ rule paper_tables:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} tables paper --heldout {input.heldout} --tasks {input.tasks} --majority {input.majority}"
+        "{params.elmoc} paper-tables --heldout {input.heldout} --tasks {input.tasks} --majority {input.majority}"
         " {params.bench} --out-dir results/tables > {log} 2>&1"
 
 
@@ -112,8 +113,8 @@ rule beyond_table:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} tables beyond --heldout {input.heldout} --tasks {input.tasks} {params.bench}"
-        " --section-json {params.names:q} --out-dir results/tables > {log} 2>&1"
+        "{params.elmoc} beyond-table --heldout {input.heldout} --tasks {input.tasks} {params.bench}"
+        " --presets-json {params.names:q} --out-dir results/tables > {log} 2>&1"
 
 
 rule figures:
@@ -135,7 +136,7 @@ rule figures:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} tables figures --heldout {input.heldout} {params.bench} --out-dir results/figures > {log} 2>&1"
+        "{params.elmoc} figures --heldout {input.heldout} {params.bench} --out-dir results/figures > {log} 2>&1"
 
 
 rule summary:
@@ -169,7 +170,7 @@ rule config_dump:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} tables config --section-json {params.config:q} --output {output} > {log} 2>&1"
+        "{params.elmoc} config-dump --section-json {params.config:q} --output {output} > {log} 2>&1"
 
 
 FINAL_OUTPUT_HOOKS.append(lambda: ["results/tables/downstream.md"] if task_results() else [])

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
             from elmoc.config import load_yaml
 
             bilm_tf.bilm_tf_checkpoints(args.bilm_tf_options, args.bilm_tf_weights, args.output,
-                                        load_yaml(args.spec), args.vocab,
+                                        load_yaml(args.spec, mapping="an LM spec"), args.vocab,
                                         [args.direction] if args.direction else DIRECTIONS)
         else:
             check_output_directory(args.output, NAME, {"--bilm-tf-options": args.bilm_tf_options,

@@ -38,6 +38,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         if not args.variant:
             raise ConfigError("--config needs --variant")
-        spec = resolve_variant(load_yaml(args.config), args.variant)
+        spec = resolve_variant(load_yaml(args.config, mapping="a workflow config"), args.variant)
     dump_yaml(spec, args.output)
     return 0

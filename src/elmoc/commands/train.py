@@ -145,11 +145,8 @@ def _load_spec(path: str) -> dict:
     """The LM spec at ``path`` (one-line errors for a missing, invalid or non-mapping file, or
     an unknown key)."""
     from elmoc.config import check_spec_keys, load_yaml
-    from elmoc.errors import InputFileError
 
-    spec = load_yaml(path)
-    if not isinstance(spec, dict):
-        raise InputFileError(path, "an LM spec must be a mapping")
+    spec = load_yaml(path, mapping="an LM spec")
     check_spec_keys(spec, path)
     return spec
 

@@ -171,6 +171,9 @@ class ElmoLstmEncoder(Encoder):
         c (batch, cell)).
     """
 
+    OPTION_RANGES = {"num_layers": "int > 0", "cell_size": "int > 0", "projection_size": "int > 0",
+                     "cell_clip": "> 0 or null", "proj_clip": "> 0 or null", "recurrent_dropout": "[0, 1)"}
+
     def __init__(
         self,
         input_dim: int,

@@ -47,6 +47,8 @@ class LstmEncoder(Encoder):
         state: list of per-layer (h (batch, hidden), c (batch, hidden)).
     """
 
+    OPTION_RANGES = {"hidden_size": "int > 0", "num_layers": "int > 0", "dropout": "[0, 1)"}
+
     def __init__(self, input_dim: int, hidden_size: int = 2048, num_layers: int = 1, dropout: float = 0.0):
         super().__init__()
         for name, value in (("input_dim", input_dim), ("hidden_size", hidden_size), ("num_layers", num_layers)):

@@ -55,6 +55,9 @@ class TransformerEncoder(Encoder):
         block 1, ..., LayerNorm(block num_layers)], zero where mask is False.  No state.
     """
 
+    OPTION_RANGES = {"d_model": "int > 0", "heads": "int > 0", "d_ff": "int > 0", "num_layers": "int > 0",
+                     "dropout": "[0, 1)"}
+
     def __init__(self, input_dim: int, d_model: int = 512, heads: int = 8, d_ff: int = 2048,
                  num_layers: int = 6, dropout: float = 0.1, causal: bool = True):
         super().__init__()

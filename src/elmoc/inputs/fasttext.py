@@ -52,6 +52,7 @@ class FastTextInput(InputLayer):
         ids: (batch, time) long; returns (batch, time, dim) float32.
     """
 
+    OPTION_RANGES = {"dim": "int > 0 or null"}
     # what may have made the table, tried in this order (``oov_composer``)
     composers: tuple[type[Composer], ...] = (SubwordVectors, CharCnnVectors)
 

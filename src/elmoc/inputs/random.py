@@ -32,6 +32,8 @@ class RandomInput(InputLayer):
         ids: (batch, time) long; returns (batch, time, dim).
     """
 
+    OPTION_RANGES = {"dim": "int > 0"}
+
     def __init__(self, dim: int = 300, seed: int = 1, trainable: bool = False, vocab: Sized | None = None):
         super().__init__()
         if vocab is None:

@@ -31,6 +31,8 @@ class SubwordInput(InputLayer):
         ids: (batch, time) long; returns (batch, time, dim).
     """
 
+    OPTION_RANGES = {"dim": "int > 0"}
+
     def __init__(self, dim: int = 512, vocab: Sized | None = None):
         super().__init__()
         if vocab is None:

@@ -46,6 +46,8 @@ class AdaptiveOutput(SoftmaxOutput):
         hidden_dim, vocab: (context).
     """
 
+    OPTION_RANGES = {"div_value": "> 0"}
+
     def __init__(
         self,
         hidden_dim: int,

@@ -90,6 +90,8 @@ class ContinuousOutput(OutputLayer):
         hidden: (batch, time, hidden_dim); targets: (batch, time) long; mask: (batch, time) bool.
     """
 
+    OPTION_RANGES = {"dim": "int > 0 or null"}
+
     heldout_reduction = CosineSums
     table_family = "CONT"
 

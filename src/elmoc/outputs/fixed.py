@@ -36,6 +36,8 @@ class FixedOutput(SampledSoftmaxBase):
             table file lends its tensor instead of a second copy.
     """
 
+    OPTION_RANGES = {"dim": "int > 0 or null"}
+
     def __init__(
         self,
         vectors: str,

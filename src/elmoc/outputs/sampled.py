@@ -49,6 +49,8 @@ class SampledSoftmaxBase(SoftmaxOutput):
     the table's space).  Shapes as :class:`~elmoc.outputs.base.SoftmaxOutput`.
     """
 
+    OPTION_RANGES = {"num_samples": "int > 0"}
+
     def __init__(self, vocab_size: int, num_samples: int, seed: int):
         super().__init__()
         name = self.registered_name
@@ -178,6 +180,8 @@ class SampledSoftmaxOutput(SampledSoftmaxBase):
         seed: sampler seed (1111 as in the paper's code).
         hidden_dim, vocab: (context).
     """
+
+    OPTION_RANGES = {"embedding_dim": "int > 0 or null"}
 
     def __init__(
         self,

@@ -31,6 +31,8 @@ class SubwordOutput(SoftmaxOutput):
         hidden_dim, vocab, input_layer: (context).
     """
 
+    OPTION_RANGES = {"dim": "int > 0 or null"}
+
     def __init__(
         self,
         hidden_dim: int,

@@ -19,6 +19,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from elmoc.config import load_yaml
 from elmoc.errors import InputFileError
 from elmoc.records import HeldoutRecord, TaskRecord, TrainLog, TrainPoint
 
@@ -28,18 +29,9 @@ from elmoc.records import HeldoutRecord, TaskRecord, TrainLog, TrainPoint
 
 def read_spec_file(path: Path) -> dict[str, Any] | None:
     """A resolved LM spec (``results/lm/{variant}/spec.yaml``), or ``None`` when absent;
-    invalid YAML or a non-mapping is an :class:`InputFileError` naming the file."""
-    import yaml
-
-    if not path.exists():
-        return None
-    try:
-        spec = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
-        raise InputFileError(path, f"invalid YAML: {e}") from None
-    if not isinstance(spec, dict):
-        raise InputFileError(path, "an LM spec must be a mapping")
-    return spec
+    invalid YAML or a non-mapping is an :class:`InputFileError` naming the file
+    (:func:`elmoc.config.load_yaml`)."""
+    return load_yaml(path, mapping="an LM spec") if path.exists() else None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import Callable, Iterable
 import torch
 from torch import nn
 
+from elmoc.config import check_range
 from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError
 from elmoc.train.schedule import ScaledSchedule, check_type
@@ -69,6 +70,13 @@ _KNOWN = {
     "adam": {"lr", "betas", "eps", "weight_decay"},
     "adagrad": {"lr", "initial_accumulator_value"},
 }
+# The range of each type's numbers, checked here and when the workflow is parsed (elmoc.config.declared_ranges).
+OPTION_RANGES = {
+    "scheduled_adam": {"base_scale": "> 0", "base_ratio": "> 0", "warmup": "int > 0", "decay_ratio": ">= 0",
+                       "end_decay_ratio": "> 0", "tokens_per_epoch_ref": "> 0", "eps": "> 0"},
+    "adam": {"lr": "> 0", "eps": "> 0", "weight_decay": ">= 0"},
+    "adagrad": {"lr": "> 0", "initial_accumulator_value": ">= 0"},
+}
 
 
 def split_parameters(model: nn.Module) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
@@ -104,6 +112,8 @@ def build_optimizer(config: dict, model: nn.Module, batch_size: int) -> Optimize
                 check_type("optimizer.betas", beta, "float")
         else:
             check_type(f"optimizer.{key}", value, "int" if key == "warmup" else "float")
+            if key in OPTION_RANGES[kind]:
+                check_range(value, OPTION_RANGES[kind][key], f"optimizer.{key}")
     dense, sparse = split_parameters(model)
     if not dense and not sparse:
         raise ConfigError("the model has no trainable parameters")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from elmoc.data.masking import Masking
+from elmoc.config import check_range
 from elmoc.config_section import check_keys
 from elmoc.directions import CAUSAL_LM, SEPARATE, is_masked, train_directions
 from elmoc.errors import ConfigError
@@ -56,6 +57,13 @@ class TrainSettings:
             default BERT's 0.15, 0.8, 0.1); parsed into :attr:`masking_settings`.
     """
 
+    # the range of each number, checked here and when the workflow is parsed (elmoc.config.declared_ranges)
+    OPTION_RANGES = {"batch_size": "int > 0", "bptt": "int > 0", "epochs": "int > 0", "max_steps": "int > 0 or null",
+                     "clip_norm": ">= 0", "loss_scale": "> 0", "seed": "int >= 0", "log_every": "int >= 0",
+                     "eval_every": "int >= 0", "checkpoint_every": "int >= 0", "checkpoint_minutes": ">= 0 or null",
+                     "collective_timeout_minutes": "> 0", "eval_batch_size": "int > 0 or null",
+                     "eval_max_windows": "int > 0 or null"}
+
     batch_size: int = 64
     bptt: int = 20
     epochs: int = 10
@@ -89,12 +97,10 @@ class TrainSettings:
         for f in fields(cls):
             if f.name in config and f.name != "masking":  # masking: checked by Masking.from_config
                 check_type(f"train.{f.name}", config[f.name], str(f.type))
+        for key, rule in cls.OPTION_RANGES.items():
+            if key in config:
+                check_range(config[key], rule, f"train.{key}")
         settings = cls(**config)
-        if settings.batch_size <= 0 or settings.bptt <= 0:
-            raise ConfigError("train: batch_size and bptt must be positive")
-        if (settings.checkpoint_minutes or 0) < 0 or settings.collective_timeout_minutes <= 0:
-            raise ConfigError("train.checkpoint_minutes must be >= 0 (or null) and train.collective_timeout_minutes "
-                              f"> 0; got {settings.checkpoint_minutes} and {settings.collective_timeout_minutes}")
         if settings.precision not in ("fp32", "bf16", "tf32"):
             raise ConfigError(f"train.precision must be 'fp32', 'bf16' or 'tf32', got {settings.precision!r}")
         train_directions({"train": {"directions": settings.directions}})  # "separate", "joint" or "forward", else one line
