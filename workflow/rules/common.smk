@@ -12,8 +12,10 @@ from snakemake.exceptions import WorkflowError
 
 from elmoc import directions
 from elmoc.config import artifact_paths, resolve_variant, variant_names
+from elmoc.errors import ConfigError
 from elmoc.process_tree import torchrun_options
 from elmoc.tables import families
+from elmoc.tasks.config import complete_sections, is_section
 
 # The `elmoc` CLI of the Python running Snakemake (works without an activated venv).
 PYTHON = shlex.quote(sys.executable)
@@ -160,7 +162,7 @@ def pretrain_launcher(wildcards):
 
 def task_sections():
     """The task sections of the config (tasks.<name> with a `type`), in config order."""
-    return [name for name, value in config["tasks"].items() if isinstance(value, dict) and "type" in value]
+    return [name for name, value in config["tasks"].items() if is_section(value)]
 
 
 def task_run_job(task):
@@ -288,6 +290,21 @@ def data_vocab_inputs(wildcards):
 BASELINE = "fasttext"
 
 
+def complete_task_sections():
+    """Each task section checked by its registered task class and completed with the class's
+    defaults (elmoc.tasks.config.complete_sections), once, when the workflow is parsed: an
+    unknown type or key stops `snakemake -n` in one line naming it, and every rule's
+    --section-json carries each option the run uses. Importing the task classes imports torch
+    (about 3 s, only for a config with task sections; docs/architecture.md)."""
+    try:
+        complete_sections(config["tasks"])
+    except ConfigError as e:
+        raise WorkflowError(str(e)) from None
+
+
+complete_task_sections()
+
+
 def task_section(task):
     return config["tasks"][task]
 
@@ -353,7 +370,7 @@ def task_data_inputs(wildcards):
 
 
 def task_vectors_needed(task, variant):
-    return task_has_data(task) and (variant == BASELINE or task_section(task).get("with_fasttext", False))
+    return task_has_data(task) and (variant == BASELINE or task_section(task)["with_fasttext"])
 
 
 def task_run_inputs(wildcards):
