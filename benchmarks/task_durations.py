@@ -127,12 +127,15 @@ NER_TYPES = ("LOC", "MISC", "ORG", "PER")
 
 def task_sections(config: Path = PAPER_CONFIG) -> dict:
     """``tasks`` of ``config`` as the workflow passes each section: validated against the
-    workflow schema with its defaults filled."""
+    workflow schema with its defaults filled, each task section completed by its task class."""
     import yaml
     from snakemake.utils import validate
 
+    from elmoc.tasks.config import complete_sections
+
     data = yaml.safe_load(config.read_text(encoding="utf-8"))
     validate(data, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    complete_sections(data["tasks"])
     return data["tasks"]
 
 
