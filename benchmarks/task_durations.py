@@ -2,8 +2,8 @@
 
 For each task of ``config/paper.yaml`` (SST-5 BCN, SNLI ESIM, CoNLL-2003 NER, OntoNotes SRL,
 CoNLL-2012 coreference), with the task section as the workflow passes it (the config validated
-against the workflow schema, its defaults filled: the trainer's batch sizes, epochs and patience,
-``with_fasttext``) and the task class's paper model sizes:
+against the workflow schema, its defaults filled, each task section completed by its task class:
+the trainer's batch sizes, epochs and patience, ``with_fasttext``) and the task class's paper model sizes:
 
 1. synthetic instances of each dataset's mean length (``DATASETS``, every number with its
    source), their LM features (3 layers x 1024, the paper's ELMo width) in an HDF5 file of the
