@@ -15,7 +15,6 @@ from elmoc.config import artifact_paths, resolve_variant, variant_names
 from elmoc.errors import ConfigError
 from elmoc.process_tree import torchrun_options
 from elmoc.tables import families
-from elmoc.tasks.config import complete_sections, is_section
 
 # The `elmoc` CLI of the Python running Snakemake (works without an activated venv).
 PYTHON = shlex.quote(sys.executable)
@@ -162,7 +161,7 @@ def pretrain_launcher(wildcards):
 
 def task_sections():
     """The task sections of the config (tasks.<name> with a `type`), in config order."""
-    return [name for name, value in config["tasks"].items() if is_section(value)]
+    return [name for name, value in config["tasks"].items() if isinstance(value, dict) and "type" in value]
 
 
 def task_run_job(task):
@@ -295,7 +294,11 @@ def complete_task_sections():
     defaults (elmoc.tasks.config.complete_sections), once, when the workflow is parsed: an
     unknown type or key stops `snakemake -n` in one line naming it, and every rule's
     --section-json carries each option the run uses. Importing the task classes imports torch
-    (about 3 s, only for a config with task sections; docs/architecture.md)."""
+    (about 3 s of CPU, only for a config with task sections; docs/architecture.md)."""
+    if not task_sections():
+        return
+    from elmoc.tasks.config import complete_sections  # the package imports every task: torch
+
     try:
         complete_sections(config["tasks"])
     except ConfigError as e:
@@ -312,8 +315,9 @@ def task_section(task):
 def task_names():
     names = list(config["tasks"].get("run", []))
     for name in names:
-        if not isinstance(config["tasks"].get(name), dict):
-            raise ValueError(f"tasks.run names {name!r} but there is no tasks.{name} section in the config")
+        if name not in task_sections():
+            raise WorkflowError(f"config tasks.run names {name!r}, which is not a task section (tasks.<name> with a"
+                                f" type): add tasks.{name} or pick one of {task_sections()}")
     return names
 
 
