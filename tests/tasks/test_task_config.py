@@ -118,3 +118,15 @@ def test_a_task_in_one_file_outside_the_package_is_checked_completed_and_trained
     assert result["metric"] == "accuracy" and result["test"] == 1.0  # the words give the label away
     majority = majority_baseline(task, "tsv")
     assert majority["status"] == "ok" and majority["test"] == 0.5  # reads each instance's .label
+
+
+def test_a_registered_class_that_is_no_task_is_refused():
+    from elmoc.registry import register
+
+    list_available("task")
+    register("task", "not_a_task")(type("Plain", (), {}))
+    try:
+        with pytest.raises(ConfigError, match="config tasks.t.type: task 'not_a_task' is registered to .*derive it from Task"):
+            complete_sections({"t": {"type": "not_a_task"}})
+    finally:
+        _REGISTRY["task"].pop("not_a_task")

@@ -45,7 +45,6 @@ What a subclass implements (instances are any Python objects the task likes):
   "span F1 (AllenNLP ...)"); ``extra_metrics``: further ``compute()`` keys reported
   beside the headline one in the metrics JSON (``extra_scores``), each with its label
   (SRL's official CoNLL-2005 score).
-* ``default_trainer``: dict of paper trainer values (``TrainerConfig`` keys).
 * ``lowercase_words``: look static word vectors up lowercased (GloVe 6B's habit); False (the
   cased FastText-CC table's own case) in every task; NER sets it from its ``lowercase`` option.
 * :meth:`read` ``(split) -> list`` of instances for "train" / "dev" / "test";
@@ -70,8 +69,9 @@ What the tables read (:mod:`elmoc.tables`), beyond the metrics JSON the runner w
   have a ``label`` attribute as single-label classification: ``label`` is the gold class
   (hashable, compared with ``==``) and the score is the accuracy of always answering the
   most frequent training label.  An instance of any other kind of task must not have an
-  attribute called ``label`` (NER and SRL carry ``tags``, coref ``clusters``); its table
-  cell then says "n/a".  ``metric_name`` is written beside that score.
+  attribute called ``label`` (NER and SRL carry ``tags``, coref ``clusters``); its record
+  then says ``"status": "n/a: not a single-label classification task"``.  ``metric_name``
+  is written beside the score.
 * the task tables read each run's JSON: ``metric`` (= ``metric_name``), ``dev`` and ``test``
   (``compute()[metric_name]``, a fraction in [0, 1], shown times 100; higher is better),
   and ``extra_scores`` (one entry per ``extra_metrics`` key, a column ``<task>:<key>``).

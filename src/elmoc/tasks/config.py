@@ -48,6 +48,11 @@ def check_section(section: dict[str, Any], name: str) -> type:
         cls = by_name("task", kind)
     except ConfigError as e:
         raise ConfigError(f"config {name}.type: {e}") from None
+    from elmoc.tasks.base import Task  # imported by by_name already
+
+    if not (isinstance(cls, type) and issubclass(cls, Task)):
+        raise ConfigError(f"config {name}.type: task {kind!r} is registered to {cls!r}, which does not derive"
+                          " from elmoc.tasks.base.Task; derive it from Task (the contract the runner and tables read)")
     names, var_kw = accepted_arguments(cls)
     if not var_kw:
         check_keys(section, {"type", *names, *RUNNER_KEYS}, name)
