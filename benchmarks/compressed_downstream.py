@@ -49,15 +49,18 @@ PATH_KEYS = ("train", "dev", "test")
 
 def task_section(configfiles: list[str], task: str, workflow_dir: Path) -> dict:
     """``config["tasks"][task]`` as the workflow's rules pass it: the files deep-merged in order
-    (Snakemake's ``--configfile A B``), validated with the schema's defaults filled; data paths
-    relative to the workflow directory made absolute."""
+    (Snakemake's ``--configfile A B``), validated with the schema's defaults filled and completed by
+    the task class; data paths relative to the workflow directory made absolute."""
     import yaml
     from snakemake.utils import update_config, validate
+
+    from elmoc.tasks.config import complete_sections
 
     config: dict = {}
     for path in configfiles:
         update_config(config, yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {})
     validate(config, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    complete_sections(config["tasks"])
     section = json.loads(json.dumps(config["tasks"][task]))
     for key in PATH_KEYS:
         value = section.get(key)

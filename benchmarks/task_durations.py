@@ -2,8 +2,8 @@
 
 For each task of ``config/paper.yaml`` (SST-5 BCN, SNLI ESIM, CoNLL-2003 NER, OntoNotes SRL,
 CoNLL-2012 coreference), with the task section as the workflow passes it (the config validated
-against the workflow schema, its defaults filled: the trainer's batch sizes, epochs and patience,
-``with_fasttext``) and the task class's paper model sizes:
+against the workflow schema, its defaults filled, each task section completed by its task class:
+the trainer's batch sizes, epochs and patience, ``with_fasttext``) and the task class's paper model sizes:
 
 1. synthetic instances of each dataset's mean length (``DATASETS``, every number with its
    source), their LM features (3 layers x 1024, the paper's ELMo width) in an HDF5 file of the
@@ -127,12 +127,15 @@ NER_TYPES = ("LOC", "MISC", "ORG", "PER")
 
 def task_sections(config: Path = PAPER_CONFIG) -> dict:
     """``tasks`` of ``config`` as the workflow passes each section: validated against the
-    workflow schema with its defaults filled."""
+    workflow schema with its defaults filled, each task section completed by its task class."""
     import yaml
     from snakemake.utils import validate
 
+    from elmoc.tasks.config import complete_sections
+
     data = yaml.safe_load(config.read_text(encoding="utf-8"))
     validate(data, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    complete_sections(data["tasks"])
     return data["tasks"]
 
 

@@ -12,6 +12,7 @@ from snakemake.exceptions import WorkflowError
 
 from elmoc import directions
 from elmoc.config import artifact_paths, resolve_variant, variant_names
+from elmoc.errors import ConfigError
 from elmoc.process_tree import torchrun_options
 from elmoc.tables import families
 
@@ -288,6 +289,25 @@ def data_vocab_inputs(wildcards):
 BASELINE = "fasttext"
 
 
+def complete_task_sections():
+    """Each task section checked by its registered task class and completed with the class's
+    defaults (elmoc.tasks.config.complete_sections), once, when the workflow is parsed: an
+    unknown type or key stops `snakemake -n` in one line naming it, and every rule's
+    --section-json carries each option the run uses. Importing the task classes imports torch
+    (about 3 s of CPU, only for a config with task sections; docs/architecture.md)."""
+    if not task_sections():
+        return
+    from elmoc.tasks.config import complete_sections  # the package imports every task: torch
+
+    try:
+        complete_sections(config["tasks"])
+    except ConfigError as e:
+        raise WorkflowError(str(e)) from None
+
+
+complete_task_sections()
+
+
 def task_section(task):
     return config["tasks"][task]
 
@@ -295,8 +315,9 @@ def task_section(task):
 def task_names():
     names = list(config["tasks"].get("run", []))
     for name in names:
-        if not isinstance(config["tasks"].get(name), dict):
-            raise ValueError(f"tasks.run names {name!r} but there is no tasks.{name} section in the config")
+        if name not in task_sections():
+            raise WorkflowError(f"config tasks.run names {name!r}, which is not a task section (tasks.<name> with a"
+                                f" type): add tasks.{name} or pick one of {task_sections()}")
     return names
 
 
@@ -353,7 +374,7 @@ def task_data_inputs(wildcards):
 
 
 def task_vectors_needed(task, variant):
-    return task_has_data(task) and (variant == BASELINE or task_section(task).get("with_fasttext", False))
+    return task_has_data(task) and (variant == BASELINE or task_section(task)["with_fasttext"])
 
 
 def task_run_inputs(wildcards):

@@ -2,7 +2,9 @@
 # from rule `extract`) plus the FastText baseline, and every seed, one `elmoc task` run
 # -> results/tasks/{task}/{variant}/seed{seed}.json.  A task whose data is not configured
 # still gets its JSONs, with "status": "no data: set tasks.<task>.<key>", never silently.
-# Rules pass the task's (merged) config section as JSON, so --configfile/--config overrides count.
+# Rules pass the task's (merged) config section as JSON, so --configfile/--config overrides count;
+# the section is checked and completed by its task class when the workflow is parsed (common.smk
+# complete_task_sections): the schema names no task, so a new task is one file.
 # The task's downloads (tasks.downloads) are fetched by rule fetch (data.smk) into resources/tasks/.
 
 

@@ -21,6 +21,23 @@ because a path is not configured says so in :meth:`Task.missing_data`, and the
 runner writes a ``"status": "no data: set tasks.<name>.<key>"`` JSON instead of
 failing.
 
+A new task is one file: a module of this package, or a ``.py`` file named in
+``ELMOC_PLUGINS``.  The workflow schema knows no task by name: it takes any section
+whose ``type`` is registered, and :mod:`elmoc.tasks.config` checks the section's keys
+against the class when the workflow is parsed (``snakemake -n`` names a misspelled
+key or type) and fills in :meth:`Task.section_defaults`.  So the class holds the
+task's defaults, and nothing else names them:
+
+* constructor keyword defaults: the task's options (filled into the section, in the
+  constructor's order, so every rule's ``--section-json`` names each value the run uses);
+* ``default_model``: the ``model`` keys and their paper values (no other key is accepted);
+* ``default_trainer``: the paper's ``TrainerConfig`` values (a section's ``trainer`` is
+  merged over them; the dataclass's own defaults below that);
+* ``default_with_fasttext``: whether LM runs also get the static word vectors
+  (``with_fasttext``; the FastText baseline always gets them);
+* ``merged_options``: constructor options that are mappings merged over the class's
+  own defaults by the constructor (``model``; the CoNLL tasks' ``splits``): not filled in.
+
 What a subclass implements (instances are any Python objects the task likes):
 
 * ``metric_name``: the headline metric written to the metrics JSON ("accuracy", "f1", ...).
@@ -28,7 +45,6 @@ What a subclass implements (instances are any Python objects the task likes):
   "span F1 (AllenNLP ...)"); ``extra_metrics``: further ``compute()`` keys reported
   beside the headline one in the metrics JSON (``extra_scores``), each with its label
   (SRL's official CoNLL-2005 score).
-* ``default_trainer``: dict of paper trainer values (``TrainerConfig`` keys).
 * ``lowercase_words``: look static word vectors up lowercased (GloVe 6B's habit); False (the
   cased FastText-CC table's own case) in every task; NER sets it from its ``lowercase`` option.
 * :meth:`read` ``(split) -> list`` of instances for "train" / "dev" / "test";
@@ -46,6 +62,21 @@ What a subclass implements (instances are any Python objects the task likes):
 * :meth:`new_metric` ``() -> Metric``.
 * :meth:`length` ``(instance) -> int`` for length bucketing (default: 1).
 
+What the tables read (:mod:`elmoc.tables`), beyond the metrics JSON the runner writes:
+
+* ``elmoc tables majority`` (:func:`elmoc.tables.summary.majority_baseline`) calls
+  :meth:`missing_data`, ``read("train")`` and ``read("test")``, and treats instances that
+  have a ``label`` attribute as single-label classification: ``label`` is the gold class
+  (hashable, compared with ``==``) and the score is the accuracy of always answering the
+  most frequent training label.  An instance of any other kind of task must not have an
+  attribute called ``label`` (NER and SRL carry ``tags``, coref ``clusters``); its record
+  then says ``"status": "n/a: not a single-label classification task"``.  ``metric_name``
+  is written beside the score.
+* the task tables read each run's JSON: ``metric`` (= ``metric_name``), ``dev`` and ``test``
+  (``compute()[metric_name]``, a fraction in [0, 1], shown times 100; higher is better),
+  and ``extra_scores`` (one entry per ``extra_metrics`` key, a column ``<task>:<key>``).
+  Rows and columns are keyed by the section name (``tasks.<name>``), not by ``type``.
+
 A :class:`TaskModel` maps a batch to :class:`TaskOutput` ``(loss, predictions)``;
 ``loss`` is the training loss of the batch with the reduction of the task's
 reference implementation (AllenNLP): a mean for most tasks, the sum over sentences
@@ -58,6 +89,7 @@ accumulates ``update(predictions, batch)`` and reports ``compute() -> dict`` who
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
@@ -131,6 +163,8 @@ class Task:
     extra_metrics: dict[str, str] = {}
     default_model: dict[str, Any] = {}
     default_trainer: dict[str, Any] = {}
+    default_with_fasttext: bool = False
+    merged_options: tuple[str, ...] = ("model",)
     required_data: tuple[str, ...] = SPLITS
     lowercase_words: bool = False
 
@@ -140,6 +174,15 @@ class Task:
         self.model_options = check_options(f"task {self.registered_name!r} model", model or {}, self.default_model)
 
     registered_name: str = "task"
+
+    @classmethod
+    def section_defaults(cls) -> dict[str, Any]:
+        """What the workflow fills into a section of this task that lacks it, in this order:
+        each constructor option with its default (but ``merged_options``), then ``with_fasttext``."""
+        options = inspect.signature(cls.__init__).parameters.values()
+        defaults = {p.name: p.default for p in options
+                    if p.default is not inspect.Parameter.empty and p.name not in cls.merged_options}
+        return {**defaults, "with_fasttext": cls.default_with_fasttext}
 
     # -- data -----------------------------------------------------------------
     def missing_data(self) -> str | None:

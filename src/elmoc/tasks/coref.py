@@ -363,11 +363,13 @@ class CorefTask(Task):
     }
     default_trainer = {"batch_size": 1, "eval_batch_size": 1, "lr": 1e-3, "lr_decay": 0.999, "lr_decay_steps": 100,
                        "grad_norm": 5.0, "epochs": 150, "patience": 10}
+    default_with_fasttext = True  # FastText vectors stand in for e2e-coref's GloVe next to the LM features
+    merged_options = ("model", "splits")
 
     def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
-                 model: dict[str, Any] | None = None, max_training_sentences: int | None = 50,
-                 max_documents: int | None = None, data_dir: str | None = None,
-                 splits: dict[str, str] | None = None, language: str = DEFAULT_LANGUAGE):
+                 model: dict[str, Any] | None = None, data_dir: str | None = None,
+                 splits: dict[str, str] | None = None, language: str = DEFAULT_LANGUAGE,
+                 max_training_sentences: int | None = 50, max_documents: int | None = None):
         paths = resolve_conll_paths("task coref", train, dev, test, data_dir, splits)
         super().__init__(paths["train"], paths["dev"], paths["test"], model)
         self.language = language

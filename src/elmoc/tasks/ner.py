@@ -160,6 +160,7 @@ class NerTask(Task):
     default_model = {"char_dim": 16, "char_filters": 128, "char_width": 3, "hidden": 200, "num_layers": 2,
                      "dropout": 0.5, "layer_norm": False, "feature_dropout": 0.0, "trainable_words": True}
     default_trainer = {"batch_size": 64, "lr": 1e-3, "grad_norm": 5.0, "epochs": 75, "patience": 25, "mix_l2": 0.1}
+    default_with_fasttext = True  # GloVe (FastText here) + char CNN + ELMo
 
     def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
                  model: dict[str, Any] | None = None, lowercase: bool = False):

@@ -192,6 +192,7 @@ class SnliTask(Task):
                      "trainable_words": False}
     default_trainer = {"batch_size": 32, "lr": 4e-4, "grad_norm": 10.0, "epochs": 75, "patience": 5,
                        "plateau_factor": 0.5}
+    default_with_fasttext = False  # ESIM uses ELMo only in the paper's configuration
 
     def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
                  model: dict[str, Any] | None = None, dev_every: int | None = None,

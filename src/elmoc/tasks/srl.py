@@ -152,11 +152,13 @@ class SrlTask(Task):
     }
     default_trainer = {"batch_size": 80, "optimizer": "adadelta", "rho": 0.95, "lr": 1.0, "grad_norm": None,
                        "grad_value": 1.0, "epochs": 500, "patience": 200, "mix_l2": 1e-3}
+    default_with_fasttext = False  # the paper's SRL input is ELMo only (+ predicate indicator)
+    merged_options = ("model", "splits")
 
     def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
-                 model: dict[str, Any] | None = None, max_instances: int | None = None,
-                 data_dir: str | None = None, splits: dict[str, str] | None = None,
-                 language: str = DEFAULT_LANGUAGE):
+                 model: dict[str, Any] | None = None, data_dir: str | None = None,
+                 splits: dict[str, str] | None = None, language: str = DEFAULT_LANGUAGE,
+                 max_instances: int | None = None):
         paths = resolve_conll_paths("task srl", train, dev, test, data_dir, splits)
         super().__init__(paths["train"], paths["dev"], paths["test"], model)
         self.language = language

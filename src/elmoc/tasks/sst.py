@@ -295,11 +295,12 @@ class SstTask(Task):
         "layer_norm": False, "feature_dropout": 0.0, "trainable_words": False,
     }
     default_trainer = {"batch_size": 100, "lr": 1e-3, "grad_norm": 5.0, "epochs": 40, "patience": 5}
+    default_with_fasttext = True  # BCN's GloVe + ELMo
 
     def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
-                 model: dict[str, Any] | None = None, format: str = "ptb", granularity: str = "5-class",
-                 use_subtrees: bool = True, unique_subtrees: bool = False, encoding: str = "utf-8",
-                 members: Sequence[str] | None = None, split_seed: int = 1):
+                 model: dict[str, Any] | None = None, format: str = "ptb", members: Sequence[str] | None = None,
+                 split_seed: int = 1, granularity: str = "5-class", use_subtrees: bool = True,
+                 unique_subtrees: bool = False, encoding: str = "utf-8"):
         super().__init__(train, dev, test, model)
         import codecs
 
