@@ -40,7 +40,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 Mention = tuple[int, int]
 Cluster = Sequence[Mention]
@@ -167,6 +166,8 @@ def b_cubed(chains: Chains) -> Counts:
 
 def ceaf_e(chains: Chains) -> Counts:
     """Best one-to-one summed phi4 over the number of key / response clusters."""
+    from scipy.optimize import linear_sum_assignment  # here: ~1 s of import every `elmoc task` would pay
+
     key, response = chains.key, chains.response
     total = 0.0
     if key and response:
