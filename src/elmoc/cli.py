@@ -34,7 +34,11 @@ def _command_modules():
         yield module
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; given the command line ``argv``, only the command it names
+    gets its arguments: another command's ``add_arguments`` may import torch (``task``: every
+    registered task), seconds of start-up that a workflow job such as ``with-gpus`` would pay."""
+    named = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
     parser = argparse.ArgumentParser(
         prog="elmoc",
         description="ELMo-C: contextual word representations with continuous outputs, "
@@ -43,9 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"elmoc {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in _command_modules():
+    modules = list(_command_modules())
+    every = named not in {m.NAME for m in modules}
+    for module in modules:
         p = sub.add_parser(module.NAME, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
-        module.add_arguments(p)
+        if every or module.NAME == named:
+            module.add_arguments(p)
         p.set_defaults(_run=module.run, _paths=_declared_paths(module, p))
     return parser
 
@@ -67,7 +74,8 @@ def _refuse_outputs_among_inputs(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

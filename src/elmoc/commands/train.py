@@ -163,14 +163,14 @@ def _check_spec_direction(args: argparse.Namespace) -> str:
 
 def checkpoint_step(out_dir) -> int | None:
     """The step of ``out_dir``'s checkpoint.pt (metadata only, memory-mapped), or None: an LM's
-    (``elmoc train``) or a downstream task run's (``elmoc task``, :mod:`elmoc.tasks.checkpoint`)."""
-    from elmoc.tasks.checkpoint import FORMAT as TASK_FORMAT
-    from elmoc.model_file import FORMAT, load_checkpoint
-    from elmoc.train.checkpoint import CHECKPOINT
-
-    path = out_dir / CHECKPOINT
+    (``elmoc train``) or a downstream task run's (``elmoc task``, :mod:`elmoc.tasks.checkpoint`).
+    Without one, nothing heavy is imported: ``elmoc with-gpus`` asks after every job it ran."""
+    path = out_dir / "checkpoint.pt"  # = elmoc.train.checkpoint.CHECKPOINT (tests/core/test_cli_startup.py)
     if not path.is_file():
         return None
+    from elmoc.model_file import FORMAT, load_checkpoint
+    from elmoc.tasks.checkpoint import FORMAT as TASK_FORMAT
+
     try:
         return int(load_checkpoint(path, mmap=True, formats=(FORMAT, TASK_FORMAT))["step"])
     except Exception:  # unreadable or foreign: the resume says why; here it is "no step"
