@@ -39,7 +39,8 @@ def test_with_gpus_asks_a_finished_jobs_folder_for_its_checkpoint_without_torch(
 def test_checkpoint_step_reads_the_checkpoint_the_trainers_write(tmp_path):
     from elmoc.commands.train import checkpoint_step
     from elmoc.tasks.checkpoint import FORMAT as TASK_FORMAT
-    from elmoc.train.checkpoint import CHECKPOINT, save_checkpoint
+    from elmoc.model_file import save_checkpoint
+    from elmoc.train.checkpoint import CHECKPOINT
 
     save_checkpoint(tmp_path / CHECKPOINT, {"step": 7}, fmt=TASK_FORMAT)
     assert checkpoint_step(tmp_path) == 7

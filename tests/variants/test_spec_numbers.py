@@ -110,6 +110,8 @@ def test_the_source_read_ranges_are_the_classes_and_name_their_options():
     for kind in ("input", "encoder", "output"):
         for name in list_available(kind):
             cls = by_name(kind, name)
+            if not cls.__module__.startswith("elmoc."):  # registered in-process by another test
+                continue
             along = {}
             for klass in reversed(inspect.getmro(cls)):
                 along.update(vars(klass).get("OPTION_RANGES", {}))
