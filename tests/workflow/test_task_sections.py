@@ -3,7 +3,6 @@ when the workflow is parsed (a misspelled key or type is one line naming it and 
 task in one file outside the package (ELMOC_PLUGINS) is scheduled like a shipped one."""
 from __future__ import annotations
 
-import inspect
 import os
 import re
 import subprocess
@@ -11,8 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-import elmoc.registry
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = REPO_ROOT / "tests/tasks/tsv_binary.py"
@@ -42,12 +39,7 @@ def test_a_bad_task_section_stops_the_dry_run_in_one_line(tmp_path, overlay, lin
     assert "Traceback" not in r.stderr
 
 
-PLUGINS_LANDED = "ELMOC_PLUGINS" in inspect.getsource(elmoc.registry)
-
-
 @pytest.mark.slow
-@pytest.mark.xfail(not PLUGINS_LANDED, strict=True,
-                   reason="the registry does not read ELMOC_PLUGINS yet (issue 32, helper modelfile)")
 def test_a_task_in_one_plugin_file_is_scheduled(tmp_path):
     overlay = ("tasks:\n  run: [reviews]\n  reviews: {type: tsv_binary, train: data/train.tsv, dev: data/dev.tsv,"
                " test: data/test.tsv, trainer: {epochs: 2}}\n")
