@@ -26,7 +26,21 @@ from pathlib import Path
 from typing import IO, Iterator
 
 from elmoc.errors import DiskFullError
-from elmoc.io.output_paths import hold
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: temporaries are not held, and none is ever called stale
+    fcntl = None
+
+
+
+def hold(fd: int) -> None:
+    """Take an exclusive ``flock`` on ``fd`` (a temporary being written): while the
+    writer lives, :func:`elmoc.io.output_paths.remove_stale_temps` of another run leaves
+    the file alone."""
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
 
 # torch.save's messages when its writer's file write fails (a full disk gives the first)
 _TORCH_WRITE_FAILURES = ("unexpected pos", "PytorchStreamWriter failed", "file write failed")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Union
 
 from elmoc.errors import OutputError
+from elmoc.io.atomic import atomic_directory
 
 try:  # POSIX; elsewhere no temporary counts as held and none is removed
     import fcntl
@@ -136,8 +137,6 @@ def output_directory(path: PathLike, command: str, inputs: Paths | None = None) 
     """:func:`elmoc.io.atomic.atomic_directory` for a command's output folder: checks the
     folder (:func:`check_output_directory`, again at write time), removes temporaries of
     earlier killed runs, yields the temp folder and writes :data:`MANIFEST` into it last."""
-    from elmoc.io.atomic import atomic_directory
-
     check_output_directory(path, command, inputs)
     remove_stale_temps(path, directories=True)
     with atomic_directory(path) as tmp:
@@ -146,13 +145,6 @@ def output_directory(path: PathLike, command: str, inputs: Paths | None = None) 
 
 
 # ---------------------------------------------------------------- temporaries of killed runs
-
-
-def hold(fd: int) -> None:
-    """Take an exclusive ``flock`` on ``fd`` (a temporary being written): while the
-    writer lives, :func:`remove_stale_temps` of another run leaves the file alone."""
-    if fcntl is not None:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def _abandoned(path: Path) -> bool:

@@ -60,7 +60,8 @@ from elmoc.data.download.pins import Pin, PinsFile
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.io.atomic import public_mode
 from elmoc.io.output_paths import MANIFEST as OUTPUT_MANIFEST
-from elmoc.io.output_paths import check_output_directory, hold, output_directory, remove_stale_temps
+from elmoc.io.atomic import hold
+from elmoc.io.output_paths import check_output_directory, output_directory, remove_stale_temps
 
 log = logging.getLogger(__name__)
 
