@@ -378,7 +378,7 @@ if ta != tb:
 else:
     print(f"task JSON after {len(task_attempts)} SLURM jobs equals the uninterrupted local run's: "
           f"dev {tb['dev']}, test {tb['test']}, {len(tb['history'])} epochs")
-from elmoc.train.checkpoint import load_checkpoint  # weights only: a model file runs no code
+from elmoc.model_file import load_checkpoint  # weights only: a model file runs no code
 a = load_checkpoint(f"{work}/local/{out}/model.pt")
 b = load_checkpoint(f"{work}/slurm/{out}/model.pt")
 diff = max((x - b["model"][k]).abs().max().item() for k, x in a["model"].items())

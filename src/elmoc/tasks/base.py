@@ -64,7 +64,7 @@ What a subclass implements (instances are any Python objects the task likes):
 
 What the tables read (:mod:`elmoc.tables`), beyond the metrics JSON the runner writes:
 
-* ``elmoc tables majority`` (:func:`elmoc.tables.summary.majority_baseline`) calls
+* ``elmoc majority-baseline`` (:func:`elmoc.tables.summary.majority_baseline`) calls
   :meth:`missing_data`, ``read("train")`` and ``read("test")``, and treats instances that
   have a ``label`` attribute as single-label classification: ``label`` is the gold class
   (hashable, compared with ``==``) and the score is the accuracy of always answering the
