@@ -10,13 +10,19 @@ import pytest
 from elmoc.devices import GpuSlots
 
 
+def _sigint_default() -> None:
+    """Ctrl-C's default in the child: a suite started in the background of a non-interactive
+    shell (`make test &`) ignores SIGINT, the child would inherit that and never hear it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 def test_sigint_while_a_command_waits_is_one_line_and_130(tmp_path):
     held = GpuSlots(tmp_path, ["0"]).try_acquire(1)  # `with-gpus 1` waits for this slot
     try:
         proc = subprocess.Popen([sys.executable, "-m", "elmoc.cli", "with-gpus", "--lock-dir", str(tmp_path), "1",
                                  "--", "true"], env={**os.environ, "CUDA_VISIBLE_DEVICES": "0"},
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
         seen = ""
         deadline = time.monotonic() + 120
         while "waiting for 1 free GPU" not in seen:  # the command is inside its wait loop
