@@ -16,7 +16,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from elmoc.errors import ConfigError, InputFileError
+from elmoc.errors import ConfigError
 
 RUNNER_KEYS = ("trainer", "with_fasttext")
 
@@ -82,11 +82,7 @@ def load_task_section(path: str | Path, name: str) -> tuple[dict[str, Any], str]
     """(section of task ``name``, scale) from a YAML file."""
     from elmoc.config import load_yaml
 
-    data = load_yaml(path)
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise InputFileError(path, "a config must be a mapping (a workflow config or one task section)")
+    data = load_yaml(path, mapping="a workflow config or one task section")
     scale = str(data.get("scale", "demo"))
     if "tasks" in data:
         tasks = data["tasks"] or {}
