@@ -66,7 +66,7 @@ def write_features(bilm: "BiLM", sentences: Iterable[Sequence[str]], output: str
 
     from elmoc.devices import resolve_device
     from elmoc.features.embed import check_batching, iter_features, select_layers
-    from elmoc.io.atomic import atomic_path
+    from elmoc.io.atomic import atomic_path, raise_if_terminated
     from elmoc.io.output_paths import remove_stale_temps
 
     select_layers(np.zeros((1, 1, 1), np.float32), layers)  # checks the name and sizes before any work
@@ -90,6 +90,7 @@ def write_features(bilm: "BiLM", sentences: Iterable[Sequence[str]], output: str
             # in input order and the last one's key wins in the index, as in a dict over the input
             for i, tokens, value in iter_features(bilm, sentences, layers, batch_size, max_tokens,
                                                   progress=True, total=total):
+                raise_if_terminated()  # a SIGTERM whose exception Python swallowed (io/atomic.py)
                 h5.create_dataset(str(i), data=value, dtype="float32")
                 if not forget_sentences:
                     index.write(f"{',' if count else ''}{json.dumps(sentence_key(tokens))}:{json.dumps(str(i))}")

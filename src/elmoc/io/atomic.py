@@ -21,7 +21,9 @@ import errno
 import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
 from pathlib import Path
 from typing import IO, Iterator
 
@@ -32,6 +34,56 @@ try:
 except ImportError:  # not POSIX: temporaries are not held, and none is ever called stale
     fcntl = None
 
+
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's cancel, ``kill``) raised as an interrupt, so the cleanup of
+    the atomic writers runs as for Ctrl-C; the command exits with :attr:`exit_status`."""
+
+    exit_status = 128 + signal.SIGTERM
+
+
+# set by sigterm_as_interrupt's handler; read before every rename onto a final path
+_terminated = threading.Event()
+
+
+def raise_if_terminated() -> None:
+    """Raise :class:`Terminated` if a SIGTERM arrived inside :func:`sigterm_as_interrupt`.
+
+    The handler raises at once, but Python swallows an exception raised while it runs a
+    finalizer or a weakref callback ("Exception ignored in ..."), and the work would go
+    on to write its output as if no signal had come.  The atomic writers call this
+    before they rename a temporary onto its final path, and long loops may call it per
+    step, so a swallowed SIGTERM still ends the command with exit 143 and no output.
+    """
+    if _terminated.is_set():
+        raise Terminated()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block SIGTERM raises :class:`Terminated` (a KeyboardInterrupt) in the
+    main thread, so ``finally``/``except BaseException`` cleanups delete the command's
+    temporaries; the signal is also remembered (:func:`raise_if_terminated`) in case the
+    exception lands where Python ignores it.  Outside the main thread nothing is
+    installed.  The handler before is restored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum, frame):
+        _terminated.set()
+        raise Terminated()
+
+    _terminated.clear()
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+        raise_if_terminated()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        _terminated.clear()
 
 
 def hold(fd: int) -> None:
@@ -125,6 +177,7 @@ def atomic_path(path: str | Path, held: bool = True) -> Iterator[Path]:
         public_mode(tmp)
         with disk_full_as_error(path):
             yield Path(tmp)
+            raise_if_terminated()
             os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -149,6 +202,7 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
         with disk_full_as_error(path):
             public_mode(tmp, directory=True)
             yield tmp
+        raise_if_terminated()
         if path.exists():
             old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
             held.append(os.open(old, os.O_RDONLY))

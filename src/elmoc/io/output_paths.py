@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Union
 
 from elmoc.errors import OutputError
+from elmoc.io.atomic import Terminated, sigterm_as_interrupt  # re-exported: the commands import them from here
 from elmoc.io.atomic import atomic_directory
 
 try:  # POSIX; elsewhere no temporary counts as held and none is removed
@@ -213,32 +214,6 @@ def remove_stale_temps(path: PathLike, directories: bool = False, companions: tu
                     companion.unlink(missing_ok=True)
                     removed.append(companion)
     return removed
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a scheduler's cancel, ``kill``) raised as an interrupt, so the cleanup of
-    the atomic writers runs as for Ctrl-C; the command exits with :attr:`exit_status`."""
-
-    exit_status = 128 + signal.SIGTERM
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block SIGTERM raises :class:`Terminated` (a KeyboardInterrupt) in the
-    main thread, so ``finally``/``except BaseException`` cleanups delete the command's
-    temporaries.  Outside the main thread nothing is installed.  The handler before is restored."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _raise(signum, frame):
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, _raise)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 __all__ = ["MANIFEST", "OutputError", "Terminated", "check_output_directory", "hold",
