@@ -57,3 +57,19 @@ def test_fork_peak_memory_grows_with_allocation():
     small = peak_step_bytes(make(1), torch.device("cpu"))
     big = peak_step_bytes(make(64), torch.device("cpu"))
     assert big - small > 40 * 2**20
+
+
+def test_peak_step_bytes_cuda_branch_runs(monkeypatch):
+    """The CUDA branch of peak_step_bytes failed on its first GPU run (UnboundLocalError: a
+    function-level ``import torch._dynamo`` made ``torch`` local).  Driven here with a fake
+    CUDA memory counter: the step allocates 1000 bytes over a base of 500."""
+    state = {"allocated": 500, "peak": 500}
+
+    def step():
+        state["peak"] = max(state["peak"], state["allocated"] + 1000)
+
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: state.update(peak=500))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: state["allocated"])
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: state["peak"])
+    assert peak_step_bytes(lambda: step, torch.device("cuda")) == 1000

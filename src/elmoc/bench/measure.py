@@ -12,6 +12,7 @@ resident set (``os.wait4`` rusage) minus that of an idle fork is the step's memo
 """
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import statistics
@@ -125,8 +126,10 @@ def peak_step_bytes(make_step: Callable[[], Callable[[], object]], device: torch
             return -1
         return int(torch.cuda.max_memory_allocated(device) - base)
     # The first optimizer of a process imports torch._dynamo (seconds); imported here once, every
-    # forked probe inherits it instead of importing it again (it was most of a probe's time).
-    import torch._dynamo  # noqa: F401
+    # forked probe inherits it instead of importing it again (it was most of a probe's time).  Not
+    # as ``import torch._dynamo``: that statement makes ``torch`` a local name of this whole
+    # function, and the CUDA branch above failed with UnboundLocalError on its first GPU run.
+    importlib.import_module("torch._dynamo")
 
     idle = _fork_peak_kib(None)
 
