@@ -45,7 +45,8 @@ derives it): each step's estimate is its FLOPs at an assumed achieved rate (30 T
 fp32, 150 in TF32, 300 in bf16 for the large products; the LSTM's time loop at about
 1,000 kernel launches of 8 us per window and direction) plus its fixed costs (process
 starts, building models, writing random tables), taken from the CPU rehearsal's
-timings of the same work.  Each step also has a hard limit (LIMITS), and --budget-s
+timings of the same work; the first GPU run (an H200, 2026-11-26) replaced the derived
+figures of the steps it finished by their measured times.  Each step also has a hard limit (LIMITS), and --budget-s
 (default 1500 s = 25 minutes) caps the limits' sum: a step gets at most what is left.
 """
 from __future__ import annotations
@@ -71,15 +72,16 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 STEPS = ("device", "tests", "resume", "table4", "table5", "throughput", "profile", "embed")
 # hard limits (seconds) per step: the default CUDA plan / the tiny CPU rehearsal
-LIMITS = {"device": (40, 120), "tests": (120, 300), "resume": (180, 420), "table4": (390, 300),
-          "table5": (200, 300), "throughput": (240, 300), "profile": (140, 300), "embed": (330, 400)}
-# estimated seconds of each step of the default CUDA plan on one H100 (module docstring; derivation in
-# docs/full-run.md, "On a GPU")
-ESTIMATES = {"device": 20, "tests": 45, "resume": 90, "table4": 240, "table5": 120, "throughput": 120,
-             "profile": 90, "embed": 200}
-# the three device commands of docs/full-run.md, each within the tool's 10-minute limit (limits' sums 580,
+LIMITS = {"device": (40, 120), "tests": (90, 300), "resume": (150, 420), "table4": (530, 300),
+          "table5": (200, 300), "throughput": (150, 300), "profile": (120, 300), "embed": (330, 400)}
+# estimated seconds of each step of the default CUDA plan on one H100/H200 (derivation in docs/full-run.md,
+# "On a GPU"; device, tests, resume, throughput, profile and table4's S1 as measured on an H200 on 2026-11-26,
+# table4's S2 from its 8 of 9 rows done in 211 s, table5 and embed still derived)
+ESTIMATES = {"device": 10, "tests": 30, "resume": 85, "table4": 430, "table5": 120, "throughput": 45,
+             "profile": 60, "embed": 200}
+# the three device commands of docs/full-run.md, each within the tool's 10-minute limit (limits' sums 550,
 # 570 and 570 s)
-GROUPS = {"A": ("device", "tests", "resume", "throughput"), "B": ("device", "table4", "profile"),
+GROUPS = {"A": ("device", "tests", "resume", "throughput", "profile"), "B": ("device", "table4"),
           "C": ("device", "table5", "embed")}
 PAPER_VOCAB = 793_471  # bilm-tf's vocab-2016-09-10.txt, the paper's 793K words
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -1100,7 +1102,7 @@ def parse_args(argv=None):
 def print_plan(args) -> None:
     col = 1 if args.tiny else 0
     total_limit = total_est = 0
-    print(f"{'step':<11} {'limit s':>7} {'estimate s (one H100)':>22}")
+    print(f"{'step':<11} {'limit s':>7} {'estimate s (H100/H200)':>22}")
     for s in args.step_list:
         total_limit += LIMITS[s][col]
         total_est += ESTIMATES[s]
