@@ -1,0 +1,180 @@
+"""`elmoc distill` (issue 36.1): a student reproduces a trained teacher through the one loop.
+
+The teacher is a 2-layer cosine LM trained by `elmoc train` on the tiny corpus
+(tests/tiny_corpus.py); students are distilled from its model.pt files in-process through
+the CLI.  Checked: the layer map, a same-size student initialised from the teacher starting
+at distillation loss zero, a stopped and resumed distillation equal to an uninterrupted one
+(bit-exact, carried state and projections included), the student's model.pt being an
+ordinary LM that exports and embeds, and one line for each kind of bad input.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+import yaml
+from tiny_corpus import ELMOC, sentences, tiny_spec, write_workdir
+
+from elmoc.cli import main
+from elmoc.data.batches import LMBatch
+from elmoc.lm import LanguageModel
+from elmoc.model_file import load_checkpoint
+from elmoc.data.vocab.vocabulary import Vocabulary
+from elmoc.train.distill import DistillationLM, default_layer_map, initialise_from_teacher
+
+TEACHER_STEPS, STUDENT_STEPS = 8, 6
+
+
+def spec_with(base: dict, **encoder) -> dict:
+    return {**base, "encoder": {**base["encoder"], **encoder}}
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory):
+    """A work folder with a trained 2-layer teacher in both directions (teacher/<direction>/model.pt)
+    and its spec (carried state, recurrent dropout 0 so a copy of it is an exact copy)."""
+    root = tmp_path_factory.mktemp("distill")
+    rng = np.random.default_rng(0)
+    spec = spec_with(tiny_spec("teacher", {"type": "cosine", "vectors": "vec.npy"}, batch_size=2, bptt=5,
+                               checkpoint_every=2, eval_every=0, eval_batch_size=4),
+                     num_layers=2, recurrent_dropout=0.0)
+    write_workdir(root, [sentences(rng, 20), sentences(rng, 20)], sentences(np.random.default_rng(1), 8), spec, rng)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        mp.setenv("ELMOC_NATIVE_LSTM", "0")
+        for direction in ("forward", "backward"):
+            assert main(["train", "--spec", "spec.yaml", "--direction", direction, "--output-dir",
+                         f"teacher/{direction}", "--threads", "1", "--max-steps", str(TEACHER_STEPS)]) == 0
+    return {"root": root, "spec": spec}
+
+
+@pytest.fixture
+def work(teacher, monkeypatch):
+    monkeypatch.chdir(teacher["root"])
+    monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")
+    return teacher
+
+
+def distill(out: str, spec: dict, direction: str = "forward", section: dict | None = None,
+            steps: int = STUDENT_STEPS, teacher: str | None = None, process: bool = False) -> int:
+    """`elmoc distill` in this process (its output lock is then held until the tests end), or
+    with ``process`` in its own."""
+    spec_path = Path(out.replace("/", "-") + ".yaml")
+    spec_path.write_text(yaml.safe_dump(spec))
+    argv = ["distill", "--spec", str(spec_path), "--teacher", teacher or f"teacher/{direction}/model.pt",
+            "--direction", direction, "--output-dir", out, "--threads", "1", "--max-steps", str(steps),
+            "--section-json", json.dumps(section or {})]
+    if process:
+        done = subprocess.run(ELMOC + argv, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert not done.returncode, done.stderr
+        return done.returncode
+    return main(argv)
+
+
+def train_records(out: str) -> list[dict]:
+    lines = (Path(out) / "train_log.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["event"] == "train"]
+
+
+def test_layer_map_is_input_to_input_top_to_top_and_even_between():
+    assert default_layer_map(3, 3) == [0, 1, 2]
+    assert default_layer_map(2, 3) == [0, 2]
+    assert default_layer_map(3, 5) == [0, 2, 4]
+    assert default_layer_map(2, 5) == [0, 4]
+    assert default_layer_map(5, 3) == [0, 1, 1, 2, 2]
+
+
+def test_a_copy_of_the_teacher_reproduces_it_exactly(work):
+    """A student of the teacher's size initialised from it: every representation's distance 0."""
+    vocab = Vocabulary.load("vocab.txt")
+    torch.manual_seed(1)
+    teacher = LanguageModel.from_spec(work["spec"], vocab)
+    torch.manual_seed(2)
+    student = LanguageModel.from_spec(work["spec"], vocab)
+    model = DistillationLM(student, teacher, [0, 1, 2], [1.0, 1.0, 1.0], 1.0)
+    ids = torch.randint(4, len(vocab), (3, 5))
+    batch = LMBatch(inputs=ids, targets=torch.roll(ids, -1, 1), mask=torch.ones(3, 5, dtype=torch.bool))
+    assert min(d.item() for d in model.distances(batch)[1]) > 0  # different seeds: different models
+    assert initialise_from_teacher(student, teacher, [0, 1, 2]) == len(student.state_dict())
+    assert all(d.item() == 0.0 for d in model.distances(batch)[1])
+
+
+def test_same_size_student_from_the_teacher_starts_at_distillation_loss_zero(work):
+    assert distill("same", work["spec"], section={"init_from_teacher": True}, steps=2) == 0
+    first = train_records("same")[0]
+    assert first["distill_loss"] == 0.0 and first["distill_layer2"] == 0.0  # before its first update
+    assert distill("fresh", work["spec"], steps=2) == 0  # without the teacher's weights it is not
+    assert train_records("fresh")[0]["distill_loss"] > 0
+
+
+def test_a_stopped_distillation_resumes_exactly(work):
+    """A narrower 1-layer student (projections 4 -> 3 learned) with carried state: stopped
+    after 2 steps and resumed, it ends with the uninterrupted run's weights, bit for bit."""
+    student = spec_with(work["spec"], num_layers=1, cell_size=6, projection_size=3)
+    assert distill("whole", student) == 0
+    assert distill("parts", student, steps=2, process=True) == 0  # its own process: the lock goes with it
+    resumable = load_checkpoint("parts/checkpoint.pt")
+    assert {k for k in resumable["model"] if k.startswith("projections.")} == {"projections.0.weight",
+                                                                             "projections.1.weight"}
+    assert resumable["state"] is not None  # (student state, teacher state), carried
+    assert distill("parts", student) == 0
+    whole, parts = load_checkpoint("whole/model.pt"), load_checkpoint("parts/model.pt")
+    assert whole["model"].keys() == parts["model"].keys()
+    assert all(torch.equal(whole["model"][k], parts["model"][k]) for k in whole["model"])
+    assert json.loads(Path("whole/heldout.json").read_text())["history"][-1]["value"] == \
+        json.loads(Path("parts/heldout.json").read_text())["history"][-1]["value"]
+    assert [r["loss"] for r in train_records("whole")] == [r["loss"] for r in train_records("parts")]
+
+
+def test_the_student_is_an_ordinary_lm_that_exports_and_embeds(work, tmp_path):
+    student = spec_with(work["spec"], num_layers=1, projection_size=3)
+    for direction in ("forward", "backward"):
+        assert distill(f"student/{direction}", student, direction) == 0
+    payload = load_checkpoint("student/forward/model.pt")
+    assert "distill" not in payload["spec"] and not any(k.startswith("projections") for k in payload["model"])
+    assert payload["distilled"]["layer_map"] == [0, 2]  # input view to input view, top to top
+    LanguageModel.from_spec(payload["spec"], Vocabulary.load("vocab.txt")).load_state_dict(payload["model"])
+    assert main(["export", "--forward", "student/forward/model.pt", "--backward", "student/backward/model.pt",
+                 "--output", "student/model"]) == 0
+    Path("sentences.txt").write_text("the cat sat\nred ball\n")
+    assert main(["embed", "sentences.txt", "student.h5", "--model", "student/model", "--all"]) == 0
+    with h5py.File("student.h5") as f:
+        first = f[sorted(f.keys())[0]][()]
+    assert first.shape == (2, 3, 6)  # input view + 1 layer, both directions of 3 each
+
+
+@pytest.mark.parametrize("case, message", [
+    ("missing", "teacher/none/model.pt: not found; train the teacher first"),
+    ("vocab", "another vocabulary"),
+    ("key", "unknown key 'lm_wieght' (did you mean 'lm_weight'?)"),
+    ("layers", "distill.layers [0, 3] must name"),
+    ("joint", "one direction at a time"),
+])
+def test_bad_input_is_one_line(work, capsys, case, message):
+    student = spec_with(work["spec"], num_layers=1)
+    section, teacher, direction = {}, None, "forward"
+    if case == "missing":
+        teacher = "teacher/none/model.pt"
+        assert not Path("bad-missing").exists()
+    elif case == "vocab":
+        Path("vocab2.txt").write_text(Path("vocab.txt").read_text() + "zebra\t1\n")
+        student = {**student, "vocab": "vocab2.txt"}
+    elif case == "key":
+        section = {"lm_wieght": 1.0}
+    elif case == "layers":
+        section = {"layers": [0, 3]}
+    else:
+        student = {**student, "train": {**student["train"], "directions": "joint"}}
+        direction = "joint"
+    assert distill(f"bad-{case}", student, direction, section, teacher=teacher or "teacher/forward/model.pt") == 1
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if "error" in line]
+    assert len(err) == 1 and message in err[0] and "Traceback" not in err[0], err
+    if case == "missing":
+        assert not Path("bad-missing").exists()  # refused before the output folder is made
