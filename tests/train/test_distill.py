@@ -110,6 +110,9 @@ def test_same_size_student_from_the_teacher_starts_at_distillation_loss_zero(wor
     assert distill("same", work["spec"], section={"init_from_teacher": True}, steps=2) == 0
     first = train_records("same")[0]
     assert first["distill_loss"] == 0.0 and first["distill_layer2"] == 0.0  # before its first update
+    history = json.loads(Path("same/heldout.json").read_text())["history"]
+    assert history[0]["tag"] == "before" and history[0]["distill"] == [0.0, 0.0, 0.0]  # heldout, every layer
+    assert history[-1]["distill"][2] > 0  # trained on its LM loss too, it moves away
     assert distill("fresh", work["spec"], steps=2) == 0  # without the teacher's weights it is not
     assert train_records("fresh")[0]["distill_loss"] > 0
 

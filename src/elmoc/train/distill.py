@@ -54,6 +54,7 @@ from elmoc.outputs.base import OutputLoss
 from elmoc.registry import build
 from elmoc.train.checkpoint import config_hash, load_weights, model_payload, vocab_fingerprint
 from elmoc.train.loop import Trainer
+from elmoc.train.records import append_record
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +215,27 @@ class DistillationLM(nn.Module):
         return self.student.num_trainable_parameters()
 
 
+@torch.no_grad()
+def heldout_distances(model: DistillationLM, batches, device: torch.device, reset_state: bool,
+                      max_windows: int | None = None) -> list[float]:
+    """Each student representation's :func:`layer_distance` to its teacher representation over
+    heldout windows (token-weighted mean; the states carried as in training unless ``reset_state``),
+    in eval mode: what the student reproduces on text it never trained on."""
+    was_training = model.training
+    model.eval()
+    sums, tokens, state = None, 0.0, None
+    for i, batch in enumerate(batches):
+        if max_windows is not None and i >= max_windows:
+            break
+        batch = batch.to(device)
+        _, terms, state = model.distances(batch, None if reset_state else state)
+        n = float(batch.mask.sum())
+        sums = [n * float(d) for d in terms] if sums is None else [a + n * float(d) for a, d in zip(sums, terms)]
+        tokens += n
+    model.train(was_training)
+    return [a / max(tokens, 1.0) for a in sums or []]
+
+
 def teacher_lm(payload: dict[str, Any], vocab, path: str | Path) -> LanguageModel:
     """The teacher's input layer and encoder (no output layer) with its weights.
 
@@ -313,6 +335,21 @@ class DistillationTrainer(Trainer):
                  "(0: the input view); %d student parameters", self.teacher_path, layer_map,
                  student.num_trainable_parameters())
         return DistillationLM(student, teacher, layer_map, weights, self.distill.lm_weight).teacher_to(self.device)
+
+    def heldout(self, tag: str) -> None:
+        """The student's heldout metric (the loop's), then each representation's distance to the
+        teacher's on the same windows, kept in the history entry (``distill``) and logged."""
+        super().heldout(tag)
+        if self.make_heldout is None:
+            return
+        distances = heldout_distances(self.core, self.make_heldout(), self.device, self.settings.reset_state,
+                                      self.settings.eval_max_windows)
+        self.history[-1]["distill"] = distances
+        if self.ddp.is_main:
+            log.info("heldout %s at step %d: distance to the teacher per representation %s", tag, self.step,
+                     ", ".join(f"{d:.4g}" for d in distances))
+            append_record(self.log_path, {"event": "heldout_distill", "step": self.step, "tag": tag,
+                                          "distances": distances})
 
     def final_payload(self) -> dict[str, Any]:
         """``model.pt``: the student as an ordinary LM of its own spec, the distillation recorded
