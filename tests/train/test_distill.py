@@ -26,7 +26,7 @@ from elmoc.data.batches import LMBatch
 from elmoc.lm import LanguageModel
 from elmoc.model_file import load_checkpoint
 from elmoc.data.vocab.vocabulary import Vocabulary
-from elmoc.train.distill import DistillationLM, default_layer_map, initialise_from_teacher
+from elmoc.train.distill import DistillationLM, default_layer_map, initialise_from_teacher, layer_distance
 
 TEACHER_STEPS, STUDENT_STEPS = 8, 6
 
@@ -89,6 +89,26 @@ def test_layer_map_is_input_to_input_top_to_top_and_even_between():
     assert default_layer_map(3, 5) == [0, 2, 4]
     assert default_layer_map(2, 5) == [0, 4]
     assert default_layer_map(5, 3) == [0, 1, 1, 2, 2]
+
+
+def test_layer_distance_is_the_squared_error_per_dimension_over_real_tokens():
+    student = torch.tensor([[[1.0, 2.0], [5.0, 5.0]]])
+    teacher = torch.tensor([[[0.0, 0.0], [0.0, 0.0]]])
+    mask = torch.tensor([[True, False]])
+    assert layer_distance(student, teacher, mask).item() == (1 + 4) / 2
+    assert layer_distance(student, teacher, torch.zeros(1, 2, dtype=torch.bool)).item() == 0.0
+
+
+def test_a_shallower_student_starts_from_the_teacher_layer_it_reproduces(work):
+    vocab = Vocabulary.load("vocab.txt")
+    teacher = LanguageModel.from_spec(work["spec"], vocab)
+    student = LanguageModel.from_spec(spec_with(work["spec"], num_layers=1), vocab)
+    initialise_from_teacher(student, teacher, default_layer_map(2, 3))  # [0, 2]: its layer 1 is the top's
+    top = {k[len("encoder.lstm_layers.1."):]: v for k, v in teacher.state_dict().items()
+           if k.startswith("encoder.lstm_layers.1.")}
+    own = {k[len("encoder.lstm_layers.0."):]: v for k, v in student.state_dict().items()
+           if k.startswith("encoder.lstm_layers.0.")}
+    assert own and own.keys() == top.keys() and all(torch.equal(own[k], top[k]) for k in own)
 
 
 def test_a_copy_of_the_teacher_reproduces_it_exactly(work):
