@@ -22,6 +22,8 @@ import yaml
 from tiny_corpus import ELMOC, sentences, tiny_spec, write_workdir
 
 from elmoc.cli import main
+from elmoc.config import load_yaml, resolve_student, resolve_variant
+from elmoc.errors import ConfigError
 from elmoc.data.batches import LMBatch
 from elmoc.lm import LanguageModel
 from elmoc.model_file import load_checkpoint
@@ -201,3 +203,20 @@ def test_bad_input_is_one_line(work, capsys, case, message):
     assert len(err) == 1 and message in err[0] and "Traceback" not in err[0], err
     if case == "missing":
         assert not Path("bad-missing").exists()  # refused before the output folder is made
+
+
+def test_a_students_spec_is_its_teachers_with_its_overrides_or_a_preset_with_the_teachers_data():
+    config = load_yaml(Path(__file__).parents[2] / "config/config.yaml")
+    presets = Path(__file__).parents[2] / "config/lm"
+    config["distill"] = {"students": {"small": {"teacher": "elmo-c", "overrides": {"encoder": {"num_layers": 1}}},
+                                      "trans": {"teacher": "elmo-c", "preset": "trans-base-c"},
+                                      "orphan": {"teacher": "elmo-x"}}}
+    teacher = resolve_variant(config, "elmo-c", presets)
+    small = resolve_student(config, "small", presets)
+    assert small["encoder"] == {**teacher["encoder"], "num_layers": 1} and small["name"] == "small"
+    assert small["train"]["directions"] == "separate" and small["optimizer"] == teacher["optimizer"]
+    trans = resolve_student(config, "trans", presets)
+    assert trans["encoder"]["type"] == "transformer" and trans["encoder"]["d_model"] == 32  # overrides_by_type
+    assert (trans["vocab"], trans["data"]) == (teacher["vocab"], teacher["data"])
+    with pytest.raises(ConfigError, match="distill.students.orphan.teacher 'elmo-x' is not a variant"):
+        resolve_student(config, "orphan", presets)
