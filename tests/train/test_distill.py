@@ -22,13 +22,13 @@ import yaml
 from tiny_corpus import ELMOC, sentences, tiny_spec, write_workdir
 
 from elmoc.cli import main
-from elmoc.config import load_yaml, resolve_student, resolve_variant
+from elmoc.config import STUDENT_KEYS, STUDENT_WORKFLOW_KEYS, load_yaml, resolve_student, resolve_variant
 from elmoc.errors import ConfigError
 from elmoc.data.batches import LMBatch
 from elmoc.lm import LanguageModel
 from elmoc.model_file import load_checkpoint
 from elmoc.data.vocab.vocabulary import Vocabulary
-from elmoc.train.distill import DistillationLM, default_layer_map, initialise_from_teacher, layer_distance
+from elmoc.train.distill import DistillationLM, DistillSettings, default_layer_map, initialise_from_teacher, layer_distance
 
 TEACHER_STEPS, STUDENT_STEPS = 8, 6
 
@@ -175,6 +175,16 @@ def test_the_student_is_an_ordinary_lm_that_exports_and_embeds(work, tmp_path):
     assert first.shape == (2, 3, 6)  # input view + 1 layer, both directions of 3 each
 
 
+def test_a_transformer_student_learns_the_lstm_teacher_through_projections(work):
+    student = {**work["spec"], "encoder": {"type": "transformer", "d_model": 6, "heads": 2, "d_ff": 12,
+                                           "num_layers": 3, "dropout": 0.0}}
+    assert distill("trans", student, steps=3) == 0
+    assert len(load_checkpoint("trans/checkpoint.pt")["model"]["projections.3.weight"]) == 4  # 6 -> the teacher's 4
+    history = json.loads(Path("trans/heldout.json").read_text())["history"]
+    assert load_checkpoint("trans/model.pt")["distilled"]["layer_map"] == [0, 1, 2, 2]
+    assert len(history[-1]["distill"]) == 4 and history[-1]["distill"][3] < history[0]["distill"][3]
+
+
 @pytest.mark.parametrize("case, message", [
     ("missing", "teacher/none/model.pt: not found; train the teacher first"),
     ("vocab", "another vocabulary"),
@@ -220,3 +230,9 @@ def test_a_students_spec_is_its_teachers_with_its_overrides_or_a_preset_with_the
     assert (trans["vocab"], trans["data"]) == (teacher["vocab"], teacher["data"])
     with pytest.raises(ConfigError, match="distill.students.orphan.teacher 'elmo-x' is not a variant"):
         resolve_student(config, "orphan", presets)
+
+
+def test_the_students_keys_are_the_workflows_and_the_commands():
+    schema = load_yaml(Path(__file__).parents[2] / "workflow/schemas/config.schema.yaml")
+    student = schema["properties"]["distill"]["properties"]["students"]["additionalProperties"]
+    assert set(STUDENT_KEYS) == set(student["properties"]) == set(STUDENT_WORKFLOW_KEYS) | set(DistillSettings.KEYS)

@@ -63,8 +63,9 @@ DISTILL = "distill"  # the spec section a distillation run adds (its checkpoint'
 
 @dataclass(frozen=True)
 class DistillSettings:
-    """How the student learns from the teacher (the workflow's ``distill.students.<name>``
-    less ``teacher`` and ``overrides``; ``elmoc distill --section-json``).
+    """How the student learns from the teacher: ``elmoc distill --section-json``, the workflow's
+    ``distill.students.<name>`` less the keys only the workflow reads
+    (:data:`elmoc.config.STUDENT_WORKFLOW_KEYS`: ``teacher``, ``preset``, ``overrides``).
 
     Attributes:
         lm_weight: weight of the student's own LM loss (0: reproduce the teacher only).
