@@ -19,12 +19,13 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from test_checkpoint_resume import block_on_second_shard, wait_for_reader
 from tiny_corpus import ELMOC, sentences, tiny_spec, write_workdir
 
 from elmoc.cli import main
 from elmoc.config import STUDENT_KEYS, STUDENT_WORKFLOW_KEYS, load_yaml, resolve_student, resolve_variant
 from elmoc.errors import ConfigError
-from elmoc.data.batches import LMBatch
+from elmoc.data.batches import LMBatch, shard_order
 from elmoc.lm import LanguageModel
 from elmoc.model_file import load_checkpoint
 from elmoc.data.vocab.vocabulary import Vocabulary
@@ -67,17 +68,23 @@ def distill(out: str, spec: dict, direction: str = "forward", section: dict | No
             steps: int = STUDENT_STEPS, teacher: str | None = None, process: bool = False) -> int:
     """`elmoc distill` in this process (its output lock is then held until the tests end), or
     with ``process`` in its own."""
-    spec_path = Path(out.replace("/", "-") + ".yaml")
-    spec_path.write_text(yaml.safe_dump(spec))
-    argv = ["distill", "--spec", str(spec_path), "--teacher", teacher or f"teacher/{direction}/model.pt",
-            "--direction", direction, "--output-dir", out, "--threads", "1", "--max-steps", str(steps),
-            "--section-json", json.dumps(section or {})]
+    argv = distill_argv(out, spec, direction, section, steps, teacher)
     if process:
         done = subprocess.run(ELMOC + argv, capture_output=True, text=True, timeout=300,
                               env={**os.environ, "OMP_NUM_THREADS": "1"})
         assert not done.returncode, done.stderr
         return done.returncode
     return main(argv)
+
+
+def distill_argv(out: str, spec: dict, direction: str = "forward", section: dict | None = None,
+                 steps: int = STUDENT_STEPS, teacher: str | None = None) -> list[str]:
+    """The arguments of `elmoc distill` of ``spec`` (written beside ``out``) into ``out``."""
+    spec_path = Path(out.replace("/", "-") + ".yaml")
+    spec_path.write_text(yaml.safe_dump(spec))
+    return ["distill", "--spec", str(spec_path), "--teacher", teacher or f"teacher/{direction}/model.pt",
+            "--direction", direction, "--output-dir", out, "--threads", "1", "--max-steps", str(steps),
+            "--section-json", json.dumps(section or {})]
 
 
 def train_records(out: str) -> list[dict]:
@@ -156,6 +163,32 @@ def test_a_stopped_distillation_resumes_exactly(work):
     assert json.loads(Path("whole/heldout.json").read_text())["history"][-1]["value"] == \
         json.loads(Path("parts/heldout.json").read_text())["history"][-1]["value"]
     assert [r["loss"] for r in train_records("whole")] == [r["loss"] for r in train_records("parts")]
+
+
+def test_a_killed_distillation_resumes_exactly(work):
+    """SIGKILL while the run waits for its second shard (a FIFO: a known step, no timing), then the
+    same command again: it resumes from the last checkpoint and ends as the uninterrupted run."""
+    student = spec_with(work["spec"], num_layers=1, projection_size=3)
+    steps = 40  # more than the epoch: it ends with the second shard
+    assert distill("kill-whole", student, steps=steps) == 0
+    second = {"second": Path("corpus/train") / f"shard_{shard_order(2, 1, 0)[1]:03d}.txt"}
+    content = block_on_second_shard(second)
+    try:
+        proc = subprocess.Popen(ELMOC + distill_argv("killed", student, steps=steps), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        fd = wait_for_reader(second["second"], proc)
+        proc.kill()
+        proc.wait(timeout=60)
+        os.close(fd)
+    finally:
+        second["second"].unlink()
+        second["second"].write_text(content)
+    killed_at = load_checkpoint("killed/checkpoint.pt")["step"]
+    assert killed_at > 0 and not Path("killed/model.pt").exists()
+    assert distill("killed", student, steps=steps, process=True) == 0
+    whole, killed = load_checkpoint("kill-whole/model.pt"), load_checkpoint("killed/model.pt")
+    assert whole["step"] == killed["step"] > killed_at  # the whole epoch (30 steps), resumed past the kill
+    assert all(torch.equal(whole["model"][k], killed["model"][k]) for k in whole["model"])
 
 
 def test_the_student_is_an_ordinary_lm_that_exports_and_embeds(work, tmp_path):
