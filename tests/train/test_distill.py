@@ -146,6 +146,7 @@ def test_same_size_student_from_the_teacher_starts_at_distillation_loss_zero(wor
     assert train_records("fresh")[0]["distill_loss"] > 0
 
 
+@pytest.mark.slow  # subprocess runs
 def test_a_stopped_distillation_resumes_exactly(work):
     """A narrower 1-layer student (projections 4 -> 3 learned) with carried state: stopped
     after 2 steps and resumed, it ends with the uninterrupted run's weights, bit for bit."""
@@ -165,6 +166,7 @@ def test_a_stopped_distillation_resumes_exactly(work):
     assert [r["loss"] for r in train_records("whole")] == [r["loss"] for r in train_records("parts")]
 
 
+@pytest.mark.slow  # subprocess runs
 def test_a_killed_distillation_resumes_exactly(work):
     """SIGKILL while the run waits for its second shard (a FIFO: a known step, no timing), then the
     same command again: it resumes from the last checkpoint and ends as the uninterrupted run."""
