@@ -47,6 +47,7 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import json
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -353,6 +354,9 @@ def resolve_student(config: dict[str, Any], student: str, presets_dir: str | Pat
     else:
         spec = deep_merge(teacher, own)
     spec["name"] = student
+    how = ", ".join(filter(None, (f"preset {entry['preset']}" if entry.get("preset") else "",
+                                  f"overrides {json.dumps(own, sort_keys=True)}" if own else "")))
+    spec["description"] = f"student of {entry['teacher']} (elmoc distill){': ' + how if how else ''}"
     spec["train"] = {**spec.get("train", {}), "directions": "separate"}
     return spec
 

@@ -260,6 +260,7 @@ def test_a_students_spec_is_its_teachers_with_its_overrides_or_a_preset_with_the
     small = resolve_student(config, "small", presets)
     assert small["encoder"] == {**teacher["encoder"], "num_layers": 1} and small["name"] == "small"
     assert small["train"]["directions"] == "separate" and small["optimizer"] == teacher["optimizer"]
+    assert small["description"] == 'student of elmo-c (elmoc distill): overrides {"encoder": {"num_layers": 1}}'
     trans = resolve_student(config, "trans", presets)
     assert trans["encoder"]["type"] == "transformer" and trans["encoder"]["d_model"] == 32  # overrides_by_type
     assert (trans["vocab"], trans["data"]) == (teacher["vocab"], teacher["data"])
