@@ -154,7 +154,7 @@ def reference_sampled(
                 layer.sampler.draws = draws_per_step * step
             out, new_state = model(_rows_of(batch, slice(r * per, (r + 1) * per)), states[r])
             (out.loss_sum / out.num_tokens.clamp(min=1.0) / world).backward()
-            states[r] = detach_state(model, new_state)
+            states[r] = detach_state(new_state)
         clip_global_norm(params, 1.0)
         bundle.step()
     layer.set_process_rank(0)

@@ -47,6 +47,7 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import json
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -316,6 +317,47 @@ def resolve_variant(config: dict[str, Any], variant: str, presets_dir: str | Pat
     spec["name"] = variant
     spec.setdefault("vocab", pretrain.get("vocab", DEFAULT_VOCAB))
     spec["data"] = deep_merge(DEFAULT_DATA, spec.get("data", {}) or {})
+    return spec
+
+
+STUDENT_KEYS = ("teacher", "preset", "overrides", "lm_weight", "layer_weights", "layers", "init_from_teacher")
+# the keys of a student that only the workflow reads; `elmoc distill --section-json` gets the others
+STUDENT_WORKFLOW_KEYS = ("teacher", "preset", "overrides")
+
+
+def resolve_student(config: dict[str, Any], student: str, presets_dir: str | Path | None = None) -> dict[str, Any]:
+    """The LM spec of ``distill.students.<student>`` (``elmoc distill``, issue 36.1).
+
+    Without ``preset``: the teacher variant's spec with the student's ``overrides`` (e.g.
+    ``{encoder: {num_layers: 1}}``).  With ``preset``: that preset resolved as a variant is
+    (``pretrain.overrides`` and ``overrides_by_type`` apply, so a Transformer student gets the
+    config's Transformer sizes), then the student's ``overrides``; its vocabulary and data are
+    the teacher's either way (the student reads the teacher's corpus windows).  The student
+    trains one direction at a time (``train.directions: separate``).
+    """
+    students = (config.get("distill") or {}).get("students") or {}
+    if student not in students:
+        raise ConfigError(f"unknown student {student!r}; distill.students defines: {', '.join(students) or '(none)'}")
+    entry = students[student] or {}
+    check_keys(entry, STUDENT_KEYS, f"distill.students.{student}")
+    if entry.get("teacher") not in variant_names(config):
+        raise ConfigError(f"distill.students.{student}.teacher {entry.get('teacher')!r} is not a variant of this "
+                          f"config; name one of: {', '.join(variant_names(config))}")
+    teacher = resolve_variant(config, entry["teacher"], presets_dir)
+    own = entry.get("overrides") or {}
+    check_spec_keys(own, f"distill.students.{student}.overrides")
+    if entry.get("preset"):
+        pretrain = {**config["pretrain"], "variants": {student: {"preset": entry["preset"], "overrides": own}},
+                    "extra_variants": []}
+        spec = resolve_variant({**config, "pretrain": pretrain}, student, presets_dir)
+        spec.update(vocab=teacher["vocab"], data=teacher["data"])
+    else:
+        spec = deep_merge(teacher, own)
+    spec["name"] = student
+    how = ", ".join(filter(None, (f"preset {entry['preset']}" if entry.get("preset") else "",
+                                  f"overrides {json.dumps(own, sort_keys=True)}" if own else "")))
+    spec["description"] = f"student of {entry['teacher']} (elmoc distill){': ' + how if how else ''}"
+    spec["train"] = {**spec.get("train", {}), "directions": "separate"}
     return spec
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from elmoc import directions
-from elmoc.config import artifact_paths, resolve_variant, variant_names
+from elmoc.config import STUDENT_WORKFLOW_KEYS, artifact_paths, resolve_student, resolve_variant, variant_names
 from elmoc.errors import ConfigError
 from elmoc.process_tree import torchrun_options
 from elmoc.tables import families
@@ -457,8 +457,39 @@ def released_inputs(wildcards):
 def export_fasttext_model(wildcards):
     """The fastText .bin an input table was made from (results/vectors/{name}.npy of a configured
     fastText model, whatever the input type): export puts its n-gram buckets into the directory."""
-    table = lm_spec(wildcards.variant)["input"].get("vectors")
+    return fasttext_models_of(lm_spec(wildcards.variant))
+
+
+def fasttext_models_of(spec):
+    """[the fastText .bin of the spec's input table], or [] (export_fasttext_model)."""
+    table = spec["input"].get("vectors")
     name = Path(str(table)).stem
     if isinstance(table, str) and name in config["fasttext"].get("models", {}):
         return [f"results/fasttext/{name}.bin"]
     return []
+
+
+# --- functions of distill.smk ---
+def distill_students():
+    return list((config.get("distill") or {}).get("students") or {})
+
+
+def student_spec(student):
+    presets = Path(workflow.basedir) / config["pretrain"]["presets_dir"]
+    return resolve_student(config, student, presets_dir=presets)
+
+
+def student_teacher(student):
+    return config["distill"]["students"][student]["teacher"]
+
+
+def student_job(student):
+    """The teacher's pretrain resources, one process (a student trains as its teacher did)."""
+    return pretrain_job(student_teacher(student))
+
+
+def student_section_json(wildcards):
+    """The student's loss settings, what `elmoc distill --section-json` reads."""
+    entry = config["distill"]["students"][wildcards.student] or {}
+    return section_json({k: v for k, v in entry.items() if k not in STUDENT_WORKFLOW_KEYS})
+

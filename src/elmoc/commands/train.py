@@ -74,7 +74,8 @@ def _seconds_or_auto(text: str) -> float | None:
     return value
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, trainer=None) -> int:
+    """``trainer``: the loop's Trainer class or factory (``elmoc distill`` passes its own)."""
     import os
     import signal
     from pathlib import Path
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             if os.environ.get(EXIT_DIR_ENV):  # with-gpus records the whole job's outcome, every rank's
                 announce_attempt(os.environ[EXIT_DIR_ENV], attempts)
                 attempts = None
-        status = _train(args)
+        status = _train(args, trainer)
     except KeyboardInterrupt:
         record_exit(EXIT_SIGINT, "interrupted")
         if attempts is not None:
@@ -177,7 +178,7 @@ def checkpoint_step(out_dir) -> int | None:
         return None
 
 
-def _train(args: argparse.Namespace) -> int:
+def _train(args: argparse.Namespace, trainer=None) -> int:
     from pathlib import Path
 
     import torch
@@ -229,7 +230,8 @@ def _train(args: argparse.Namespace) -> int:
     result = train(spec, vocab, Path(args.output_dir), make_batches, make_heldout if data.get("heldout") else None,
                    direction=args.direction, vocab_path=str(vocab_path), device=args.device,
                    resume=not args.no_resume, steps_per_epoch=steps_per_epoch, spec_path=args.spec,
-                   stale_checkpoint=args.stale_checkpoint, stop_margin_s=args.stop_margin, settings=settings)
+                   stale_checkpoint=args.stale_checkpoint, stop_margin_s=args.stop_margin, settings=settings,
+                   trainer=trainer)
     return EXIT_INTERRUPTED if result.interrupted else 0
 
 

@@ -45,6 +45,7 @@ from elmoc.data.batches import BiLMBatch, LMBatch
 from elmoc.data.masking import MaskedLMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.directions import JOINT, MASKED, check_run
+from elmoc.encoders.base import map_state
 from elmoc.errors import ConfigError, DiskFullError
 from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.masked_lm import MaskedLM
@@ -148,12 +149,10 @@ class NonFiniteLossCheck:
         self.flag, self.checked_step = None, step
 
 
-def detach_state(model: LanguageModel | BidirectionalLM, state: Any) -> Any:
-    """The carried state cut from the graph: a LanguageModel's encoder state, or a
-    BidirectionalLM's pair (forward state, backward state)."""
-    if isinstance(model, BidirectionalLM):
-        return (model.forward_encoder.detach_state(state[0]), model.backward_encoder.detach_state(state[1]))
-    return model.encoder.detach_state(state)
+def detach_state(state: Any) -> Any:
+    """The carried state cut from the graph: every tensor of it, whatever model carries it (an
+    encoder's state, a BidirectionalLM's pair, a distillation's (student, teacher) pair)."""
+    return map_state(torch.Tensor.detach, state)
 
 
 @stoppable
@@ -174,6 +173,7 @@ def train(
     stale_checkpoint: str = "refuse",
     stop_margin_s: float | None = None,
     settings: TrainSettings | None = None,
+    trainer: Callable[..., "Trainer"] | None = None,
 ) -> RunResult:
     """Train one direction of an LM (``direction`` "forward" or "backward"), or a joint
     bi-LM (``direction="joint"``, for a spec with ``train.directions: joint``; the batch
@@ -197,6 +197,8 @@ def train(
     2 x the longest checkpoint write + a step)).  The process group a data-parallel run
     joins here is destroyed when it returns or fails.  ``settings`` is the spec's
     ``train`` section parsed (``elmoc train`` passes the one it parsed); None parses it here.
+    ``trainer`` builds the run (:class:`Trainer`'s arguments; default :class:`Trainer`): a subclass
+    trains another model through the same loop (``elmoc distill``, :mod:`elmoc.train.distill`).
     """
     settings = settings or TrainSettings.from_config(spec.get("train", {}))
     check_run(spec, direction, spec_path)
@@ -208,10 +210,11 @@ def train(
     ddp = Distributed.from_env()
     device = ddp.setup(device, settings.collective_timeout_minutes)  # joins the process group under torchrun
     try:
-        trainer = Trainer(spec, vocab, Path(out_dir), settings, ddp, device, direction=direction,
-                          vocab_path=vocab_path, spec_path=spec_path, make_heldout=make_heldout, stop=stop,
-                          resume=resume, stale_checkpoint=stale_checkpoint, stop_margin_s=stop_margin_s)
-        return trainer.run(make_batches, steps_per_epoch)
+        run = (trainer or Trainer)(spec, vocab, Path(out_dir), settings, ddp, device, direction=direction,
+                                   vocab_path=vocab_path, spec_path=spec_path, make_heldout=make_heldout,
+                                   stop=stop, resume=resume, stale_checkpoint=stale_checkpoint,
+                                   stop_margin_s=stop_margin_s)
+        return run.run(make_batches, steps_per_epoch)
     finally:
         ddp.teardown()
 
@@ -243,7 +246,7 @@ class Trainer:
         self.layout = {"threads": torch.get_num_threads(), "processes": ddp.world_size}
         seed_everything(settings.seed + ddp.rank)
 
-        self.core = MODELS.get(direction, LanguageModel).from_spec(spec, vocab).to(device)
+        self.core = self.build_model().to(device)
         if direction == JOINT and ddp.is_main:
             log.info("joint bi-LM: the loss is the mean of the two directions' mean losses; tokens and tok/s "
                      "count the tokens of both directions")
@@ -267,6 +270,15 @@ class Trainer:
         self.sparse_params = sparse_gradient_parameters(self.core)  # exchanged by us, not by DDP
         self.model = wrap_model(self.core, device) if ddp.enabled else self.core
         self.params = [p for p in self.core.parameters() if p.requires_grad]
+
+    def build_model(self) -> torch.nn.Module:
+        """The model this run trains (its ``forward(batch, state) -> (OutputLoss, state)``, its
+        ``evaluate`` and ``output_layer`` are what the loop and the heldout evaluation call)."""
+        return MODELS.get(self.direction, LanguageModel).from_spec(self.spec, self.vocab)
+
+    def final_payload(self) -> dict[str, Any]:
+        """What ``model.pt`` holds (:func:`model_payload` of the training state)."""
+        return model_payload(self.training_state())
 
     def prepare_output_dir(self, resume: bool, stale_checkpoint: str) -> dict | None:
         """Rank 0 creates the folder, removes temps of interrupted writes and a checkpoint
@@ -370,7 +382,7 @@ class Trainer:
             self.model, batch, None if s.reset_state else self.state, self.bundle, self.params, s, self.device,
             self.sparse_params, self.ddp.world_size,
         )
-        self.state = None if s.reset_state else detach_state(self.core, new_state)
+        self.state = None if s.reset_state else detach_state(new_state)
         self.position = next_position
         self.step += 1
         self.tokens += batch.num_tokens * self.ddp.world_size  # a joint step: both directions' tokens
@@ -470,7 +482,7 @@ class Trainer:
         self.heldout("after")
         seconds = self.wall_seconds()
         if self.ddp.is_main:
-            save_checkpoint(self.out_dir / MODEL, model_payload(self.training_state()))
+            save_checkpoint(self.out_dir / MODEL, self.final_payload())
             write_summary(self.out_dir / HELDOUT, {
                 "direction": self.direction, "steps": self.step, "tokens": self.tokens, "seconds": seconds,
                 "threads": self.layout["threads"], "processes": self.ddp.world_size, "segments": self.segments,

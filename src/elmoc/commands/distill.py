@@ -1,0 +1,49 @@
+"""`elmoc distill`: train a smaller student LM to reproduce a trained one (issue 36.1)."""
+from __future__ import annotations
+
+import argparse
+
+NAME = "distill"
+HELP = "train a smaller student LM (one direction) to reproduce a trained teacher's representations"
+DESCRIPTION = (
+    "Train the student LM that --spec describes (any preset: fewer or narrower LSTM layers, a smaller "
+    "projection, a small Transformer) on the corpus its spec names, with the loss lm_weight x its own LM "
+    "loss + each representation's squared distance (input view and every layer, through a learned "
+    "projection where the widths differ) to the teacher's representation it reproduces: input view to "
+    "input view, top layer to top layer, the layers between spread evenly (distill.layers overrides it). "
+    "--teacher is the teacher's model.pt of the same direction (or its joint file); the student must use "
+    "its vocabulary. Everything else is `elmoc train`: checkpoint.pt every train.checkpoint_every steps, "
+    "resumed exactly by rerunning the same command, SIGTERM/SIGUSR1 saves and exits 75, and at the end "
+    "model.pt (the student alone, an ordinary LM of its spec: `elmoc export`, `embed` and the tasks read "
+    "it as any other) and heldout.json (the student's own heldout metric)."
+)
+
+
+INPUTS = ('spec', 'teacher')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('output_dir',)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from elmoc.commands import train
+    from elmoc.config_section import add_section_argument
+
+    train.add_arguments(parser)
+    parser.add_argument("--teacher", required=True,
+                        help="the teacher's model.pt for --direction (results/lm/<variant>/<direction>/model.pt)")
+    add_section_argument(parser, "distill.students.<name> (lm_weight, layer_weights, layers, init_from_teacher)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from functools import partial
+    from pathlib import Path
+
+    from elmoc.commands import train
+    from elmoc.config_section import Section
+    from elmoc.errors import InputFileError
+    from elmoc.train.distill import DistillationTrainer, DistillSettings
+
+    settings = DistillSettings.from_section(Section.parse(args.section_json or "{}", "distill"))
+    if not Path(args.teacher).is_file():
+        raise InputFileError(args.teacher, "not found; train the teacher first (`elmoc train`, or the workflow's "
+                             "pretrain rule) and give its model.pt of this direction")
+    return train.run(args, trainer=partial(DistillationTrainer, teacher=args.teacher, distill=settings))

@@ -1,0 +1,79 @@
+# Distilled students (issue 36.1; opt-in: config `distill.students`, none by default).
+#
+#   results/distill/{student}/spec.yaml                 the student's LM spec (elmoc.config.resolve_student:
+#                                                       its teacher's, or a preset's, with its overrides)
+#   results/distill/{student}/{direction}/model.pt      elmoc distill: the student trained to reproduce the
+#                                                       teacher's direction (an ordinary LM file)
+#   results/distill/{student}/model/                    elmoc export of the two directions: a model directory
+#
+# As in pretrain.smk, checkpoint.pt is never an output: a killed job's rerun resumes it, and a
+# changed student or teacher sets it aside (--stale-checkpoint set-aside) and starts afresh.
+
+
+FINAL_OUTPUT_HOOKS.append(lambda: [f"results/distill/{s}/model" for s in distill_students()])
+
+
+rule student_spec:
+    output:
+        "results/distill/{student}/spec.yaml",
+    params:
+        elmoc=ELMOC,
+        spec=lambda wildcards: section_json(student_spec(wildcards.student)),
+    log:
+        "logs/distill/{student}.spec.log",
+    localrule: True
+    conda:
+        "../envs/elmoc.yaml"
+    shell:
+        "{params.elmoc} spec --section-json {params.spec:q} --output {output} > {log} 2>&1"
+
+
+rule distill:
+    input:
+        spec="results/distill/{student}/spec.yaml",
+        teacher=lambda wildcards: lm_models(student_teacher(wildcards.student))[wildcards.direction],
+        artifacts=lambda wildcards: artifact_paths(student_spec(wildcards.student)),
+    output:
+        model="results/distill/{student}/{direction}/model.pt",
+        heldout="results/distill/{student}/{direction}/heldout.json",
+    wildcard_constraints:
+        direction="forward|backward",
+    log:
+        "logs/distill/{student}.{direction}.log",
+    threads: lambda wildcards: student_job(wildcards.student)["threads"]
+    resources:
+        gpu=lambda wildcards: min(1, student_job(wildcards.student)["gpus"]),
+        mem_mb=lambda wildcards: student_job(wildcards.student)["mem_mb"],
+        runtime=lambda wildcards: student_job(wildcards.student)["runtime"],
+        slurm_partition=lambda wildcards: slurm_partition(student_job(wildcards.student)["gpus"]),
+    retries: 0 if workflow.remote_exec else RESOURCES["pretrain"]["retries"]
+    params:
+        elmoc=ELMOC,
+        section=student_section_json,
+        device=lambda wildcards: device_for(min(1, student_job(wildcards.student)["gpus"])),
+        threads=lambda wildcards: student_job(wildcards.student)["threads"],
+    conda:
+        "../envs/elmoc.yaml"
+    shell:
+        "{params.elmoc} distill --spec {input.spec} --teacher {input.teacher} --direction {wildcards.direction}"
+        " --section-json {params.section:q} --output-dir results/distill/{wildcards.student}/{wildcards.direction}"
+        " --device {params.device} --threads {params.threads} --stale-checkpoint set-aside >> {log} 2>&1"
+
+
+rule export_student:
+    input:
+        forward="results/distill/{student}/forward/model.pt",
+        backward="results/distill/{student}/backward/model.pt",
+        fasttext=lambda wildcards: fasttext_models_of(student_spec(wildcards.student)),
+    output:
+        directory("results/distill/{student}/model"),
+    log:
+        "logs/distill/{student}.export.log",
+    resources:
+        **DEFAULT_JOB,
+    params:
+        elmoc=ELMOC,
+    conda:
+        "../envs/elmoc.yaml"
+    shell:
+        "{params.elmoc} export --forward {input.forward} --backward {input.backward} --output {output} > {log} 2>&1"
