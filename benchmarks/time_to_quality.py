@@ -19,8 +19,8 @@ baseline's own overrides) over its own preset: the same footing by construction.
 VARIANT=BASE`` pairs them; a variant with no pair is its own baseline.
 
 Writes ``<out>/time_to_quality.json`` (every curve, the settings, the command, the load average),
-``time_to_quality.md`` (the table) and ``time_to_quality.png`` (metric against tokens and against
-wall time, mean over seeds with the seeds' min-max shaded, one row per metric).  The metric's
+``time_to_quality.md`` (the table) and ``time_to_quality.png`` (metric against tokens, the mean
+over seeds with their min-max shaded, and against wall time, one line per seed; one row per metric).  The metric's
 direction and format come from its reduction class (:func:`elmoc.outputs.heldout.metric_class`).
 Table columns: the final heldout value (mean ± sample standard deviation over seeds); its
 difference from the baseline's (paired by seed: mean ± sd of the per-seed differences); the
@@ -186,8 +186,8 @@ def _band(curves: list[list[tuple[float, float]]], num: int = 60) -> tuple[np.nd
 
 def figure(curves: dict[str, dict[int, list[Point]]], metrics: dict[str, str], baselines: dict[str, str],
            path: Path) -> None:
-    """Two panels per metric (against tokens, against wall seconds): each variant's mean over seeds,
-    the seeds' min-max shaded, its baseline's final mean dotted."""
+    """Two panels per metric: against tokens each variant's mean over seeds with the seeds' min-max
+    shaded, against wall seconds each seed's own curve; a baseline's final mean dotted."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -203,11 +203,13 @@ def figure(curves: dict[str, dict[int, list[Point]]], metrics: dict[str, str], b
         for variant, by_seed in curves.items():
             if metrics[variant] != metric:
                 continue
-            for ax, col in zip(row, (0, 1)):
-                grid, mean, low, high = _band([[(p[col], p[2]) for p in pts] for pts in by_seed.values()])
-                ax.plot(grid, mean, color=colours[variant], label=f"{variant} ({len(by_seed)} seeds)")
-                ax.fill_between(grid, low, high, color=colours[variant], alpha=0.2, lw=0)
-                if baselines.get(variant, variant) == variant and any(baselines.get(v) == variant for v in curves):
+            grid, mean, low, high = _band([[(p[0], p[2]) for p in pts] for pts in by_seed.values()])
+            row[0].plot(grid, mean, color=colours[variant], label=f"{variant} ({len(by_seed)} seeds)")
+            row[0].fill_between(grid, low, high, color=colours[variant], alpha=0.2, lw=0)
+            for pts in by_seed.values():  # each seed ran at its own speed on a shared machine: one line each
+                row[1].plot([p[1] for p in pts], [p[2] for p in pts], color=colours[variant], lw=0.8)
+            if baselines.get(variant, variant) == variant and any(baselines.get(v) == variant for v in curves):
+                for ax in row:
                     ax.axhline(mean_sd(final(p)[2] for p in by_seed.values())[0], color=colours[variant], ls=":", lw=1)
         # the y range of the evaluations after the first: the untrained model's value would flatten the rest
         later = [p[2] for v, by_seed in curves.items() if metrics[v] == metric for pts in by_seed.values()
@@ -222,7 +224,8 @@ def figure(curves: dict[str, dict[int, list[Point]]], metrics: dict[str, str], b
                 pad = (hi - lo) * 0.1 or abs(hi) * 0.01 or 0.01
                 ax.set_ylim(*((lo / 1.1, hi * 1.1) if kind.log_scale else (lo - pad, hi + pad)))
             ax.grid(alpha=0.3)
-        row[0].legend(fontsize=7, title="mean; shaded: seeds' min-max; dotted: a baseline's final; y from the 2nd evaluation", title_fontsize=7)
+        row[0].xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x / 1000:,.0f}K"))
+        row[0].legend(fontsize=7, title="left: mean, seeds' min-max shaded; right: each seed; dotted: a baseline's final", title_fontsize=7)
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
