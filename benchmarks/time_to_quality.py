@@ -64,6 +64,7 @@ from elmoc.directions import runs
 from elmoc.encoders.native import native_ops
 from elmoc.errors import ConfigError, ElmocError
 from elmoc.outputs.heldout import metric_class
+from elmoc.registry import by_name
 from elmoc.tables.runs import read_lm_runs
 
 Point = tuple[int, float, float]  # (training tokens, wall seconds, heldout value)
@@ -342,6 +343,11 @@ def main(argv: list[str] | None = None) -> int:
         budget = {"max_steps": args.max_steps, "eval_every": args.eval_every, "log_every": args.eval_every,
                   "eval_max_windows": args.eval_windows, "checkpoint_every": 0}
         specs = variant_specs(config, args.variants, baselines, overrides, budget)
+        for variant, base in baselines.items():
+            ours, theirs = (by_name("output", specs[v]["output"]["type"]).heldout_reduction.metric for v in (variant, base))
+            if ours != theirs:
+                raise ConfigError(f"--baseline {variant}={base}: {variant} is evaluated by {ours}, {base} by {theirs}; "
+                                  "pair variants with the same output layer family")
         missing = [a for spec in specs.values() for a in artifact_paths(spec) if not Path(a).exists()]
         missing = sorted(set(missing))
         if missing:

@@ -122,7 +122,9 @@ def test_bad_arguments_are_one_line(tmp_path, monkeypatch, capsys):
     for extra, words in ((["--overrides", '{"other": {}}'], "not among --variants"),
                          (["--overrides", "{bad"], "not JSON"),
                          (["--overrides", '{"lstm": {"trian": {}}}'], "trian"),
-                         (["--baseline", "lstm=base"], "must be among --variants")):
+                         (["--baseline", "lstm=base"], "must be among --variants"),
+                         (["soft=lstm", "--baseline", "soft=lstm", "--overrides", '{"soft": {"output": {"type": "sampled"}}}'],
+                          "evaluated by perplexity, lstm by cosine")):
         assert ttq.main(common + extra) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0], err
