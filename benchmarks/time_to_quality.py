@@ -16,7 +16,8 @@ would double the cost), a joint bi-LM's or a masked LM's one run.  A finished ru
 A variant the config does not define (a new preset, or ``NAME=PRESET``: a preset under another
 name, for the same preset with other ``--overrides``) takes its baseline's config entry (the
 baseline's own overrides) over its own preset: the same footing by construction.  ``--baseline
-VARIANT=BASE`` pairs them; a variant with no pair is its own baseline.
+VARIANT=BASE`` pairs them (both evaluated by one metric, else refused); a variant with no pair is
+its own baseline.
 
 Writes ``<out>/time_to_quality.json`` (every curve, the settings, the command, the load average),
 ``time_to_quality.md`` (the table) and ``time_to_quality.png`` (metric against tokens, the mean
