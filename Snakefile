@@ -42,6 +42,7 @@ include: "workflow/rules/tasks.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/export.smk"
+include: "workflow/rules/prune.smk"
 
 
 rule all:

@@ -124,6 +124,8 @@ def test_a_killed_prune_and_ticket_run_resumes_bit_exact(trained, tmp_path, monk
         assert a["model"].keys() == b["model"].keys()
         assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"]), run
         assert a["history"][-1]["value"] == b["history"][-1]["value"]
+    resumed = load_checkpoint(tmp_path / "resumed/round2/model.pt")["segments"]
+    assert [segment["step"] for segment in resumed] == [0, 2]  # resumed from its checkpoint, not restarted
     rows = [json.loads((tmp_path / d / "prune.json").read_text())["runs"] for d in ("straight", "resumed")]
     assert rows[0] == rows[1]
 
@@ -179,6 +181,9 @@ def test_bad_settings_and_a_source_without_rewind_weights_are_one_line(tiny_lm, 
     assert "rewind" not in source  # not asked: model.pt as before
     with pytest.raises(InputFileError, match="train.rewind_step: 0"):
         ticket_constraints(source, {}, vocab, "forward", 1, tmp_path / "lm/model.pt")
+    with pytest.raises(InputFileError, match="train.rewind_step: 0"):
+        prune(tmp_path / "lm/model.pt", tmp_path / "pruned", settings(ticket=True), vocab, make_batches, make_heldout)
+    assert not (tmp_path / "pruned").exists()  # refused before the first round
 
 
 def test_mask_constraint_refuses_masks_of_another_model(tiny_lm):

@@ -153,13 +153,18 @@ def ticket_constraints(source: dict[str, Any], masks: Masks, vocab: Vocabulary |
                        control_seed: int, path: str | Path) -> dict[str, MaskConstraint]:
     """``{"ticket": ..., "control": ...}``: the mask on the LM's rewind weights, and the same
     mask on a fresh initialisation drawn with ``control_seed``."""
-    rewind = source.get("rewind")
-    if rewind is None:
-        raise InputFileError(path, "keeps no rewind weights, which a lottery ticket restarts from; train the LM "
-                             "with train.rewind_step: 0 (or an early step), or set prune.ticket: false")
+    rewind = rewind_weights(source, path)
     torch.manual_seed(control_seed)
     fresh = build_model(source["spec"], vocab, direction).state_dict()
-    return {TICKET: MaskConstraint(masks, rewind["model"]), CONTROL: MaskConstraint(masks, fresh)}
+    return {TICKET: MaskConstraint(masks, rewind), CONTROL: MaskConstraint(masks, fresh)}
+
+
+def rewind_weights(source: dict[str, Any], path: str | Path) -> dict[str, torch.Tensor]:
+    """The state dict ``source`` (a ``model.pt`` dict) kept at ``train.rewind_step``."""
+    if source.get("rewind") is None:
+        raise InputFileError(path, "keeps no rewind weights, which a lottery ticket restarts from; train the LM "
+                             "with train.rewind_step: 0 (or an early step), or set prune.ticket: false")
+    return source["rewind"]["model"]
 
 
 @stoppable
@@ -172,6 +177,8 @@ def prune(source_path: str | Path, out_dir: str | Path, settings: PruneSettings,
     written at the end."""
     out_dir = Path(out_dir)
     source = load_checkpoint(source_path)
+    if settings.ticket:
+        rewind_weights(source, source_path)  # refused before any round, not after them
     previous, masks = source, None
     original = build_model(source["spec"], vocab, direction)
     if settings.method == "structured":
