@@ -66,8 +66,9 @@ class PruneSettings:
     Attributes:
         method: "magnitude" (zeros in the encoder's weight matrices) or "structured" (whole
             LSTM cells / feed-forward units removed, the matrices shrink).
-        levels: one per round, increasing, each in (0, 1): the sparsity reached by the round
-            (magnitude) or the fraction of the original units removed (structured).
+        levels: one per round, increasing, each in [0, 1): the sparsity reached by the round
+            (magnitude) or the fraction of the original units removed (structured); 0 prunes
+            nothing: the dense model fine-tuned as long, the control for the extra steps.
         finetune_steps: optimizer steps of fine-tuning per round.
         ticket: after the rounds, the lottery ticket and its randomly re-initialised control
             (magnitude only; the LM must keep its rewind weights, ``train.rewind_step``).
@@ -89,9 +90,9 @@ class PruneSettings:
         if method not in METHODS:
             raise ConfigError(f"config {section.name}.method must be one of {', '.join(METHODS)}, got {method!r}")
         levels = tuple(section.get("levels", list, list(cls.levels)))
-        if not levels or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1 for v in levels) \
+        if not levels or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1 for v in levels) \
                 or list(levels) != sorted(set(levels)):
-            raise ConfigError(f"config {section.name}.levels must be increasing numbers in (0, 1), one per round, "
+            raise ConfigError(f"config {section.name}.levels must be increasing numbers in [0, 1), one per round, "
                               f"got {list(levels)}")
         settings = cls(method, tuple(float(v) for v in levels), section.get("finetune_steps", int, cls.finetune_steps),
                        section.get("ticket", bool, cls.ticket), section.get("ticket_steps", int, None),
