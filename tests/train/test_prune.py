@@ -169,6 +169,9 @@ def test_structured_pruning_of_a_transformer_removes_feed_forward_units(tiny_lm)
 def test_bad_settings_and_a_source_without_rewind_weights_are_one_line(tiny_lm, tmp_path):
     with pytest.raises(ConfigError, match="levels must be increasing"):
         settings(levels=[0.5, 0.3])
+    with pytest.raises(ConfigError, match=r"in \[0, 1\)"):
+        settings(levels=[0.5, 1.0])
+    assert settings(levels=[0.0]).levels == (0.0,)  # the dense control: fine-tuning alone
     with pytest.raises(ConfigError, match="ticket needs method: magnitude"):
         settings(method="structured", ticket=True)
     with pytest.raises(ConfigError, match="finetune_steps"):
