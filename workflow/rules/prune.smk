@@ -6,10 +6,6 @@
 # stopped when rerun; prune.json, written last, is the job's one output.
 
 
-def prune_plan_json(wildcards):
-    return section_json(config["prune"]["plans"][wildcards.plan])
-
-
 rule prune:
     input:
         model="results/lm/{variant}/{direction}/model.pt",
@@ -27,7 +23,7 @@ rule prune:
         slurm_partition=lambda wildcards: slurm_partition(min(1, pretrain_job(wildcards.variant)["gpus"])),
     params:
         elmoc=ELMOC,
-        section=prune_plan_json,
+        section=lambda wildcards: section_json(config["prune"]["plans"][wildcards.plan]),
         with_gpus=lambda wildcards: with_gpus(min(1, pretrain_job(wildcards.variant)["gpus"])),
         device=lambda wildcards: device_for(min(1, pretrain_job(wildcards.variant)["gpus"])),
     conda:

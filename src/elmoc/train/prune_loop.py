@@ -181,9 +181,8 @@ def prune(source_path: str | Path, out_dir: str | Path, settings: PruneSettings,
     if settings.ticket:
         rewind_weights(source, source_path)  # refused before any round, not after them
     previous, masks = source, None
-    original = build_model(source["spec"], vocab, direction)
     if settings.method == "structured":
-        _, units = unit_count(original)
+        _, units = unit_count(build_model(source["spec"], vocab, direction))  # levels are fractions of these
     runs: list[tuple[str, float | None]] = []
     for number, level in enumerate(settings.levels, 1):
         name = f"round{number}"
@@ -216,7 +215,11 @@ def prune(source_path: str | Path, out_dir: str | Path, settings: PruneSettings,
     return None
 
 
-def _run(spec, out, constraint, vocab, make_batches, make_heldout, direction, vocab_path, device, stop) -> RunResult:
+def _run(spec: dict[str, Any], out: Path, constraint: MaskConstraint, vocab: Vocabulary | None,
+         make_batches: BatchFactory, make_heldout: HeldoutFactory | None, direction: str, vocab_path: str | None,
+         device: str, stop: StopSignals | None) -> RunResult:
+    """One training run of the plan in ``out``: skipped when its ``model.pt`` exists, else
+    started (``constraint`` sets its weights) or resumed from its checkpoint."""
     if (out / MODEL).is_file():
         log.info("%s is done (%s exists)", out, MODEL)
         return RunResult(steps=0, tokens=0, seconds=0.0)
