@@ -2,6 +2,7 @@
 import copy
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -130,7 +131,7 @@ def test_a_killed_prune_and_ticket_run_resumes_bit_exact(trained, tmp_path, monk
     assert rows[0] == rows[1]
 
 
-def test_structured_pruning_removes_the_weakest_cells_and_the_model_shrinks(trained, tmp_path):
+def test_structured_pruning_removes_the_weakest_cells_and_the_model_shrinks(trained, tmp_path, monkeypatch):
     vocab, spec, make_batches, make_heldout, model_pt = trained
     model = LanguageModel.from_spec(spec, vocab)
     model.load_state_dict(load_checkpoint(model_pt)["model"])
@@ -154,6 +155,20 @@ def test_structured_pruning_removes_the_weakest_cells_and_the_model_shrinks(trai
     final = load_checkpoint(tmp_path / "cells/round2/model.pt")
     assert final["spec"]["encoder"]["cell_size"] == 8
     assert final["model"]["encoder.lstm_layers.1.state_projection.weight"].shape == (8, 8)
+    # an ordinary model directory of the smaller shapes, embedded by the native loop and the Python one alike
+    from elmoc.pretrained.elmo import embed_sentences
+    from elmoc.pretrained.loader import load_bilm
+    from elmoc.pretrained.writer import export_model
+
+    export_model(tmp_path / "cells/round2/model.pt", None, tmp_path / "export")
+    meta = json.loads((tmp_path / "export/elmoc-model.json").read_text())
+    assert meta["encoder"]["cell_size"] == 8
+    sentences = [["w1", "w2", "w3", "w7"], ["w5", "w9"]]
+    native = embed_sentences(load_bilm(tmp_path / "export"), sentences)
+    monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")
+    python = embed_sentences(load_bilm(tmp_path / "export"), sentences)
+    assert native[0].shape == (3, 4, 8)
+    assert all(np.allclose(a, b, atol=1e-5) for a, b in zip(native, python))
 
 
 def test_structured_pruning_of_a_transformer_removes_feed_forward_units(tiny_lm):
