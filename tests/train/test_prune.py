@@ -208,3 +208,17 @@ def test_mask_constraint_refuses_masks_of_another_model(tiny_lm):
     vocab, spec, _, _ = tiny_lm
     with pytest.raises(KeyError, match="lacks"):
         MaskConstraint({"encoder.nope": torch.ones(1, dtype=torch.bool)}).apply(LanguageModel.from_spec(spec, vocab))
+
+
+def test_magnitude_masks_of_a_transformer_stay_applied_while_it_trains(tiny_lm, tmp_path):
+    vocab, spec, make_batches, make_heldout = tiny_lm
+    spec = {**spec, "encoder": {"type": "transformer", "d_model": 8, "heads": 2, "d_ff": 12, "num_layers": 1},
+            "train": {**spec["train"], "max_steps": 3, "reset_state": True}}
+    model = LanguageModel.from_spec(spec, vocab)
+    masks = magnitude_masks(encoder_matrices(model), 0.6)
+    assert {"encoder.blocks.0.self_attn.in_proj_weight", "encoder.blocks.0.linear1.weight"} <= set(masks)
+    train(spec, vocab, tmp_path / "t", make_batches, make_heldout,
+          constraint=MaskConstraint(masks, model.state_dict()))
+    trained = load_checkpoint(tmp_path / "t/model.pt")["model"]
+    for name, mask in masks.items():
+        assert (trained[name][~mask] == 0).all() and (trained[name][mask] != 0).any(), name
