@@ -43,6 +43,7 @@ include: "workflow/rules/tables.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/export.smk"
 include: "workflow/rules/distill.smk"
+include: "workflow/rules/prune.smk"
 
 
 rule all:

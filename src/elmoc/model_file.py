@@ -20,6 +20,8 @@ A ``torch.save`` dict of format :data:`FORMAT` (``"elmoc-lm-v1"``), read weights
 ``inputs``        sha256 of every input file the spec names
 ``final``         True
 ``released``      only in a converted bilm-tf ELMo (:mod:`elmoc.pretrained.bilm_tf`): its source
+``rewind``        only with ``train.rewind_step``: ``{"step", "model"}``, the state dict after that
+                  many steps (0: the initialisation), where a lottery ticket restarts (``elmoc prune``)
 
 ``elmoc train`` writes it once, at the very end (:func:`elmoc.train.checkpoint.model_payload`);
 its resumable ``checkpoint.pt`` is the same format with the training-only keys added and

@@ -183,9 +183,6 @@ def _train(args: argparse.Namespace, trainer=None) -> int:
 
     import torch
 
-    from elmoc.data.batches import ShardBatches, iter_heldout, num_windows
-    from elmoc.data.vocab.vocabulary import Vocabulary
-    from elmoc.errors import ConfigError, InputFileError
     from elmoc.train.loop import train
     from elmoc.train.settings import TrainSettings
     from elmoc.train.signals import EXIT_INTERRUPTED
@@ -196,18 +193,39 @@ def _train(args: argparse.Namespace, trainer=None) -> int:
     if args.max_steps is not None:
         spec.setdefault("train", {})["max_steps"] = args.max_steps
     settings = TrainSettings.from_config(spec.get("train", {}))
+    vocab, vocab_path, make_batches, make_heldout, steps_per_epoch = lm_data(spec, args.spec, args.direction,
+                                                                             settings)
+    result = train(spec, vocab, Path(args.output_dir), make_batches, make_heldout,
+                   direction=args.direction, vocab_path=str(vocab_path), device=args.device,
+                   resume=not args.no_resume, steps_per_epoch=steps_per_epoch, spec_path=args.spec,
+                   stale_checkpoint=args.stale_checkpoint, stop_margin_s=args.stop_margin, settings=settings,
+                   trainer=trainer)
+    return EXIT_INTERRUPTED if result.interrupted else 0
+
+
+def lm_data(spec: dict, spec_path, direction: str, settings):
+    """What training on ``spec``'s corpus needs: ``(vocab, vocab_path, make_batches,
+    make_heldout or None, steps_per_epoch)`` (the batch factories of
+    :func:`elmoc.train.loop.train`); a spec without data or vocabulary is one line naming
+    ``spec_path``.  ``elmoc prune`` fine-tunes with the same."""
+    from pathlib import Path
+
+    from elmoc.data.batches import ShardBatches, iter_heldout, num_windows
+    from elmoc.data.vocab.vocabulary import Vocabulary
+    from elmoc.errors import ConfigError, InputFileError
+
     data = spec.get("data") or {}
     if "train" not in data:
-        raise ConfigError(f"{args.spec}: the spec has no data.train (folder of shard_*.txt files)")
+        raise ConfigError(f"{spec_path}: the spec has no data.train (folder of shard_*.txt files)")
     shards = sorted(Path(data["train"]).glob("shard_*.txt"))
     if not shards:
         raise InputFileError(data["train"], "no shard_*.txt files; run `elmoc corpus` first")
     vocab_path = spec.get("vocab")
     if not vocab_path:
-        raise ConfigError(f"{args.spec}: the spec names no vocab file")
+        raise ConfigError(f"{spec_path}: the spec names no vocab file")
     vocab = Vocabulary.load(vocab_path)
     eval_batch = settings.eval_batch_size or settings.batch_size
-    masking = settings.masking_settings if args.direction == "masked" else None
+    masking = settings.masking_settings if direction == "masked" else None
     stream_fn = None
     if data.get("tokenizer"):  # subword LMs (ELMo-Sub): segment the word corpus on the fly
         from elmoc.data.vocab.subword import SubwordEncoder
@@ -215,7 +233,7 @@ def _train(args: argparse.Namespace, trainer=None) -> int:
         stream_fn = SubwordEncoder(data["tokenizer"]).stream
 
     def make_batches(position, rank, world_size):
-        batches = ShardBatches(shards, vocab, settings.batch_size, settings.bptt, args.direction,
+        batches = ShardBatches(shards, vocab, settings.batch_size, settings.bptt, direction,
                                seed=settings.seed, epochs=settings.epochs, rank=rank,
                                world_size=world_size, position=position, stream_fn=stream_fn,
                                masking=masking)
@@ -223,16 +241,11 @@ def _train(args: argparse.Namespace, trainer=None) -> int:
             yield batch, batches.state_dict()
 
     def make_heldout():
-        return iter_heldout(data["heldout"], vocab, eval_batch, settings.bptt, args.direction, stream_fn=stream_fn,
+        return iter_heldout(data["heldout"], vocab, eval_batch, settings.bptt, direction, stream_fn=stream_fn,
                             masking=masking)
 
     steps_per_epoch = sum(num_windows((n - 1) // settings.batch_size, settings.bptt) for n in _shard_tokens(shards))
-    result = train(spec, vocab, Path(args.output_dir), make_batches, make_heldout if data.get("heldout") else None,
-                   direction=args.direction, vocab_path=str(vocab_path), device=args.device,
-                   resume=not args.no_resume, steps_per_epoch=steps_per_epoch, spec_path=args.spec,
-                   stale_checkpoint=args.stale_checkpoint, stop_margin_s=args.stop_margin, settings=settings,
-                   trainer=trainer)
-    return EXIT_INTERRUPTED if result.interrupted else 0
+    return vocab, vocab_path, make_batches, make_heldout if data.get("heldout") else None, steps_per_epoch
 
 
 def _shard_tokens(shards) -> list[int]:

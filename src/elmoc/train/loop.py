@@ -35,7 +35,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol
 
 import numpy as np
 import torch
@@ -81,6 +81,15 @@ BatchFactory = Callable[[dict | None, int, int], Iterator[tuple[Batch, dict]]]
 # for a masked one), in a fixed order.
 HeldoutFactory = Callable[[], Iterator[Batch]]
 MODELS = {JOINT: BidirectionalLM, MASKED: MaskedLM}  # the model a run trains; else LanguageModel
+
+
+class WeightConstraint(Protocol):
+    """What :func:`train` asks of a ``constraint``: ``start(model)`` sets the weights of a fresh
+    (not resumed) run; ``apply(model)`` restores the constraint after every optimizer step."""
+
+    def start(self, model: torch.nn.Module) -> None: ...
+
+    def apply(self, model: torch.nn.Module) -> None: ...
 
 
 @dataclass
@@ -174,6 +183,7 @@ def train(
     stop_margin_s: float | None = None,
     settings: TrainSettings | None = None,
     trainer: Callable[..., "Trainer"] | None = None,
+    constraint: WeightConstraint | None = None,
 ) -> RunResult:
     """Train one direction of an LM (``direction`` "forward" or "backward"), or a joint
     bi-LM (``direction="joint"``, for a spec with ``train.directions: joint``; the batch
@@ -199,6 +209,8 @@ def train(
     ``train`` section parsed (``elmoc train`` passes the one it parsed); None parses it here.
     ``trainer`` builds the run (:class:`Trainer`'s arguments; default :class:`Trainer`): a subclass
     trains another model through the same loop (``elmoc distill``, :mod:`elmoc.train.distill`).
+    ``constraint`` (``elmoc prune``: :class:`elmoc.nn.pruning.MaskConstraint`) sets the weights
+    a fresh run starts from and is applied again after every optimizer step.
     """
     settings = settings or TrainSettings.from_config(spec.get("train", {}))
     check_run(spec, direction, spec_path)
@@ -213,7 +225,7 @@ def train(
         run = (trainer or Trainer)(spec, vocab, Path(out_dir), settings, ddp, device, direction=direction,
                                    vocab_path=vocab_path, spec_path=spec_path, make_heldout=make_heldout,
                                    stop=stop, resume=resume, stale_checkpoint=stale_checkpoint,
-                                   stop_margin_s=stop_margin_s)
+                                   stop_margin_s=stop_margin_s, constraint=constraint)
         return run.run(make_batches, steps_per_epoch)
     finally:
         ddp.teardown()
@@ -231,7 +243,8 @@ class Trainer:
     def __init__(self, spec: dict[str, Any], vocab: Vocabulary | None, out_dir: Path, settings: TrainSettings,
                  ddp: Distributed, device: torch.device, *, direction: str, vocab_path: str | None,
                  spec_path: str | Path | None, make_heldout: HeldoutFactory | None, stop: StopSignals,
-                 resume: bool, stale_checkpoint: str, stop_margin_s: float | None):
+                 resume: bool, stale_checkpoint: str, stop_margin_s: float | None,
+                 constraint: WeightConstraint | None = None):
         if settings.batch_size % ddp.world_size:
             raise ConfigError(
                 f"train.batch_size {settings.batch_size} is not divisible by the {ddp.world_size} processes; "
@@ -255,11 +268,16 @@ class Trainer:
         self.step, self.tokens, self.position, self.state, self.history, self.seconds_before = 0, 0, None, None, [], 0.0
         self.segments = [{"step": 0, **self.layout}]
         self.checkpoint_step: int | None = None  # the step of the checkpoint.pt on disk (None: none of this run)
+        self.constraint, self.rewind = constraint, None  # rewind: {"step", "model"} kept for a lottery ticket
         if resume and self.ckpt_path.exists():
             self.resume()
             self.checkpoint_step = self.step
-        elif ddp.is_main:
-            self.log_path.unlink(missing_ok=True)  # a fresh run starts a fresh log
+        else:
+            if constraint is not None:
+                constraint.start(self.core)
+            if ddp.is_main:
+                self.log_path.unlink(missing_ok=True)  # a fresh run starts a fresh log
+            self.keep_rewind_weights()
         self.t_start, self.saved_step = time.time(), self.step
         # rank 0 decides when to stop before the job's time limit and when a timed checkpoint
         # is due; StopSignals.decide makes every process agree in the step's one collective
@@ -311,6 +329,7 @@ class Trainer:
         self.step, self.tokens, self.position = payload["step"], payload["tokens"], payload["data"]
         self.state = shard_state_rows(payload.get("state"), ddp.rank, ddp.world_size)  # this rank's rows
         self.history = payload.get("history", [])
+        self.rewind = payload.get("rewind")
         self.seconds_before = float(payload.get("seconds", 0.0))
         self.segments = resumed_segments(payload, self.step, self.layout, path, warn=ddp.is_main)
         own_rng = rank_rng_state(payload.get("rng"), ddp.rank, ddp.world_size)
@@ -382,11 +401,21 @@ class Trainer:
             self.model, batch, None if s.reset_state else self.state, self.bundle, self.params, s, self.device,
             self.sparse_params, self.ddp.world_size,
         )
+        if self.constraint is not None:
+            self.constraint.apply(self.core)
         self.state = None if s.reset_state else detach_state(new_state)
         self.position = next_position
         self.step += 1
+        self.keep_rewind_weights()
         self.tokens += batch.num_tokens * self.ddp.world_size  # a joint step: both directions' tokens
         return lr, loss, out, grad_norm
+
+    def keep_rewind_weights(self) -> None:
+        """At step ``train.rewind_step`` (0: before the first), a CPU copy of the weights, saved
+        in ``checkpoint.pt`` and ``model.pt`` as ``rewind``: the lottery ticket's starting point."""
+        if self.rewind is None and self.settings.rewind_step == self.step:
+            self.rewind = {"step": self.step,
+                           "model": {k: v.detach().to("cpu", copy=True) for k, v in self.core.state_dict().items()}}
 
     def agree_on_stop(self) -> tuple[str | None, bool]:
         """The stop conditions, agreed by every process: (why to stop or None, save now).
@@ -431,6 +460,7 @@ class Trainer:
             "rng": None, "state": self.state, "history": self.history, "threads": self.layout["threads"],
             "processes": self.layout["processes"], "segments": self.segments, "inputs": self.inputs,
             "log_bytes": self.log_path.stat().st_size if self.log_path.exists() else 0, "final": False,
+            **({} if self.rewind is None else {"rewind": self.rewind}),
         }
 
     def save(self) -> None:

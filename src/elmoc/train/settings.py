@@ -53,6 +53,9 @@ class TrainSettings:
             (one forward LM, ``--direction forward`` only: the paper's uni-directional GPT).
         objective: "causal_lm" (next-word LMs, the paper) or "masked_lm" (one
             :class:`elmoc.masked_lm.MaskedLM`, ``--direction masked``; issue 25).
+        rewind_step: keep the weights as they are after this many steps (0: the
+            initialisation) in ``checkpoint.pt`` and ``model.pt`` under ``rewind``, for the
+            lottery ticket (``elmoc prune``); None keeps none.
         masking: a masked LM's ``{rate, mask, random}`` (:class:`elmoc.data.masking.Masking`;
             default BERT's 0.15, 0.8, 0.1); parsed into :attr:`masking_settings`.
     """
@@ -62,7 +65,7 @@ class TrainSettings:
                      "clip_norm": ">= 0", "loss_scale": "> 0", "seed": "int >= 0", "log_every": "int >= 0",
                      "eval_every": "int >= 0", "checkpoint_every": "int >= 0", "checkpoint_minutes": ">= 0 or null",
                      "collective_timeout_minutes": "> 0", "eval_batch_size": "int > 0 or null",
-                     "eval_max_windows": "int > 0 or null"}
+                     "eval_max_windows": "int > 0 or null", "rewind_step": "int >= 0 or null"}
 
     batch_size: int = 64
     bptt: int = 20
@@ -83,6 +86,7 @@ class TrainSettings:
     directions: str = SEPARATE
     objective: str = CAUSAL_LM
     masking: dict | None = None
+    rewind_step: int | None = None
 
     @property
     def masking_settings(self) -> Masking:

@@ -1,0 +1,61 @@
+"""`elmoc prune`: prune a trained LM round by round with fine-tuning, and its lottery ticket."""
+from __future__ import annotations
+
+import argparse
+
+from elmoc.directions import RUNS
+
+NAME = "prune"
+HELP = "prune a trained LM (magnitude or whole units) with fine-tuning between rounds; optionally its lottery ticket"
+DESCRIPTION = (
+    "Prune the trained LM --model (one direction's model.pt, or a joint or masked LM's) in rounds, one per "
+    "prune.levels entry, each followed by prune.finetune_steps steps of fine-tuning on the LM objective "
+    "on the corpus its spec names (the training loop of `elmoc train`). prune.method magnitude: the "
+    "smallest weights of the encoder's matrices go (levels: sparsities, layer-wise), masks kept applied "
+    "while fine-tuning; structured: whole LSTM cells (a Transformer's feed-forward units) go (levels: "
+    "fractions of the units), so the matrices shrink. Every round's folder under --output-dir "
+    "(round1, round2, ...) is an ordinary training run whose model.pt `elmoc export` reads. With "
+    "prune.ticket (magnitude), the lottery ticket follows: the last mask on the weights the LM had at "
+    "train.rewind_step (train it with train.rewind_step: 0), retrained in ticket/, and the same mask on a "
+    "fresh initialisation in control/. prune.json sums up parameters, nonzero weights and the heldout "
+    "metric of each. A killed or stopped run (SIGTERM/SIGUSR1: exit 75) resumes where it was when rerun."
+)
+
+INPUTS = ("model",)  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ("output_dir",)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from elmoc.config_section import add_section_argument
+
+    parser.add_argument("--model", required=True, help="the trained LM's model.pt (results/lm/<variant>/<run>/)")
+    parser.add_argument("--direction", choices=RUNS, required=True, help="the run --model is (as `elmoc train`)")
+    parser.add_argument("--output-dir", required=True, help="where round1/ ... , ticket/, control/ and prune.json go")
+    add_section_argument(parser, "prune")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, or cuda:N (default cpu)")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import torch
+
+    from elmoc.attempts import OutputLock
+    from elmoc.commands.train import lm_data
+    from elmoc.config_section import Section
+    from elmoc.model_file import load_checkpoint
+    from elmoc.train.prune_loop import PruneSettings, prune
+    from elmoc.train.settings import TrainSettings
+    from elmoc.train.signals import EXIT_INTERRUPTED
+
+    settings = PruneSettings.from_section(Section.parse(args.section_json or "{}", "prune", PruneSettings.KEYS))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    OutputLock(args.output_dir).acquire()  # held until this process exits
+    spec = load_checkpoint(args.model, mmap=True)["spec"]
+    vocab, vocab_path, make_batches, make_heldout, _ = lm_data(
+        spec, args.model, args.direction, TrainSettings.from_config(spec.get("train", {})))
+    result = prune(Path(args.model), Path(args.output_dir), settings, vocab, make_batches, make_heldout,
+                   direction=args.direction, vocab_path=str(vocab_path), device=args.device)
+    return EXIT_INTERRUPTED if result is not None else 0

@@ -1,0 +1,258 @@
+"""Iterative pruning with fine-tuning between rounds, and the lottery ticket (``elmoc prune``).
+
+Read :func:`prune` top to bottom.  Round ``r`` starts from round ``r - 1``'s ``model.pt`` (round
+1 from the trained LM), prunes it to ``levels[r - 1]`` and fine-tunes it for
+``finetune_steps`` steps on the LM objective with the one training loop
+(:func:`elmoc.train.loop.train`, a :class:`~elmoc.nn.pruning.MaskConstraint` keeping the
+pruned weights at zero after every step).  ``method``:
+
+- ``magnitude``: ``levels`` are sparsities of the encoder's weight matrices (layer-wise, the
+  smallest surviving weights go; :mod:`elmoc.nn.pruning`); the round's ``mask.pt`` holds the
+  masks.  The matrices keep their shapes (zeros stored as zeros).
+- ``structured``: ``levels`` are the fractions of the encoder's units removed (LSTM cells, or a
+  Transformer's feed-forward units; :mod:`elmoc.train.structured`): the round's spec names the
+  smaller size, so its ``model.pt`` is an ordinary, smaller LM.
+
+With ``ticket`` (magnitude only), the lottery ticket of Frankle & Carbin (2019) follows: the
+last round's mask on the weights the LM had at ``train.rewind_step`` (kept in its ``model.pt``
+under ``rewind``: train it with ``train.rewind_step: 0``), trained ``ticket_steps`` steps
+(None: as many as the LM itself), in ``ticket/``; and its control, the same mask on a fresh
+random initialisation (seed ``control_seed``; same data order), in ``control/``.
+
+Output folder: ``round1/ ... roundK/`` (each a training run's folder: ``checkpoint.pt``,
+``model.pt``, ``heldout.json``, ``train_log.jsonl``; ``mask.pt`` for magnitude pruning),
+``ticket/`` and ``control/``, and ``prune.json`` (:func:`summary`).  Resume: a finished run
+(its ``model.pt`` exists) is skipped, an unfinished one resumes from its ``checkpoint.pt``
+exactly as ``elmoc train`` does, and masks are read back from ``mask.pt``, so a killed run
+rerun with the same command ends bit-identical to an uninterrupted one (CPU).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from elmoc.config_section import Section
+from elmoc.data.vocab.vocabulary import Vocabulary
+from elmoc.directions import JOINT, MASKED
+from elmoc.encoders.base import Encoder
+from elmoc.errors import ConfigError, InputFileError
+from elmoc.io.atomic import atomic_file
+from elmoc.lm import BidirectionalLM, LanguageModel
+from elmoc.masked_lm import MaskedLM
+from elmoc.model_file import load_checkpoint, save_checkpoint
+from elmoc.nn.pruning import MaskConstraint, Masks, magnitude_masks, sparsity_of
+from elmoc.train.checkpoint import MODEL
+from elmoc.train.loop import BatchFactory, HeldoutFactory, RunResult, train
+from elmoc.train.signals import StopSignals, stoppable
+from elmoc.train.structured import shrink, unit_count
+
+log = logging.getLogger(__name__)
+
+MASK, SUMMARY, TICKET, CONTROL = "mask.pt", "prune.json", "ticket", "control"
+MASK_FORMAT = "elmoc-mask-v1"
+METHODS = ("magnitude", "structured")
+
+
+@dataclass
+class PruneSettings:
+    """The ``prune`` config section.
+
+    Attributes:
+        method: "magnitude" (zeros in the encoder's weight matrices) or "structured" (whole
+            LSTM cells / feed-forward units removed, the matrices shrink).
+        levels: one per round, increasing, each in [0, 1): the sparsity reached by the round
+            (magnitude) or the fraction of the original units removed (structured); 0 prunes
+            nothing: the dense model fine-tuned as long, the control for the extra steps.
+        finetune_steps: optimizer steps of fine-tuning per round.
+        ticket: after the rounds, the lottery ticket and its randomly re-initialised control
+            (magnitude only; the LM must keep its rewind weights, ``train.rewind_step``).
+        ticket_steps: steps each of the two trains (None: the LM's own step count).
+        control_seed: seed of the control's fresh initialisation.
+    """
+
+    KEYS = ("method", "levels", "finetune_steps", "ticket", "ticket_steps", "control_seed")
+    method: str = "magnitude"
+    levels: tuple[float, ...] = (0.5, 0.75, 0.9)
+    finetune_steps: int = 100
+    ticket: bool = False
+    ticket_steps: int | None = None
+    control_seed: int = 1000
+
+    @classmethod
+    def from_section(cls, section: Section) -> "PruneSettings":
+        method = section.get("method", str, cls.method)
+        if method not in METHODS:
+            raise ConfigError(f"config {section.name}.method must be one of {', '.join(METHODS)}, got {method!r}")
+        levels = tuple(section.get("levels", list, list(cls.levels)))
+        if not levels or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1 for v in levels) \
+                or list(levels) != sorted(set(levels)):
+            raise ConfigError(f"config {section.name}.levels must be increasing numbers in [0, 1), one per round, "
+                              f"got {list(levels)}")
+        settings = cls(method, tuple(float(v) for v in levels), section.get("finetune_steps", int, cls.finetune_steps),
+                       section.get("ticket", bool, cls.ticket), section.get("ticket_steps", int, None),
+                       section.get("control_seed", int, cls.control_seed))
+        for key in ("finetune_steps", "ticket_steps"):
+            value = getattr(settings, key)
+            if value is not None and value < 1:
+                raise ConfigError(f"config {section.name}.{key} must be a positive integer, got {value}")
+        if settings.ticket and method != "magnitude":
+            raise ConfigError(f"config {section.name}.ticket needs method: magnitude (a ticket is a mask on the "
+                              "original weights); set ticket: false or method: magnitude")
+        return settings
+
+
+def build_model(spec: dict[str, Any], vocab: Vocabulary | None, direction: str) -> torch.nn.Module:
+    """The model a run of ``direction`` trains (as the training loop builds it)."""
+    return {JOINT: BidirectionalLM, MASKED: MaskedLM}.get(direction, LanguageModel).from_spec(spec, vocab)
+
+
+def encoder_matrices(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Name -> weight of every matrix (2 or more dims) inside the model's encoder(s): the LSTM's
+    gate and projection matrices and input projection, a Transformer's attention and
+    feed-forward matrices.  Input and output layers are not pruned."""
+    found = {}
+    for prefix, module in model.named_modules():
+        if isinstance(module, Encoder):
+            found.update({f"{prefix}.{name}": p for name, p in module.named_parameters() if p.dim() >= 2})
+    return found
+
+
+def finetune_spec(spec: dict[str, Any], steps: int) -> dict[str, Any]:
+    """``spec`` trained for ``steps`` steps, keeping no rewind weights of its own."""
+    spec = copy.deepcopy(spec)
+    spec.setdefault("train", {})["max_steps"] = steps
+    spec["train"].pop("rewind_step", None)
+    return spec
+
+
+def load_masks(path: Path) -> Masks:
+    return load_checkpoint(path, formats=(MASK_FORMAT,))["masks"]
+
+
+def round_masks(out: Path, payload: dict[str, Any], level: float, previous: Masks | None,
+                vocab: Vocabulary | None, direction: str) -> Masks:
+    """The round's masks: read back from ``out/mask.pt``, else chosen from ``payload``'s
+    weights within ``previous`` and written there (before any training of the round)."""
+    path = out / MASK
+    if path.is_file():
+        return load_masks(path)
+    model = build_model(payload["spec"], vocab, direction)
+    model.load_state_dict(payload["model"])
+    masks = magnitude_masks(encoder_matrices(model), level, previous)
+    out.mkdir(parents=True, exist_ok=True)
+    save_checkpoint(path, {"level": level, "masks": masks}, fmt=MASK_FORMAT)
+    return masks
+
+
+def ticket_constraints(source: dict[str, Any], masks: Masks, vocab: Vocabulary | None, direction: str,
+                       control_seed: int, path: str | Path) -> dict[str, MaskConstraint]:
+    """``{"ticket": ..., "control": ...}``: the mask on the LM's rewind weights, and the same
+    mask on a fresh initialisation drawn with ``control_seed``."""
+    rewind = rewind_weights(source, path)
+    torch.manual_seed(control_seed)
+    fresh = build_model(source["spec"], vocab, direction).state_dict()
+    return {TICKET: MaskConstraint(masks, rewind), CONTROL: MaskConstraint(masks, fresh)}
+
+
+def rewind_weights(source: dict[str, Any], path: str | Path) -> dict[str, torch.Tensor]:
+    """The state dict ``source`` (a ``model.pt`` dict) kept at ``train.rewind_step``."""
+    if source.get("rewind") is None:
+        raise InputFileError(path, "keeps no rewind weights, which a lottery ticket restarts from; train the LM "
+                             "with train.rewind_step: 0 (or an early step), or set prune.ticket: false")
+    return source["rewind"]["model"]
+
+
+@stoppable
+def prune(source_path: str | Path, out_dir: str | Path, settings: PruneSettings, vocab: Vocabulary | None,
+          make_batches: BatchFactory, make_heldout: HeldoutFactory | None, *, direction: str = "forward",
+          vocab_path: str | None = None, device: str = "cpu", stop: StopSignals | None = None) -> RunResult | None:
+    """Prune the LM in ``source_path`` (a ``model.pt``) round by round into ``out_dir``, then the
+    ticket and its control when asked (module docstring).  Returns the interrupted run's
+    result when a stop signal ended one (rerun to resume), else None; ``prune.json`` is
+    written at the end."""
+    out_dir = Path(out_dir)
+    source = load_checkpoint(source_path)
+    if settings.ticket:
+        rewind_weights(source, source_path)  # refused before any round, not after them
+    previous, masks = source, None
+    if settings.method == "structured":
+        _, units = unit_count(build_model(source["spec"], vocab, direction))  # levels are fractions of these
+    runs: list[tuple[str, float | None]] = []
+    for number, level in enumerate(settings.levels, 1):
+        name = f"round{number}"
+        out = out_dir / name
+        if settings.method == "magnitude":
+            masks = round_masks(out, previous, level, masks, vocab, direction)
+            spec, constraint = previous["spec"], MaskConstraint(masks, previous["model"])
+        else:
+            model = build_model(previous["spec"], vocab, direction)
+            model.load_state_dict(previous["model"])
+            spec, state = shrink(model, previous["spec"], max(1, round(units * (1 - level))))
+            constraint = MaskConstraint({}, state)
+        result = _run(finetune_spec(spec, settings.finetune_steps), out, constraint, vocab, make_batches,
+                      make_heldout, direction, vocab_path, device, stop)
+        if result.interrupted:
+            return result
+        runs.append((name, level))
+        previous = load_checkpoint(out / MODEL)
+    if settings.ticket:
+        steps = settings.ticket_steps or int(source["step"])
+        for name, constraint in ticket_constraints(source, masks, vocab, direction, settings.control_seed,
+                                                   source_path).items():
+            result = _run(finetune_spec(source["spec"], steps), out_dir / name, constraint, vocab, make_batches,
+                          make_heldout, direction, vocab_path, device, stop)
+            if result.interrupted:
+                return result
+            runs.append((name, settings.levels[-1]))
+    with atomic_file(out_dir / SUMMARY) as f:
+        json.dump(summary(source_path, settings, out_dir, runs), f, indent=1)
+    return None
+
+
+def _run(spec: dict[str, Any], out: Path, constraint: MaskConstraint, vocab: Vocabulary | None,
+         make_batches: BatchFactory, make_heldout: HeldoutFactory | None, direction: str, vocab_path: str | None,
+         device: str, stop: StopSignals | None) -> RunResult:
+    """One training run of the plan in ``out``: skipped when its ``model.pt`` exists, else
+    started (``constraint`` sets its weights) or resumed from its checkpoint."""
+    if (out / MODEL).is_file():
+        log.info("%s is done (%s exists)", out, MODEL)
+        return RunResult(steps=0, tokens=0, seconds=0.0)
+    return train(spec, vocab, out, make_batches, make_heldout, direction=direction, vocab_path=vocab_path,
+                 device=device, resume=True, stop=stop, constraint=constraint)
+
+
+def nonzero_parameters(state: dict[str, torch.Tensor]) -> tuple[int, int]:
+    """(nonzero entries, entries) over a state dict's floating-point tensors."""
+    tensors = [t for t in state.values() if t.is_floating_point()]
+    return sum(int(t.count_nonzero()) for t in tensors), sum(t.numel() for t in tensors)
+
+
+def describe(path: Path, level: float | None) -> dict[str, Any]:
+    """One run's row of ``prune.json``: its level, encoder size, weights and heldout result."""
+    payload = load_checkpoint(path / MODEL)
+    heldout = json.loads((path / "heldout.json").read_text(encoding="utf-8"))
+    nonzero, total = nonzero_parameters(payload["model"])
+    row = {"run": path.name, "level": level, "steps": payload["step"], "parameters": total, "nonzero": nonzero,
+           "encoder": payload["spec"]["encoder"], "metric": heldout["metric"], "heldout": heldout["after"]}
+    if (path / MASK).is_file():
+        row["sparsity"] = sparsity_of(load_masks(path / MASK))
+    return row
+
+
+def summary(source_path: str | Path, settings: PruneSettings, out_dir: Path,
+            runs: list[tuple[str, float | None]]) -> dict[str, Any]:
+    """``prune.json``: the settings, the source LM's row and one row per run."""
+    source = load_checkpoint(source_path)
+    nonzero, total = nonzero_parameters(source["model"])
+    history = source.get("history") or [{}]
+    return {"source": str(source_path), "method": settings.method, "levels": list(settings.levels),
+            "finetune_steps": settings.finetune_steps,
+            "original": {"parameters": total, "nonzero": nonzero, "steps": source["step"],
+                         "metric": history[-1].get("metric"), "heldout": history[-1].get("value")},
+            "runs": [describe(out_dir / name, level) for name, level in runs]}

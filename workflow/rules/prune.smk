@@ -1,0 +1,34 @@
+# Pruning a trained LM and its lottery ticket (issue 36; docs/beyond-paper.md, "Pruning and
+# the lottery ticket").  Not a default target: ask for a plan of config `prune.plans` by name,
+#   snakemake results/prune/elmo-c/<plan>/forward/prune.json results/prune/elmo-c/<plan>/backward/prune.json
+# Each job is one `elmoc prune`; its folder holds a training run per round (round1/, ...,
+# ticket/, control/: each round's model.pt is what `elmoc export` reads) and resumes where it
+# stopped when rerun; prune.json, written last, is the job's one output.
+
+
+rule prune:
+    input:
+        model="results/lm/{variant}/{direction}/model.pt",
+    output:
+        summary="results/prune/{variant}/{plan}/{direction}/prune.json",
+    wildcard_constraints:
+        plan="|".join(config.get("prune", {}).get("plans", {})) or "NO_PRUNE_PLANS",
+    log:
+        "logs/prune/{variant}.{plan}.{direction}.log",
+    threads: lambda wildcards: pretrain_job(wildcards.variant)["threads"]
+    resources:
+        gpu=lambda wildcards: min(1, pretrain_job(wildcards.variant)["gpus"]),
+        mem_mb=lambda wildcards: pretrain_job(wildcards.variant)["mem_mb"],
+        runtime=lambda wildcards: pretrain_job(wildcards.variant)["runtime"],
+        slurm_partition=lambda wildcards: slurm_partition(min(1, pretrain_job(wildcards.variant)["gpus"])),
+    params:
+        elmoc=ELMOC,
+        section=lambda wildcards: section_json(config["prune"]["plans"][wildcards.plan]),
+        with_gpus=lambda wildcards: with_gpus(min(1, pretrain_job(wildcards.variant)["gpus"])),
+        device=lambda wildcards: device_for(min(1, pretrain_job(wildcards.variant)["gpus"])),
+    conda:
+        "../envs/elmoc.yaml"
+    shell:
+        "{params.with_gpus} {params.elmoc} prune --model {input.model} --direction {wildcards.direction}"
+        " --output-dir results/prune/{wildcards.variant}/{wildcards.plan}/{wildcards.direction}"
+        " --section-json {params.section:q} --device {params.device} --threads {threads} > {log} 2>&1"
