@@ -27,7 +27,10 @@ with one only by chance; every ``<s>`` in the window is untied, its row by ``the
 column by ``theta_2`` [inferred].  A window or sentence that starts with ``<s>`` and holds no other
 is exactly the paper's case: only row 0 and column 0 change.  The reset replaces the whole
 position term of those entries, the relative bias of TUPE-R included [inferred: otherwise the
-relative bias would tie them to positions again].  A causal LM (TRANS BASE, TRANS LARGE, GPT)
+relative bias would tie them to positions again].  ``theta_1`` fills the whole row, and a
+softmax ignores a constant added to its row, so ``theta_1`` never changes the attention (its
+gradient is 0): what counts is that the row of ``<s>`` has no position term; ``theta_2``, the
+column, is what trains.  It is kept because the paper defines it.  A causal LM (TRANS BASE, TRANS LARGE, GPT)
 has no ``[CLS]``: its ``<s>`` only ever sees the words before it and no feature is read from it as
 a summary, so nothing is untied there and ``starts`` is ignored.
 
