@@ -212,6 +212,9 @@ def test_the_default_is_the_sinusoidal_encoder_unchanged():
     for k, a in default.state_dict().items():
         assert torch.equal(a, stored[k]), k
     assert tupe.variant_label() == "TUPE"
+    assert [TransformerEncoder.table_option_label(section) for section in
+            ({}, {"positions": "sinusoidal"}, {"positions": "tupe"}, {"positions": "tupe_r", "causal": False})] == [
+        None, None, "TUPE", "TUPE-R"]
 
 
 def test_positions_must_be_a_known_encoding():

@@ -120,9 +120,15 @@ class TransformerEncoder(Encoder):
         """True when ``forward`` needs ``starts``: TUPE unties ``<s>`` in a bidirectional encoder."""
         return self.untied is not None and not self.causal
 
+    @classmethod
+    def table_option_label(cls, options: dict) -> str | None:
+        """The tables' name of the method an ``encoder`` section turns on ("TUPE", "TUPE-R"), None for
+        the sinusoidal baseline; reads the section only (no model is built)."""
+        return POSITION_LABELS.get(options.get("positions", "sinusoidal"))
+
     def variant_label(self) -> str | None:
-        """The tables' name of the position encoding when it is not the baseline's ("TUPE", "TUPE-R")."""
-        return POSITION_LABELS[self.positions]
+        """:meth:`table_option_label` of this encoder."""
+        return self.table_option_label({"positions": self.positions})
 
     def attention_mask(self, mask: torch.Tensor) -> torch.Tensor | None:
         """bool (time, time) causal mask, or (batch*heads, time, time) when padding exists; True = blocked.
