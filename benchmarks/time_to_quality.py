@@ -28,7 +28,8 @@ tokens at which each seed's curve first reaches the baseline's mean final value 
 interpolation between evaluations; mean over the seeds that reach it, and how many do) and that
 as a fraction of the baseline's training tokens; the wall time to reach it and in all.  Wall time
 is the trainer's (``train_log.jsonl``), heldout evaluations included, on a shared machine: the
-load average is recorded; conclusions rest on tokens.
+load average is recorded; conclusions rest on tokens.  The LSTM's native loops are built (or
+loaded from torch's cache) before the runs start, so no run's time includes their compilation.
 
 The artifacts a spec names (``results/corpus/train``, ``results/vectors/cc.npy``, ...) are read in
 ``--workflow-dir``; ``--prepare`` makes the missing ones with the workflow's own rules
@@ -60,6 +61,7 @@ import numpy as np
 from elmoc.config import artifact_paths, check_spec_keys, deep_merge, dump_yaml, load_yaml, resolve_variant, \
     variant_names
 from elmoc.directions import runs
+from elmoc.encoders.native import native_ops
 from elmoc.errors import ConfigError, ElmocError
 from elmoc.outputs.heldout import metric_class
 from elmoc.tables.runs import read_lm_runs
@@ -207,13 +209,20 @@ def figure(curves: dict[str, dict[int, list[Point]]], metrics: dict[str, str], b
                 ax.fill_between(grid, low, high, color=colours[variant], alpha=0.2, lw=0)
                 if baselines.get(variant, variant) == variant and any(baselines.get(v) == variant for v in curves):
                     ax.axhline(mean_sd(final(p)[2] for p in by_seed.values())[0], color=colours[variant], ls=":", lw=1)
+        # the y range of the evaluations after the first: the untrained model's value would flatten the rest
+        later = [p[2] for v, by_seed in curves.items() if metrics[v] == metric for pts in by_seed.values()
+                 for p in pts[1:]]
         for ax, xlabel in zip(row, ("training tokens", "training wall time (s, evaluations included)")):
             ax.set_xlabel(xlabel)
             ax.set_ylabel(kind.axis_label(metric))
             if kind.log_scale:
                 ax.set_yscale("log")
+            if later:
+                lo, hi = min(later), max(later)
+                pad = (hi - lo) * 0.1 or abs(hi) * 0.01 or 0.01
+                ax.set_ylim(*((lo / 1.1, hi * 1.1) if kind.log_scale else (lo - pad, hi + pad)))
             ax.grid(alpha=0.3)
-        row[0].legend(fontsize=7, title="mean; shaded: seeds' min-max; dotted: a baseline's final", title_fontsize=7)
+        row[0].legend(fontsize=7, title="mean; shaded: seeds' min-max; dotted: a baseline's final; y from the 2nd evaluation", title_fontsize=7)
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
@@ -271,8 +280,8 @@ def prepare(artifacts: list[str], config_path: Path, cores: int) -> None:
         raise ConfigError(f"preparing {', '.join(artifacts)} failed; see the Snakemake output above")
 
 
-def train_one(spec: dict[str, Any], run_dir: Path, threads: int) -> Path:
-    """Train (or reuse) one run; returns its ``heldout.json``."""
+def train_one(spec: dict[str, Any], run_dir: Path, threads: int) -> tuple[Path, bool]:
+    """Train (or reuse) one run; returns its ``heldout.json`` and whether it trained now."""
     spec_path = run_dir.parent / "spec.yaml"
     text = json.dumps(spec, sort_keys=True)
     if spec_path.exists() and json.dumps(load_yaml(spec_path), sort_keys=True) != text:
@@ -280,7 +289,7 @@ def train_one(spec: dict[str, Any], run_dir: Path, threads: int) -> Path:
                           f"{run_dir.parent}")
     heldout = run_dir / "heldout.json"
     if heldout.exists():
-        return heldout
+        return heldout, False
     run_dir.mkdir(parents=True, exist_ok=True)
     dump_yaml(spec, spec_path)
     cmd = ELMOC + ["train", "--spec", str(spec_path), "--direction", run_dir.name, "--output-dir", str(run_dir),
@@ -290,7 +299,7 @@ def train_one(spec: dict[str, Any], run_dir: Path, threads: int) -> Path:
                                 env={**os.environ, "OMP_NUM_THREADS": str(threads)}).returncode
     if status != 0 or not heldout.exists():
         raise ElmocError(f"{shlex.join(cmd)} failed (exit {status}); see {err.name}")
-    return heldout
+    return heldout, True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"{', '.join(missing)} missing in {os.getcwd()}; add --prepare to make them with "
                                   f"the workflow's rules for {args.config}")
             prepare(missing, Path(args.config), args.jobs)
+        native_ops()  # the LSTM's C++ loops compile once (cached) here, not inside the first run's wall time
         load_before = os.getloadavg()
         jobs = [(v, s, spec) for v, spec in specs.items() for s in args.seeds]
 
@@ -352,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
 
         t0 = time.time()
         with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            heldouts = list(pool.map(run, jobs))
+            heldouts, trained = zip(*pool.map(run, jobs))
         load_after = os.getloadavg()
     except ElmocError as e:
         print(f"time_to_quality: {e}", file=sys.stderr)
@@ -369,11 +379,13 @@ def main(argv: list[str] | None = None) -> int:
     header = [f"Time to quality ({when}): `python benchmarks/{command}`", "",
               f"Config {args.config}; {args.max_steps} steps per run, heldout every {args.eval_every} steps on its "
               f"first {args.eval_windows} windows; {args.threads} thread(s) per run, {args.jobs} run(s) at once; "
-              f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after ({time.time() - t0:.0f} s). "
+              f"{sum(trained)} of {len(jobs)} runs trained by this invocation (the others reused), load average "
+              f"{load_before[0]:.2f} before, {load_after[0]:.2f} after ({time.time() - t0:.0f} s). "
               "Wall time includes the heldout evaluations. ↑/↓: higher/lower is better."]
     report = {"command": command, "date": when, "config": args.config, "seeds": args.seeds,
               "budget": budget, "threads": args.threads, "jobs": args.jobs,
-              "load_average": {"before": load_before, "after": load_after}, "baselines": baselines,
+              "load_average": {"before": load_before, "after": load_after}, "trained_now": sum(trained),
+              "baselines": baselines,
               "metrics": metrics, "rows": rows,
               "curves": {v: {str(s): [list(p) for p in pts] for s, pts in by_seed.items()} for v, by_seed in curves.items()}}
     (out / "time_to_quality.json").write_text(json.dumps(report, indent=1))

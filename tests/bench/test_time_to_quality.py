@@ -92,6 +92,7 @@ def test_two_variants_two_seeds_end_to_end_and_reused(tmp_path, monkeypatch):
             "--eval-windows", "3", "--overrides", '{"wide": {"encoder": {"cell_size": 12}}}']
     assert ttq.main(argv) == 0
     report = json.loads((out / "time_to_quality.json").read_text())
+    assert report["trained_now"] == 4
     assert (out / "time_to_quality.png").stat().st_size > 0
     assert "| wide | lstm | cosine ↑ | 2 |" in (out / "time_to_quality.md").read_text()
     for variant in ("lstm", "wide"):
@@ -110,6 +111,7 @@ def test_two_variants_two_seeds_end_to_end_and_reused(tmp_path, monkeypatch):
     assert recomputed == report["rows"]
     finished = (out / "seed1/lstm/forward/heldout.json").stat().st_mtime_ns
     assert ttq.main(argv) == 0  # every run is reused
+    assert json.loads((out / "time_to_quality.json").read_text())["trained_now"] == 0
     assert (out / "seed1/lstm/forward/heldout.json").stat().st_mtime_ns == finished
 
 
