@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from elmoc.data.batches import BiLMBatch, LMBatch
-from elmoc.data.vocab.vocabulary import PAD_ID, Vocabulary
+from elmoc.data.vocab.vocabulary import BOS_ID, PAD_ID, Vocabulary
 from elmoc.directions import DIRECTIONS, FORWARD
 from elmoc.encoders.base import Encoder, EncoderOutput
 from elmoc.errors import ConfigError
@@ -90,10 +90,17 @@ class LanguageModel(nn.Module):
         """
         if mask is None:
             mask = ids != PAD_ID
-        return self.encoder(self.input_layer(ids) if vectors is None else vectors, mask, state)
+        return self.encoder(self.input_layer(ids) if vectors is None else vectors, mask, state,
+                            **sentence_starts(self.encoder, ids))
 
     def num_trainable_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+
+def sentence_starts(encoder: Encoder, ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``{"starts": ids == <s>}`` (bool (batch, time)) for an encoder that reads where sentences
+    start (:attr:`Encoder.reads_sentence_starts`), else nothing: the encoder's extra arguments."""
+    return {"starts": ids == BOS_ID} if getattr(encoder, "reads_sentence_starts", False) else {}
 
 
 def mean_of_directions(fwd: OutputLoss, bwd: OutputLoss) -> OutputLoss:

@@ -29,7 +29,7 @@ from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.encoders.base import Encoder
 from elmoc.errors import ConfigError
 from elmoc.inputs.base import InputLayer
-from elmoc.lm import LanguageModel
+from elmoc.lm import LanguageModel, sentence_starts
 from elmoc.outputs.base import OutputLayer, OutputLoss
 
 MASK_VECTOR_STD = 0.02  # BERT's initializer range
@@ -70,7 +70,8 @@ class MaskedLM(nn.Module):
 
     def hidden(self, batch: MaskedLMBatch) -> torch.Tensor:
         """Encoder output of a masked window.  Shape: (batch, time, encoder output_dim)."""
-        return self.encoder(self.masked_inputs(batch), batch.padding, None).output
+        return self.encoder(self.masked_inputs(batch), batch.padding, None,
+                            **sentence_starts(self.encoder, batch.inputs)).output
 
     def forward(self, batch: MaskedLMBatch, state: Any = None) -> tuple[OutputLoss, None]:
         """The output layer's loss at the chosen positions (against the original words).

@@ -47,7 +47,7 @@ def test_a_one_direction_spec_trains_forward_only():
 def test_gpt_presets_train_one_forward_lm_and_the_two_direction_transformers_two():
     presets = {p.stem: yaml.safe_load(p.read_text()) for p in PRESETS.glob("*.yaml")}
     gpt = [name for name in presets if name.startswith("gpt-")]
-    assert sorted(gpt) == ["gpt-a", "gpt-c", "gpt-fixed", "gpt-sampled", "gpt-sub"]
+    assert sorted(gpt) == ["gpt-a", "gpt-c", "gpt-c-tupe", "gpt-fixed", "gpt-sampled", "gpt-sub"]
     for name in gpt:  # declared in the preset, not guessed from the name
         assert presets[name]["train"]["directions"] == "forward", name
         assert runs(presets[name]) == ("forward",), name

@@ -42,6 +42,9 @@ class EncoderOutput:
 class Encoder(nn.Module):
     output_dim: int
     num_layers: int  # number of entries in EncoderOutput.layers
+    # True: forward also takes ``starts``, bool (batch, time), True where the token is <s>
+    # (lm.sentence_starts passes it; TUPE's untying in a bidirectional Transformer reads it)
+    reads_sentence_starts = False
 
     def forward(self, inputs: torch.Tensor, mask: torch.Tensor, state: Any = None) -> EncoderOutput:
         raise NotImplementedError
