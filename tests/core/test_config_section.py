@@ -48,6 +48,10 @@ CASES = {
                         {**SST, "model": {"pre_encode_dmi": 8}}], "pre_encode_dmi", "pre_encode_dim"),
     "majority-baseline": (["majority-baseline", "--task", "sst5", "--output", "OUT", "--section-json",
                            {**SST, "encodng": "utf-8"}], "encodng", "encoding"),
+    "distill": (["distill", "--spec", "s.yaml", "--teacher", "t.pt", "--direction", "forward", "--output-dir", "OUT",
+                 "--section-json", {"lm_wieght": 1}], "lm_wieght", "lm_weight"),
+    "prune": (["prune", "--model", "m.pt", "--direction", "forward", "--output-dir", "OUT", "--section-json",
+               {"levls": [0.5]}], "levls", "levels"),
     "config-dump": (["config-dump", "--output", "OUT", "--section-json",
                      {"scale": "demo", "pretrian": {}}], "pretrian", "pretrain"),
     # the old spelling of both, and its old flag name

@@ -232,6 +232,8 @@ def _argv_output_is_input(name: str, x: str, d: str) -> list[str]:
         "task": ["task", "--task", "t", "--variant", "v", "--features", x, "--output", x],
         "task-sentences": ["task-sentences", "--task", "t", "--config", x, "--output", x],
         "train": ["train", "--spec", x, "--direction", "forward", "--output-dir", x],
+        "distill": ["distill", "--spec", "s.yaml", "--teacher", x, "--direction", "forward", "--output-dir", x],
+        "prune": ["prune", "--model", x, "--direction", "forward", "--output-dir", x],
         "vectors": ["vectors", "--vocab", x, "--random", "--out", x],
         "vocab": ["vocab", "--from-file", x, "--out", x],
     }[name]
