@@ -14,6 +14,7 @@ from elmoc.config import check_range
 from elmoc.config_section import check_keys
 from elmoc.directions import CAUSAL_LM, SEPARATE, is_masked, train_directions
 from elmoc.errors import ConfigError
+from elmoc.nn.notes import NoteSettings
 from elmoc.train.schedule import check_type
 
 
@@ -55,6 +56,8 @@ class TrainSettings:
             :class:`elmoc.masked_lm.MaskedLM`, ``--direction masked``; issue 25).
         masking: a masked LM's ``{rate, mask, random}`` (:class:`elmoc.data.masking.Masking`;
             default BERT's 0.15, 0.8, 0.1); parsed into :attr:`masking_settings`.
+        notes: ``{lambda, gamma, window, band}``: notes for rare words in pre-training (TNF,
+            :class:`elmoc.nn.notes.NoteSettings`; None: off); parsed into :attr:`note_settings`.
     """
 
     # the range of each number, checked here and when the workflow is parsed (elmoc.config.declared_ranges)
@@ -83,10 +86,15 @@ class TrainSettings:
     directions: str = SEPARATE
     objective: str = CAUSAL_LM
     masking: dict | None = None
+    notes: dict | None = None
 
     @property
     def masking_settings(self) -> Masking:
         return Masking.from_config(self.masking)
+
+    @property
+    def note_settings(self) -> NoteSettings | None:
+        return None if self.notes is None else NoteSettings.from_config(self.notes)
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "TrainSettings":
@@ -95,7 +103,7 @@ class TrainSettings:
         names = {f.name for f in fields(cls)}
         check_keys(config, names, "train")
         for f in fields(cls):
-            if f.name in config and f.name != "masking":  # masking: checked by Masking.from_config
+            if f.name in config and f.name not in ("masking", "notes"):  # checked by their own parsers
                 check_type(f"train.{f.name}", config[f.name], str(f.type))
         for key, rule in cls.OPTION_RANGES.items():
             if key in config:
@@ -108,4 +116,5 @@ class TrainSettings:
             settings.masking_settings  # noqa: B018 -- checks train.masking (one line)
         elif settings.masking is not None:
             raise ConfigError("train.masking applies only to a masked LM (train.objective: masked_lm); remove it")
+        settings.note_settings  # noqa: B018 -- checks train.notes (one line)
         return settings
