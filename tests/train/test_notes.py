@@ -17,7 +17,7 @@ from elmoc.errors import ConfigError
 from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.masked_lm import MaskedLM
 from elmoc.model_file import load_checkpoint
-from elmoc.nn.notes import NoteDictionary, NoteSettings, rare_ids, window_means
+from elmoc.nn.notes import NoteDictionary, NoteSettings, rare_ids, variant_label, window_means
 from elmoc.train.loop import train
 from elmoc.train.settings import TrainSettings
 
@@ -32,6 +32,11 @@ def test_window_means_by_hand():
     assert torch.allclose(got, torch.tensor([0.5, 1.0, 2.0, 2.5, 3.0]))
 
 
+def test_variant_label_reads_the_spec():
+    assert variant_label({"train": {"notes": {}}}) == "TNF"
+    assert variant_label({"train": {"seed": 1}}) is None and variant_label({}) is None
+
+
 def test_rare_band_is_rank_quantiles_of_the_counts():
     counts = [0, 0, 0, 0, 50, 40, 30, 20, 10, 5, 5, 1]  # 8 counted words
     assert rare_ids(counts, (0.5, 1.0)).tolist() == [8, 9, 10, 11]
@@ -41,7 +46,7 @@ def test_rare_band_is_rank_quantiles_of_the_counts():
 
 
 def test_mix_and_moving_average_by_hand():
-    notes = NoteDictionary(NoteSettings(mix=0.25, gamma=0.5, window=0), torch.tensor([2]), 4, 2, 2)
+    notes = NoteDictionary(NoteSettings(mix=0.25, gamma=0.25, window=0), torch.tensor([2]), 4, 2, 2)
     ids = torch.tensor([[1, 2, 2]])
     vectors = torch.ones(1, 3, 2)
     assert torch.equal(notes.mix(ids, vectors), vectors)  # no note yet
@@ -51,10 +56,10 @@ def test_mix_and_moving_average_by_hand():
     assert torch.equal(notes.notes[0], torch.tensor([3.0, 6.0]))  # first note: the step's mean, as it is
     notes.observe(ids[:, :2], mask[:, :2], torch.tensor([[[0.0, 0.0], [1.0, 2.0]]]))
     notes.commit()
-    assert torch.equal(notes.notes[0], torch.tensor([2.0, 4.0]))  # 0.5 * (3, 6) + 0.5 * (1, 2)
+    assert torch.equal(notes.notes[0], torch.tensor([2.5, 5.0]))  # 0.75 * (3, 6) + 0.25 * (1, 2)
     mixed = notes.mix(ids, vectors)
     assert torch.equal(mixed[0, 0], torch.ones(2))  # a frequent word keeps its vector
-    assert torch.equal(mixed[0, 1], torch.tensor([1.25, 1.75]))  # 0.75 * 1 + 0.25 * (2, 4)
+    assert torch.equal(mixed[0, 1], torch.tensor([1.375, 2.0]))  # 0.75 * 1 + 0.25 * (2.5, 5)
 
 
 def test_settings_errors_name_the_key():

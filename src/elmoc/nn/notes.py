@@ -41,6 +41,7 @@ from elmoc.config import check_range
 from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError
 
+LABEL = "TNF"  # how tables name a variant trained with notes (:func:`variant_label`)
 # (rows (N,) long, notes (N, D) float) of every process, concatenated in rank order
 Gather = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
@@ -88,6 +89,12 @@ class NoteSettings:
                               f"quantiles), got {band!r}")
         return cls(mix=float(config.get("lambda", cls.mix)), gamma=float(gamma),
                    window=int(config.get("window", cls.window)), band=(float(band[0]), float(band[1])))
+
+
+def variant_label(spec: dict[str, Any]) -> str | None:
+    """"TNF" for an LM spec whose ``train`` section has ``notes``, else None (for tables;
+    reads the spec only, builds nothing)."""
+    return LABEL if isinstance(spec.get("train"), dict) and spec["train"].get("notes") is not None else None
 
 
 def rare_ids(counts: Sequence[int], band: tuple[float, float]) -> torch.Tensor:
