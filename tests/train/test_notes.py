@@ -35,6 +35,8 @@ def test_window_means_by_hand():
 def test_variant_label_reads_the_spec():
     assert variant_label({"train": {"notes": {}}}) == "TNF"
     assert variant_label({"train": {"seed": 1}}) is None and variant_label({}) is None
+    assert TrainSettings.table_option_label({"notes": {"lambda": 0.5}}) == "TNF"
+    assert TrainSettings.table_option_label({"seed": 1}) is None
 
 
 def test_rare_band_is_rank_quantiles_of_the_counts():

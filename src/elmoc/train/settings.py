@@ -14,7 +14,7 @@ from elmoc.config import check_range
 from elmoc.config_section import check_keys
 from elmoc.directions import CAUSAL_LM, SEPARATE, is_masked, train_directions
 from elmoc.errors import ConfigError
-from elmoc.nn.notes import NoteSettings
+from elmoc.nn.notes import NoteSettings, variant_label
 from elmoc.train.schedule import check_type
 
 
@@ -95,6 +95,12 @@ class TrainSettings:
     @property
     def note_settings(self) -> NoteSettings | None:
         return None if self.notes is None else NoteSettings.from_config(self.notes)
+
+    @classmethod
+    def table_option_label(cls, options: dict) -> str | None:
+        """The tables' name of the method these ``train`` options turn on ("TNF" with
+        ``notes``), None for the paper's training (reads the dict only)."""
+        return variant_label({"train": options})
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "TrainSettings":
