@@ -220,3 +220,56 @@ def test_a_new_continuous_layer_gets_its_cont_row_and_cosine_cells(tree, write_l
     row = _rows(t)["trans-base-huber"]
     assert row["Output"] == "CONT-HUBER_TEST" and row["Heldout"] == "0.1235" and row["Run × CONT"] == "0.80x"
     assert row["Bench"] is None and row["Bench (paper)"] is None  # Table 5 timed the cosine layer only
+
+
+@pytest.fixture
+def method_hooks(monkeypatch):
+    """The label hooks of TUPE (the Transformer encoder's ``positions``) and TNF (``train.notes``)
+    as their classes define them (classmethods reading the spec section), set for the test."""
+    from elmoc.registry import by_name
+    from elmoc.train.settings import TrainSettings
+
+    def positions(cls, options):
+        return {"tupe": "TUPE", "tupe_r": "TUPE-R"}.get(options.get("positions"))
+
+    def notes(cls, options):
+        return "TNF" if options.get("notes") else None
+
+    monkeypatch.setattr(by_name("encoder", "transformer"), "table_option_label", classmethod(positions), raising=False)
+    monkeypatch.setattr(TrainSettings, "table_option_label", classmethod(notes), raising=False)
+
+
+def test_method_rows_are_labelled_by_their_classes_and_timed_against_the_plain_cont_row(tree, write_lm, method_hooks):
+    root, paths = tree["root"], list(tree["heldout"])
+    added = {"trans-base-c-tupe": (spec({**TRANSFORMER, "positions": "tupe"}, "cosine"), 200.0),
+             "trans-base-both": (spec({**TRANSFORMER, "positions": "tupe"}, "cosine", notes={"lambda": 0.5}), 100.0),
+             "tnf": (spec(LSTM, "cosine", notes={"lambda": 0.5}), 500.0)}  # the method is read from the spec
+    for variant, (sp, speed) in added.items():
+        paths.append(write_lm(root, variant, "forward", params=1000, tokens=1000, seconds=1000 / speed, metric="cosine",
+                              after=0.5, log=[{"event": "train", "step": 10, "tokens": 1000, "tokens_per_s": speed}]))
+        (root / "lm" / variant / "spec.yaml").write_text(yaml.safe_dump({"name": variant, **sp}))
+    t = beyond_table(read_lm_runs(paths), read_task_runs(tree["tasks"]), BENCH)
+    assert [(r[0], r[2], r[3]) for r in t.rows] == [
+        ("TRANS BASE", "CONT", "trans-base-c"), ("TRANS BASE + TUPE", "CONT", "trans-base-c-tupe"),
+        ("TRANS BASE + TUPE + TNF", "CONT", "trans-base-both"), ("TRANS BASE", "SAMPLED", "trans-base-sampled"),
+        ("GPT", "CONT", "gpt-c"), ("MLM", "CONT", "mlm-c"), ("MLM", "SAMPLED", "mlm-sampled"),
+        ("ELMO", "CONT", "elmo-c"), ("ELMO + TNF", "CONT", "tnf"), ("ELMO", "ADAPTIVE", "elmo-a")]
+    rows = _rows(t)
+    assert rows["trans-base-c-tupe"]["Run × CONT"] == "2.00x"  # 400 tokens/s without TUPE, 200 with it
+    assert rows["trans-base-both"]["Run × CONT"] == "4.00x" and rows["tnf"]["Run × CONT"] == "2.00x"
+    assert "+ TUPE" in " ".join(t.notes) and "light pre-training (TUPE, TNF)" in t.caption
+
+
+def test_method_labels_need_the_hooks_and_the_workflow_sees_tnf_without_torch(method_hooks, monkeypatch):
+    from elmoc.train.settings import TrainSettings
+
+    tupe = spec({**TRANSFORMER, "positions": "tupe"}, "cosine", notes={"lambda": 0.5})
+    assert families.method_labels(tupe) == ["TUPE", "TNF"]
+    assert families.method_labels(spec(TRANSFORMER, "cosine")) == []
+    assert families.method_labels({**tupe, "input": {"type": "unregistered"}}) == ["TUPE", "TNF"]
+    elmo_tnf = spec(LSTM, "cosine", notes={"lambda": 0.5})
+    assert families.is_beyond(elmo_tnf, "elmo-c-tnf") and not families.is_beyond(spec(LSTM, "cosine"), "elmo-c")
+    assert families.classify(elmo_tnf, "anything") == families.Family(
+        "ELMO", "2×32/16 LSTM, len 20", "CONT", "CONT", reference=False, method="TNF")
+    monkeypatch.delattr(TrainSettings, "table_option_label")  # a class without the hook adds nothing
+    assert families.method_labels(tupe) == ["TUPE"]

@@ -84,7 +84,8 @@ def _caption(lm_runs: list[LMRun], rows: int, unplaced: list[str], bench: dict |
                 "pretrain.variants; docs/beyond-paper.md says how to enable them).")
     else:
         hw = sorted({f"{r.record.device} × {r.processes} process(es)" for r in lm_runs})
-        text = ("Each Transformer and masked-LM variant of this run, by encoder and output layer, with the ELMo "
+        text = ("Each Transformer, masked-LM and light pre-training (TUPE, TNF) variant of this run, by encoder "
+                "and output layer, with the ELMo "
                 "LSTM's rows of this run for reference. Runs trained on " + "; ".join(hw) + "."
                 + _bench_sentence(bench))
     if unplaced:
@@ -96,11 +97,15 @@ NOTES = [
     "Encoder: MLM = masked LM (train.objective: masked_lm), TRANS BASE / TRANS LARGE = causal Transformer "
     "bi-LMs (forward + backward), GPT = one forward causal Transformer LM (uni-directional, as the paper's GPT; "
     "train.directions: forward), named for Table 5's sizes (from the preset's name, else the sizes), ELMO = the paper's LSTM "
-    "(reference rows: ELMo-C and this run's softmax variants); Size: layers × width, sequence length of training.",
+    "(reference rows: ELMo-C and this run's softmax variants); Size: layers × width, sequence length of training. "
+    "\"+ TUPE\", \"+ TNF\": a light pre-training method on (issue 35; named by the class reading its option: "
+    "untied positions of the Transformer, notes for rare words; docs/beyond-paper.md), any encoder's such row "
+    "being a variant beyond the paper.",
     "Params: trainable parameters counted from the model (both directions added; a joint bi-LM, a masked LM or a "
     "one-direction LM: its one count). Train tokens/s: all runs' tokens over their training time (train_log.jsonl). Run × CONT: the CONT "
     "row's tokens/s over this row's, same encoder and size (time relative to CONT, Table 5's ratio measured on "
-    "the training runs; > 1 = slower than CONT).",
+    "the training runs; > 1 = slower than CONT); a method's row is compared with the CONT row without the "
+    "method where the run has one, so its ratio is the method's cost.",
     "Bench: `elmoc bench` Table 5 (CONT: seconds per 1M words; others: ratio to CONT; ADAPTIVE and SAMPLED at the "
     f"scaled 800K vocabulary; OOM: out of memory at batch 1), {DAGGER} when measured below paper size, not on CUDA "
     "or not under the paper's protocol (S3: 4 GPUs, maximal batch; the caption names ours); Bench (paper): "
@@ -150,7 +155,7 @@ def beyond_table(lm_runs: list[LMRun], task_runs: pd.DataFrame, bench: dict | No
         ratio = None if not (tps and base) else f"{base / tps:.2f}x"
         metric, value = variant_heldout(runs)
         ours, ref = bench_cells(bench, family)
-        rows.append([family.encoder, family.size, family.output, variant, count(variant_params(runs)),
+        rows.append([family.encoder_label, family.size, family.output, variant, count(variant_params(runs)),
                      None if not tps else f"{tps:,.0f}", ratio, ours, ref, metric, heldout_cell(metric, value)]
                     + [score_cell(task_runs, variant, t) for t in tasks])
     columns = FIXED_COLUMNS + [paper.TASK_LABELS.get(t, t) for t in tasks]

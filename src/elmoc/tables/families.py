@@ -12,11 +12,14 @@ The paper scores only the ELMo LSTM downstream; its Table 5 times five other enc
   and ``table_family``), found through the registry from the spec's ``output.type``, so a new
   layer, a plug-in's too, gets its row without an edit here: ``CONT`` (cosine), ``CONT-L2``,
   ``CONT-VMF`` (family ``CONT``), ``FIXED``, ``SUBWORD``, ``ADAPTIVE``, ``SAMPLED`` (family
-  ``SOFTMAX``), as Table 5 names them; an unregistered type in capitals.
+  ``SOFTMAX``), as Table 5 names them; an unregistered type in capitals;
+* method: the light pre-training methods the spec turns on (issue 35: TUPE, TNF), as the classes
+  that read the options name them (:func:`method_labels`); a method row is a variant beyond the
+  paper whatever its encoder, printed "TRANS BASE + TUPE", "ELMO + TNF".
 
 :func:`is_beyond` reads the spec dict alone (no torch, no pandas): the workflow
 (``beyond_variants`` in workflow/rules/common.smk) asks it whether a config has such
-variants.  :func:`classify` also asks the registry for the output class (imports torch).
+variants; for an ELMo LSTM it reads TNF's key (``train.notes``) rather than ask the classes.  :func:`classify` also asks the registry for the output class (imports torch).
 """
 from __future__ import annotations
 
@@ -33,7 +36,8 @@ ENCODER_ORDER = ("TRANS BASE", "TRANS LARGE", "GPT", "MLM", "TRANSFORMER", "LSTM
 OUTPUT_ORDER = ("CONT", "FIXED", "SUBWORD", "ADAPTIVE", "SAMPLED")
 CONT, SOFTMAX = "CONT", "SOFTMAX"  # the output families (OutputLayer.table_family) the table compares
 MASKED_LM = "masked_lm"  # train.objective of a masked LM
-REFERENCE_CONT = "elmo-c"  # the paper's ELMo-C: the ELMo LSTM's CONT row (its ablations are Table 3's)
+REFERENCE_CONT = "elmo-c"
+NOTES_KEY = "notes"  # train.notes: TNF's option (elmoc.train.settings), read by is_beyond without torch  # the paper's ELMo-C: the ELMo LSTM's CONT row (its ablations are Table 3's)
 # Preset-name prefixes of the causal Transformer families (config/lm/<prefix>-<output>.yaml).
 NAME_PREFIXES = (("trans-base", "TRANS BASE"), ("trans-large", "TRANS LARGE"), ("gpt", "GPT"))
 # The paper's sizes of Table 5's Transformers (paper-spec section 4): (layers, d_model).
@@ -47,18 +51,26 @@ class Family:
     encoder: a label of :data:`ENCODER_ORDER`; size: the encoder's sizes in words
     (``6×512, ff 2048, 8 heads, len 20``); output: ``CONT``/``CONT-L2``/``FIXED``/...;
     family: the output's family (``CONT``, ``SOFTMAX``, else its label); reference: an ELMo
-    LSTM row shown for comparison (not a variant beyond the paper)."""
+    LSTM row shown for comparison (not a variant beyond the paper); method: the light
+    pre-training methods on (``"TUPE"``, ``"TUPE + TNF"``), None for none."""
 
     encoder: str
     size: str
     output: str
     family: str
     reference: bool = False
+    method: str | None = None
 
-    def sort_key(self) -> tuple[int, int, str, str]:
+    @property
+    def encoder_label(self) -> str:
+        """The encoder column: the encoder, then its methods (``TRANS BASE + TUPE``)."""
+        return self.encoder if self.method is None else f"{self.encoder} + {self.method}"
+
+    def sort_key(self) -> tuple[int, int, str, str, str]:
+        """Encoder group, output layer, then the row without a method before those with one."""
         e = ENCODER_ORDER.index(self.encoder) if self.encoder in ENCODER_ORDER else len(ENCODER_ORDER)
         o = next((OUTPUT_ORDER.index(x) for x in (self.output, self.family) if x in OUTPUT_ORDER), len(OUTPUT_ORDER))
-        return e, o, self.output, self.size
+        return e, o, self.output, self.method or "", self.size
 
 
 def output_row(spec: dict[str, Any]) -> tuple[str, str]:
@@ -72,6 +84,31 @@ def output_row(spec: dict[str, Any]) -> tuple[str, str]:
         return kind.upper(), kind.upper()
     label = cls.table_label()
     return label, cls.table_family or label
+
+
+def method_labels(spec: dict[str, Any]) -> list[str]:
+    """The labels of the methods a spec turns on, in spec order (input, encoder, output, train):
+    each section's class may define ``table_option_label(options) -> str | None``, a classmethod
+    reading that section's options (the registered input, encoder and output class of its
+    ``type``; :class:`elmoc.train.settings.TrainSettings` for ``train``); a class without one
+    adds nothing, as does a type no class is registered for."""
+    from elmoc.train.settings import TrainSettings
+
+    readers = []
+    for kind in ("input", "encoder", "output"):
+        options = spec.get(kind) or {}
+        try:
+            readers.append((by_name(kind, str(options.get("type"))), options))
+        except ConfigError:
+            continue
+    readers.append((TrainSettings, spec.get("train") or {}))
+    labels = []
+    for cls, options in readers:
+        hook = getattr(cls, "table_option_label", None)
+        label = hook(options) if hook is not None else None
+        if label:
+            labels.append(label)
+    return labels
 
 
 def is_masked_lm(spec: dict[str, Any]) -> bool:
@@ -135,8 +172,8 @@ def classify(spec: dict[str, Any], name: str | None = None) -> Family | None:
     if encoder is None:
         return None
     output, family = output_row(spec)
-    row = Family(encoder, encoder_size(spec), output, family)
-    if encoder != "ELMO":
+    row = Family(encoder, encoder_size(spec), output, family, method=" + ".join(method_labels(spec)) or None)
+    if encoder != "ELMO" or row.method is not None:
         return row
     if family == SOFTMAX or (family == CONT and name == REFERENCE_CONT):
         return Family(encoder, row.size, output, family, reference=True)
@@ -145,5 +182,7 @@ def classify(spec: dict[str, Any], name: str | None = None) -> Family | None:
 
 def is_beyond(spec: dict[str, Any], name: str | None = None) -> bool:
     """Whether a variant is one beyond the paper (a row that is not an ELMo reference row);
-    reads the spec dict alone (no torch: the workflow asks it)."""
-    return encoder_family(spec, str(name or spec.get("name") or "")) not in (None, "ELMO")
+    reads the spec dict alone (no torch: the workflow asks it).  An ELMo LSTM with notes for
+    rare words (TNF, ``train.notes``) is one; :func:`classify` labels it from its class."""
+    encoder = encoder_family(spec, str(name or spec.get("name") or ""))
+    return encoder not in (None, "ELMO") or (encoder == "ELMO" and bool((spec.get("train") or {}).get(NOTES_KEY)))
