@@ -64,11 +64,19 @@ def test_mix_and_moving_average_by_hand():
     assert torch.equal(mixed[0, 1], torch.tensor([1.375, 2.0]))  # 0.75 * 1 + 0.25 * (2.5, 5)
 
 
+def test_match_norm_scales_the_note_to_the_input():
+    notes = NoteDictionary(NoteSettings(mix=0.5, window=0, match_norm=True), torch.tensor([1]), 2, 2, 2)
+    notes.notes[0], notes.seen[0] = torch.tensor([0.0, 8.0]), True
+    mixed = notes.mix(torch.tensor([[1]]), torch.tensor([[[2.0, 0.0]]]))
+    assert torch.equal(mixed[0, 0], torch.tensor([1.0, 1.0]))  # 0.5 * (2, 0) + 0.5 * (0, 2)
+
+
 def test_settings_errors_name_the_key():
     assert TrainSettings.from_config({"notes": {}}).note_settings == NoteSettings()
     for bad, key in (({"lamda": 0.5}, "lambda"), ({"lambda": 1.5}, "train.notes.lambda"),
                      ({"gamma": 0}, "train.notes.gamma"), ({"gamma": 2}, "train.notes.gamma"),
-                     ({"window": -1}, "train.notes.window"), ({"band": [0.9, 0.1]}, "train.notes.band")):
+                     ({"window": -1}, "train.notes.window"), ({"band": [0.9, 0.1]}, "train.notes.band"),
+                     ({"match_norm": "yes"}, "train.notes.match_norm")):
         with pytest.raises(ConfigError, match=key):
             TrainSettings.from_config({"notes": bad})
 

@@ -54,6 +54,10 @@ class NoteSettings:
         mix: ``lambda``, the note's weight in a rare word's input (0.5).
         gamma: the discount of the moving average (0.1).
         window: k, the tokens each side of the occurrence whose outputs make its note (16).
+        match_norm: scale each note to the norm of the vector it is mixed into before mixing
+            (False: the paper's raw mix).  The paper mixes into BERT's embedding sum, which a
+            LayerNorm then rescales; elmoc's LSTM reads its input as it is, and its outputs
+            (projection clipped at 3 per unit) are several times longer than FastText rows.
         band: ``[lo, hi]``, the rare words as quantiles of frequency rank among the
             vocabulary's words (specials and zero counts excluded), most frequent first:
             rank r (0-based) of n words is rare when ``lo <= r / n < hi``.  The paper's band
@@ -68,13 +72,17 @@ class NoteSettings:
     gamma: float = 0.1
     window: int = 16
     band: tuple[float, float] = (0.2, 1.0)
+    match_norm: bool = False
 
     @classmethod
     def from_config(cls, config: Any) -> "NoteSettings":
         if not isinstance(config, dict):
             raise ConfigError(f"train.notes must be a mapping like {{lambda: 0.5, gamma: 0.1, window: 16, "
                               f"band: [0.2, 1.0]}}, got {config!r}")
-        check_keys(config, {"lambda", "gamma", "window", "band"}, "train.notes")
+        check_keys(config, {"lambda", "gamma", "window", "band", "match_norm"}, "train.notes")
+        match_norm = config.get("match_norm", cls.match_norm)
+        if not isinstance(match_norm, bool):
+            raise ConfigError(f"train.notes.match_norm must be true or false, got {match_norm!r}")
         for key, rule in cls.OPTION_RANGES.items():
             if key in config:
                 check_range(config[key], rule, f"train.notes.{key}")
@@ -88,7 +96,8 @@ class NoteSettings:
             raise ConfigError(f"train.notes.band must be [lo, hi] with 0 <= lo < hi <= 1 (frequency-rank "
                               f"quantiles), got {band!r}")
         return cls(mix=float(config.get("lambda", cls.mix)), gamma=float(gamma),
-                   window=int(config.get("window", cls.window)), band=(float(band[0]), float(band[1])))
+                   window=int(config.get("window", cls.window)), band=(float(band[0]), float(band[1])),
+                   match_norm=match_norm)
 
 
 def variant_label(spec: dict[str, Any]) -> str | None:
@@ -174,7 +183,10 @@ class NoteDictionary:
         has = rows >= 0
         has &= self.seen[rows.clamp(min=0)]
         lam = self.settings.mix
-        noted = (1.0 - lam) * vectors + lam * self.notes[rows.clamp(min=0)].to(vectors.dtype)
+        notes = self.notes[rows.clamp(min=0)].to(vectors.dtype)  # (B, T, D)
+        if self.settings.match_norm:
+            notes = notes * (vectors.norm(dim=-1, keepdim=True) / notes.norm(dim=-1, keepdim=True).clamp(min=1e-12))
+        noted = (1.0 - lam) * vectors + lam * notes
         return torch.where(has.unsqueeze(-1), noted, vectors)
 
     @torch.no_grad()
