@@ -37,6 +37,7 @@ from elmoc.directions import DIRECTIONS, FORWARD
 from elmoc.encoders.base import Encoder, EncoderOutput
 from elmoc.errors import ConfigError
 from elmoc.inputs.base import InputLayer
+from elmoc.nn.notes import NoteDictionary
 from elmoc.nn.host_copy import copy_to_device, to_host
 from elmoc.outputs.base import OutputLayer, OutputLoss
 from elmoc.registry import build
@@ -53,6 +54,7 @@ class LanguageModel(nn.Module):
         self.input_layer = input_layer
         self.encoder = encoder
         self.output_layer = output_layer
+        self.notes: NoteDictionary | None = None  # TNF in pre-training only (set by the trainer; no weights)
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], vocab: Vocabulary | None = None) -> "LanguageModel":
@@ -70,8 +72,14 @@ class LanguageModel(nn.Module):
         return cls(input_layer, encoder, output_layer)
 
     def forward(self, batch: LMBatch, state: Any = None) -> tuple[OutputLoss, Any]:
-        """Loss of one window and the encoder state to carry to the next one."""
-        encoded = self.encode(batch.inputs, batch.mask, state)
+        """Loss of one window and the encoder state to carry to the next one (with
+        :attr:`notes`, rare words read their notes and the window's notes are kept)."""
+        vectors = None
+        if self.notes is not None:
+            vectors = self.notes.mix(batch.inputs, self.input_layer(batch.inputs))
+        encoded = self.encode(batch.inputs, batch.mask, state, vectors)
+        if self.notes is not None:
+            self.notes.observe(batch.inputs, batch.mask, encoded.output)
         return self.output_layer(encoded.output, batch.targets, batch.mask), encoded.state
 
     @torch.no_grad()
@@ -138,6 +146,7 @@ class BidirectionalLM(nn.Module):
         self.forward_encoder = forward_encoder
         self.backward_encoder = backward_encoder
         self.output_layer = output_layer
+        self.notes: NoteDictionary | None = None  # one dictionary, fed by both directions
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], vocab: Vocabulary | None = None) -> "BidirectionalLM":
@@ -150,7 +159,9 @@ class BidirectionalLM(nn.Module):
         if name not in DIRECTIONS:
             raise ConfigError(f"direction must be 'forward' or 'backward', got {name!r}")
         encoder = self.forward_encoder if name == FORWARD else self.backward_encoder
-        return LanguageModel(self.input_layer, encoder, self.output_layer)
+        view = LanguageModel(self.input_layer, encoder, self.output_layer)
+        view.notes = self.notes
+        return view
 
     def forward(self, batch: BiLMBatch, state: Any = None) -> tuple[OutputLoss, Any]:
         fwd_state, bwd_state = state if state is not None else (None, None)

@@ -30,6 +30,7 @@ from elmoc.encoders.base import Encoder
 from elmoc.errors import ConfigError
 from elmoc.inputs.base import InputLayer
 from elmoc.lm import LanguageModel, sentence_starts
+from elmoc.nn.notes import NoteDictionary
 from elmoc.outputs.base import OutputLayer, OutputLoss
 
 MASK_VECTOR_STD = 0.02  # BERT's initializer range
@@ -55,28 +56,36 @@ class MaskedLM(nn.Module):
         self.encoder = encoder
         self.output_layer = output_layer
         self.mask_vector = nn.Parameter(torch.randn(input_layer.output_dim) * MASK_VECTOR_STD)
+        self.notes: NoteDictionary | None = None  # TNF in pre-training only (set by the trainer; no weights)
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], vocab: Vocabulary | None = None) -> "MaskedLM":
         lm = LanguageModel.from_spec(spec, vocab)  # the same sections, checks and registry
         return cls(lm.input_layer, lm.encoder, lm.output_layer)
 
-    def masked_inputs(self, batch: MaskedLMBatch) -> torch.Tensor:
-        """The input layer's vectors of ``batch.inputs`` with the mask vector where
-        ``batch.replaced``.  Shape: (batch, time, input_dim)."""
+    def masked_inputs(self, batch: MaskedLMBatch, notes: NoteDictionary | None = None) -> torch.Tensor:
+        """The input layer's vectors of ``batch.inputs`` (rare words mixed with their
+        ``notes``) with the mask vector where ``batch.replaced``.  Shape: (batch, time, input_dim)."""
         vectors = self.input_layer(batch.inputs)
+        if notes is not None:
+            vectors = notes.mix(batch.inputs, vectors)
         mask_vector = self.mask_vector.to(vectors.dtype)
         return torch.where(batch.replaced.unsqueeze(-1), mask_vector, vectors)
 
-    def hidden(self, batch: MaskedLMBatch) -> torch.Tensor:
+    def hidden(self, batch: MaskedLMBatch, notes: NoteDictionary | None = None) -> torch.Tensor:
         """Encoder output of a masked window.  Shape: (batch, time, encoder output_dim)."""
-        return self.encoder(self.masked_inputs(batch), batch.padding, None,
+        return self.encoder(self.masked_inputs(batch, notes), batch.padding, None,
                             **sentence_starts(self.encoder, batch.inputs)).output
 
     def forward(self, batch: MaskedLMBatch, state: Any = None) -> tuple[OutputLoss, None]:
         """The output layer's loss at the chosen positions (against the original words).
-        ``state`` is ignored (every window stands alone); returns no state."""
-        return self.output_layer(self.hidden(batch), batch.targets, batch.mask), None
+        ``state`` is ignored (every window stands alone); returns no state.  With
+        :attr:`notes`, rare words read their notes (a masked one reads the mask vector) and
+        the window's notes are kept (keyed by the original words)."""
+        hidden = self.hidden(batch, self.notes)
+        if self.notes is not None:
+            self.notes.observe(batch.targets, batch.padding, hidden)
+        return self.output_layer(hidden, batch.targets, batch.mask), None
 
     @torch.no_grad()
     def evaluate(self, batch: MaskedLMBatch, state: Any = None) -> tuple[OutputLoss, None]:

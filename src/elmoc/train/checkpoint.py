@@ -14,6 +14,8 @@ the same format (:func:`elmoc.model_file.save_checkpoint`, read by
                   a file of an older elmoc holds rank 0's dict alone (numpy's as an array)
 ``state``         the carried encoder state (None when states are reset every window)
 ``log_bytes``     length of ``train_log.jsonl`` when the checkpoint was taken
+``notes``         the note dictionary of a run with ``train.notes`` (TNF,
+                  :meth:`elmoc.nn.notes.NoteDictionary.state_dict`); absent otherwise
 
 Of the keys both files have, these are decided here: ``config_hash`` (:func:`config_hash`
 of ``spec``: what must not change on resume), ``vocab`` (:func:`vocab_fingerprint`),
@@ -66,7 +68,7 @@ TRAIN_LOG = "train_log.jsonl"
 RESUME_MUTABLE = ("max_steps", "epochs", "log_every", "eval_every", "checkpoint_every", "checkpoint_minutes",
                   "collective_timeout_minutes")
 # Keys of a checkpoint that model.pt leaves out.
-TRAINING_ONLY = ("optimizers", "data", "rng", "state", "log_bytes")
+TRAINING_ONLY = ("optimizers", "data", "rng", "state", "log_bytes", "notes")
 RESUME_FIX = "rerun with --no-resume to start over, or use another --output-dir"
 
 

@@ -46,6 +46,12 @@ ADAPTIVE touches every tail cluster in each direction's call); its carried state
 the pair ``(forward state, backward state)``, a tuple that the state functions
 gather and split element by element; :func:`shard_rows` splits both windows.
 
+Notes for rare words (``train.notes``, :mod:`elmoc.nn.notes`): each step every process
+all-gathers the occurrences it observed (rows and window means, :func:`gather_note_rows`),
+concatenated in rank order, which is the global batch's row order; every process then
+applies the same update to its own copy, so the dictionaries stay identical on every
+rank without ever sending the dictionary itself.
+
 Heldout evaluation is sharded by rows (:func:`shard_rows`): every process
 evaluates rows ``rank::world`` of each heldout window, carrying its rows' state,
 and the sums are all-reduced (:func:`all_reduce_sum`), so no rank idles in a
@@ -295,3 +301,22 @@ def shard_state_rows(state: Any, rank: int, world_size: int) -> Any:
         return rows[rank * per:(rank + 1) * per]
 
     return map_state(shard, state)
+
+
+def gather_note_rows(rows: torch.Tensor, means: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every process's observed notes in rank order (call on every process): rows (N_r,)
+    long and means (N_r, D) float of this process -> (sum N_r,) and (sum N_r, D).  One
+    all-gather of the counts, then of the rows and means padded to the largest count."""
+    world = dist.get_world_size()
+    count = torch.tensor([rows.numel()], device=rows.device)
+    counts = [torch.zeros_like(count) for _ in range(world)]
+    dist.all_gather(counts, count)
+    n = [int(c) for c in counts]
+    most = max(n)
+    padded_rows = torch.cat([rows, rows.new_zeros(most - rows.numel())])
+    padded_means = torch.cat([means, means.new_zeros(most - means.shape[0], means.shape[1])])
+    got_rows = [torch.empty_like(padded_rows) for _ in range(world)]
+    got_means = [torch.empty_like(padded_means) for _ in range(world)]
+    dist.all_gather(got_rows, padded_rows)
+    dist.all_gather(got_means, padded_means)
+    return (torch.cat([g[:k] for g, k in zip(got_rows, n)]), torch.cat([g[:k] for g, k in zip(got_means, n)]))

@@ -56,9 +56,10 @@ from elmoc.train.checkpoint import (
     load_weights, model_payload, rank_rng_state, remove_stale_temps, rng_state, set_aside_if_stale, set_rng_state,
     vocab_fingerprint,
 )
+from elmoc.nn.notes import NoteDictionary, rare_ids
 from elmoc.train.distributed import (
-    Distributed, average_sparse_gradients, gather_state_rows, shard_state_rows, sparse_gradient_parameters,
-    wrap_model,
+    Distributed, average_sparse_gradients, gather_note_rows, gather_state_rows, shard_state_rows,
+    sparse_gradient_parameters, wrap_model,
 )
 from elmoc.train.heldout import evaluate_heldout
 from elmoc.train.optim import OptimizerBundle, build_optimizer, clip_global_norm
@@ -231,6 +232,27 @@ def train(
         ddp.teardown()
 
 
+def build_notes(spec: dict[str, Any], settings: TrainSettings, vocab: Vocabulary | None,
+                core: torch.nn.Module, device: torch.device) -> NoteDictionary | None:
+    """The note dictionary of a run with ``train.notes`` (TNF, :mod:`elmoc.nn.notes`), or None.
+
+    Its rare words come from the vocabulary's counts; it is as wide as the input layer, and
+    its map from the encoder's output width (when that differs) is drawn from ``train.seed``
+    (the same on every process).
+    """
+    note_settings = settings.note_settings
+    if note_settings is None:
+        return None
+    if (spec.get("data") or {}).get("tokenizer"):
+        raise ConfigError("train.notes keeps one note per word, but this spec reads subword pieces "
+                          "(data.tokenizer); remove train.notes or train on words")
+    if vocab is None:
+        raise ConfigError("train.notes needs the vocabulary with its counts (set `vocab:` in the LM spec)")
+    encoder = core.forward_encoder if isinstance(core, BidirectionalLM) else core.encoder
+    return NoteDictionary(note_settings, rare_ids(vocab.counts, note_settings.band), len(vocab),
+                          core.input_layer.output_dim, encoder.output_dim, seed=settings.seed, device=device)
+
+
 class Trainer:
     """One run of :func:`train`, inside the process group it set up: the model, the
     optimizer, the counters saved in checkpoints, and the output folder.
@@ -265,6 +287,7 @@ class Trainer:
                      "count the tokens of both directions")
         self.bundle = build_optimizer(spec.get("optimizer", {"type": "scheduled_adam"}), self.core,
                                       settings.batch_size)
+        self.notes = self.core.notes = build_notes(spec, settings, vocab, self.core, device)
         self.step, self.tokens, self.position, self.state, self.history, self.seconds_before = 0, 0, None, None, [], 0.0
         self.segments = [{"step": 0, **self.layout}]
         self.checkpoint_step: int | None = None  # the step of the checkpoint.pt on disk (None: none of this run)
@@ -330,6 +353,8 @@ class Trainer:
         self.state = shard_state_rows(payload.get("state"), ddp.rank, ddp.world_size)  # this rank's rows
         self.history = payload.get("history", [])
         self.rewind = payload.get("rewind")
+        if self.notes is not None:
+            self.notes.load_state_dict(payload["notes"])
         self.seconds_before = float(payload.get("seconds", 0.0))
         self.segments = resumed_segments(payload, self.step, self.layout, path, warn=ddp.is_main)
         own_rng = rank_rng_state(payload.get("rng"), ddp.rank, ddp.world_size)
@@ -404,6 +429,8 @@ class Trainer:
         if self.constraint is not None:
             self.constraint.apply(self.core)
         self.state = None if s.reset_state else detach_state(new_state)
+        if self.notes is not None:  # after the step that read them: a note never serves its own window
+            self.notes.commit(gather_note_rows if self.ddp.enabled else None)
         self.position = next_position
         self.step += 1
         self.keep_rewind_weights()
@@ -461,6 +488,7 @@ class Trainer:
             "processes": self.layout["processes"], "segments": self.segments, "inputs": self.inputs,
             "log_bytes": self.log_path.stat().st_size if self.log_path.exists() else 0, "final": False,
             **({} if self.rewind is None else {"rewind": self.rewind}),
+            **({} if self.notes is None else {"notes": self.notes.state_dict()}),
         }
 
     def save(self) -> None:

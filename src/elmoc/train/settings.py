@@ -14,6 +14,7 @@ from elmoc.config import check_range
 from elmoc.config_section import check_keys
 from elmoc.directions import CAUSAL_LM, SEPARATE, is_masked, train_directions
 from elmoc.errors import ConfigError
+from elmoc.nn.notes import NoteSettings, variant_label
 from elmoc.train.schedule import check_type
 
 
@@ -58,6 +59,8 @@ class TrainSettings:
             lottery ticket (``elmoc prune``); None keeps none.
         masking: a masked LM's ``{rate, mask, random}`` (:class:`elmoc.data.masking.Masking`;
             default BERT's 0.15, 0.8, 0.1); parsed into :attr:`masking_settings`.
+        notes: ``{lambda, gamma, window, band}``: notes for rare words in pre-training (TNF,
+            :class:`elmoc.nn.notes.NoteSettings`; None: off); parsed into :attr:`note_settings`.
     """
 
     # the range of each number, checked here and when the workflow is parsed (elmoc.config.declared_ranges)
@@ -87,10 +90,21 @@ class TrainSettings:
     objective: str = CAUSAL_LM
     masking: dict | None = None
     rewind_step: int | None = None
+    notes: dict | None = None
 
     @property
     def masking_settings(self) -> Masking:
         return Masking.from_config(self.masking)
+
+    @property
+    def note_settings(self) -> NoteSettings | None:
+        return None if self.notes is None else NoteSettings.from_config(self.notes)
+
+    @classmethod
+    def table_option_label(cls, options: dict) -> str | None:
+        """The tables' name of the method these ``train`` options turn on ("TNF" with
+        ``notes``), None for the paper's training (reads the dict only)."""
+        return variant_label({"train": options})
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "TrainSettings":
@@ -99,7 +113,7 @@ class TrainSettings:
         names = {f.name for f in fields(cls)}
         check_keys(config, names, "train")
         for f in fields(cls):
-            if f.name in config and f.name != "masking":  # masking: checked by Masking.from_config
+            if f.name in config and f.name not in ("masking", "notes"):  # checked by their own parsers
                 check_type(f"train.{f.name}", config[f.name], str(f.type))
         for key, rule in cls.OPTION_RANGES.items():
             if key in config:
@@ -112,4 +126,5 @@ class TrainSettings:
             settings.masking_settings  # noqa: B018 -- checks train.masking (one line)
         elif settings.masking is not None:
             raise ConfigError("train.masking applies only to a masked LM (train.objective: masked_lm); remove it")
+        settings.note_settings  # noqa: B018 -- checks train.notes (one line)
         return settings

@@ -1,0 +1,229 @@
+"""Notes for rare words (TNF, src/elmoc/nn/notes.py) and their hooks in the models and the trainer:
+hand-computed window means, band and moving average; a note never serves the window that wrote it;
+resume equal to an uninterrupted run; model.pt and features without notes; two gloo processes keep
+identical notes equal to one process's."""
+import os
+from collections import Counter
+
+import pytest
+import torch
+import torch.distributed as dist
+from ddp_compare import finish_worker, spawn_runs
+
+from elmoc.data.batches import BiLMBatch, LMBatch
+from elmoc.data.masking import MaskedLMBatch
+from elmoc.data.vocab.vocabulary import Vocabulary
+from elmoc.errors import ConfigError
+from elmoc.lm import BidirectionalLM, LanguageModel
+from elmoc.masked_lm import MaskedLM
+from elmoc.model_file import load_checkpoint
+from elmoc.nn.notes import NoteDictionary, NoteSettings, rare_ids, variant_label, window_means
+from elmoc.train.loop import train
+from elmoc.train.settings import TrainSettings
+
+NOTES = {"lambda": 0.5, "gamma": 0.1, "window": 2, "band": [0.5, 1.0]}
+
+
+def test_window_means_by_hand():
+    out = torch.arange(5.0).view(1, 5, 1)  # outputs 0 1 2 3 4
+    mask = torch.tensor([[True, True, True, True, False]])
+    got = window_means(out, mask, 1)[0, :, 0]
+    # t=0: (0+1)/2; t=1: (0+1+2)/3; t=2: (1+2+3)/3; t=3: (2+3)/2 (4 is padding); t=4: 3/1
+    assert torch.allclose(got, torch.tensor([0.5, 1.0, 2.0, 2.5, 3.0]))
+
+
+def test_variant_label_reads_the_spec():
+    assert variant_label({"train": {"notes": {}}}) == "TNF"
+    assert variant_label({"train": {"seed": 1}}) is None and variant_label({}) is None
+    assert TrainSettings.table_option_label({"notes": {"lambda": 0.5}}) == "TNF"
+    assert TrainSettings.table_option_label({"seed": 1}) is None
+
+
+def test_rare_band_is_rank_quantiles_of_the_counts():
+    counts = [0, 0, 0, 0, 50, 40, 30, 20, 10, 5, 5, 1]  # 8 counted words
+    assert rare_ids(counts, (0.5, 1.0)).tolist() == [8, 9, 10, 11]
+    assert rare_ids(counts, (0.25, 0.5)).tolist() == [6, 7]
+    with pytest.raises(ConfigError, match="counts"):
+        rare_ids([0, 0, 0], (0.5, 1.0))
+
+
+def test_mix_and_moving_average_by_hand():
+    notes = NoteDictionary(NoteSettings(mix=0.25, gamma=0.25, window=0), torch.tensor([2]), 4, 2, 2)
+    ids = torch.tensor([[1, 2, 2]])
+    vectors = torch.ones(1, 3, 2)
+    assert torch.equal(notes.mix(ids, vectors), vectors)  # no note yet
+    mask = torch.ones(1, 3, dtype=torch.bool)
+    notes.observe(ids, mask, torch.tensor([[[9.0, 9.0], [2.0, 4.0], [4.0, 8.0]]]))
+    notes.commit()
+    assert torch.equal(notes.notes[0], torch.tensor([3.0, 6.0]))  # first note: the step's mean, as it is
+    notes.observe(ids[:, :2], mask[:, :2], torch.tensor([[[0.0, 0.0], [1.0, 2.0]]]))
+    notes.commit()
+    assert torch.equal(notes.notes[0], torch.tensor([2.5, 5.0]))  # 0.75 * (3, 6) + 0.25 * (1, 2)
+    mixed = notes.mix(ids, vectors)
+    assert torch.equal(mixed[0, 0], torch.ones(2))  # a frequent word keeps its vector
+    assert torch.equal(mixed[0, 1], torch.tensor([1.375, 2.0]))  # 0.75 * 1 + 0.25 * (2.5, 5)
+
+
+def test_match_norm_scales_the_note_to_the_input():
+    notes = NoteDictionary(NoteSettings(mix=0.5, window=0, match_norm=True), torch.tensor([1]), 2, 2, 2)
+    notes.notes[0], notes.seen[0] = torch.tensor([0.0, 8.0]), True
+    mixed = notes.mix(torch.tensor([[1]]), torch.tensor([[[2.0, 0.0]]]))
+    assert torch.equal(mixed[0, 0], torch.tensor([1.0, 1.0]))  # 0.5 * (2, 0) + 0.5 * (0, 2)
+
+
+def test_settings_errors_name_the_key():
+    assert TrainSettings.from_config({"notes": {}}).note_settings == NoteSettings()
+    for bad, key in (({"lamda": 0.5}, "lambda"), ({"lambda": 1.5}, "train.notes.lambda"),
+                     ({"gamma": 0}, "train.notes.gamma"), ({"gamma": 2}, "train.notes.gamma"),
+                     ({"window": -1}, "train.notes.window"), ({"band": [0.9, 0.1]}, "train.notes.band"),
+                     ({"match_norm": "yes"}, "train.notes.match_norm")):
+        with pytest.raises(ConfigError, match=key):
+            TrainSettings.from_config({"notes": bad})
+
+
+def _lm_and_notes(tiny_lm, cls=LanguageModel):
+    vocab, spec, _, _ = tiny_lm
+    torch.manual_seed(0)
+    lm = cls.from_spec(spec, vocab)
+    encoder = lm.forward_encoder if cls is BidirectionalLM else lm.encoder
+    notes = NoteDictionary(NoteSettings(window=2, band=(0.5, 1.0)), rare_ids(vocab.counts, (0.5, 1.0)), len(vocab),
+                           lm.input_layer.output_dim, encoder.output_dim, seed=1)
+    return lm, notes
+
+
+def test_a_note_never_serves_the_window_that_wrote_it(tiny_lm):
+    """Causality: the notes a step reads were committed by earlier steps, so a window's loss
+    with notes attached but none committed equals its loss without notes."""
+    lm, notes = _lm_and_notes(tiny_lm)
+    rare = rare_ids(tiny_lm[0].counts, (0.5, 1.0))
+    ids = torch.stack([rare[:6], rare[3:9]])  # every word rare, each twice in the batch
+    batch = LMBatch(ids, ids.roll(-1, 1), torch.ones_like(ids, dtype=torch.bool))
+    lm.eval()
+    plain, _ = lm(batch)
+    lm.notes = notes
+    first, _ = lm(batch)
+    assert torch.equal(first.loss_sum, plain.loss_sum)  # observed, not yet read
+    assert notes.pending and not notes.seen.any()
+    notes.commit()
+    assert notes.seen.sum() == 9
+    second, _ = lm(batch)
+    assert not torch.equal(second.loss_sum, plain.loss_sum)  # now read
+    evaluated, _ = lm.evaluate(batch)
+    assert torch.equal(evaluated.loss_sum, lm.output_layer.evaluate(
+        lm.encode(ids).output, batch.targets, batch.mask).loss_sum)  # heldout reads no notes
+
+
+def test_joint_and_masked_models_feed_one_dictionary(tiny_lm):
+    rare = rare_ids(tiny_lm[0].counts, (0.5, 1.0))
+    ids = torch.stack([rare[:6], rare[3:9]])
+    ones = torch.ones_like(ids, dtype=torch.bool)
+    joint, notes = _lm_and_notes(tiny_lm, BidirectionalLM)
+    joint.notes = notes
+    joint(BiLMBatch(LMBatch(ids, ids, ones), LMBatch(ids.flip(1), ids.flip(1), ones)))
+    assert len(notes.pending) == 2  # one entry per direction, committed together
+    vocab, spec, _, _ = tiny_lm
+    masked_spec = {**spec, "encoder": {"type": "transformer", "causal": False, "d_model": 8, "heads": 2,
+                                       "d_ff": 16, "num_layers": 1, "dropout": 0.0}}
+    masked = MaskedLM.from_spec(masked_spec, vocab)
+    masked.notes = NoteDictionary(NoteSettings(window=1), rare, len(vocab), 12, 8)
+    replaced = torch.zeros_like(ones)
+    replaced[0, 0] = True
+    masked(MaskedLMBatch(torch.full_like(ids, 3), ids, replaced, replaced, ones))
+    (rows, _), = masked.notes.pending
+    assert rows.numel() == ids.numel()  # keyed by the original words, not the <unk> inputs
+
+
+def test_resume_equals_an_uninterrupted_run_and_model_has_no_notes(tmp_path, tiny_lm):
+    vocab, spec, make_batches, _ = tiny_lm
+    spec = {**spec, "train": {**spec["train"], "notes": NOTES}}
+    train(spec, vocab, tmp_path / "full", make_batches, None)
+    half = {**spec, "train": {**spec["train"], "max_steps": 10}}
+    train(half, vocab, tmp_path / "resumed", make_batches, None)
+    train(spec, vocab, tmp_path / "resumed", make_batches, None)  # continues from step 10 with its notes
+    a, b = (load_checkpoint(tmp_path / d / "checkpoint.pt") for d in ("full", "resumed"))
+    assert a["notes"]["seen"].sum() > 0
+    for key in ("notes", "seen", "projection"):
+        assert torch.equal(a["notes"][key], b["notes"][key])
+    for key, value in a["model"].items():
+        assert torch.equal(value, b["model"][key]), key
+    plain = dict(spec, train={k: v for k, v in spec["train"].items() if k != "notes"})
+    train(plain, vocab, tmp_path / "plain", make_batches, None)
+    with_notes, without = (load_checkpoint(tmp_path / d / "model.pt") for d in ("full", "plain"))
+    assert "notes" not in with_notes and set(with_notes) == set(without)
+    assert {k: v.shape for k, v in with_notes["model"].items()} == {k: v.shape for k, v in without["model"].items()}
+
+
+def test_features_read_no_notes(tmp_path, tiny_lm):
+    lm, notes = _lm_and_notes(tiny_lm)
+    notes.seen[:] = True
+    notes.notes.normal_()
+    ids = rare_ids(tiny_lm[0].counts, (0.5, 1.0))[:6].view(1, 6)
+    lm.eval()
+    before = lm.encode(ids).output
+    lm.notes = notes
+    assert torch.equal(lm.encode(ids).output, before)
+
+
+def test_subword_specs_are_refused(tmp_path, tiny_lm):
+    vocab, spec, make_batches, _ = tiny_lm
+    spec = {**spec, "data": {"tokenizer": "tok.json"}, "train": {**spec["train"], "notes": NOTES}}
+    with pytest.raises(ConfigError, match="subword pieces"):
+        train(spec, vocab, tmp_path / "sub", make_batches, None)
+
+
+# --- two gloo processes ---------------------------------------------------------------------
+B, T, V, DIM, STEPS = 4, 6, 30, 6, 5
+
+
+def _vocab():
+    return Vocabulary.from_counts(Counter({f"w{i}": 100 - i for i in range(V - 4)}))
+
+
+def _batches(position, rank, world):
+    window = 0 if position is None else position["window"]
+    per = B // world
+    for w in range(window, STEPS):
+        data = torch.tensor([[4 + (i * (3 + r)) % (V - 4) for i in range(w * T + 11 * r, w * T + 11 * r + T + 1)]
+                             for r in range(B)])[rank * per:(rank + 1) * per]
+        yield LMBatch(data[:, :-1], data[:, 1:], data[:, :-1] > 0), {"epoch": 0, "window": w + 1}
+
+
+def _ddp_spec(tmp):
+    vec = os.path.join(tmp, "vec.npy")
+    return {"input": {"type": "fasttext", "vectors": vec},
+            "encoder": {"type": "elmo_lstm", "num_layers": 1, "cell_size": 12, "projection_size": 6,
+                        "recurrent_dropout": 0.0},
+            "output": {"type": "cosine", "vectors": vec}, "optimizer": {"type": "adam", "lr": 0.01},
+            "train": {"batch_size": B, "bptt": T, "log_every": 100, "checkpoint_every": 0, "seed": 5,
+                      "notes": NOTES}}
+
+
+def _worker(rank, port, tmp):
+    os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    import elmoc.train.loop as loop
+
+    kept = {}
+    build = loop.build_notes
+
+    def keep(*args):
+        kept["notes"] = build(*args)
+        return kept["notes"]
+
+    loop.build_notes = keep
+    train(_ddp_spec(tmp), _vocab(), os.path.join(tmp, "ddp"), _batches, None)
+    torch.save(kept["notes"].state_dict(), os.path.join(tmp, f"notes{rank}.pt"))
+    finish_worker(tmp, rank, {})
+
+
+def test_two_gloo_processes_keep_the_notes_of_one(tmp_path):
+    spawn_runs(str(tmp_path), _worker, 2, V, DIM)
+    ranks = [torch.load(tmp_path / f"notes{r}.pt") for r in range(2)]
+    assert torch.equal(ranks[0]["notes"], ranks[1]["notes"]) and torch.equal(ranks[0]["seen"], ranks[1]["seen"])
+    torch.set_num_threads(1)
+    train(_ddp_spec(str(tmp_path)), _vocab(), tmp_path / "one", _batches, None)
+    one = load_checkpoint(tmp_path / "one" / "checkpoint.pt")["notes"]
+    assert one["seen"].sum() > 0 and torch.equal(one["seen"], ranks[0]["seen"])
+    assert torch.allclose(one["notes"], ranks[0]["notes"], atol=1e-5)
