@@ -25,10 +25,10 @@ import json, sys
 from pathlib import Path
 work = Path(sys.argv[1])
 paper = ["elmo", "elmo-c", "elmo-a", "elmo-sub", "elmo-c-oneb", "elmo-c-rnd", "elmo-c-cnn", "elmo-c-cnn-cc", "elmo-c-cc-cnn"]
-beyond = ["trans-base-c", "trans-base-sampled", "mlm-c", "mlm-sampled"]   # pretrain.extra_variants (issue 25)
+beyond = ["trans-base-c-tnf", "trans-base-sampled", "mlm-c-tupe", "mlm-sampled"]   # pretrain.extra_variants (issues 25, 35)
 variants = paper + beyond
 joint = {"elmo-a", "elmo-sub", "trans-base-sampled"}   # train.directions: joint (one run, results/lm/{v}/joint)
-masked = {"mlm-c", "mlm-sampled"}   # train.objective: masked_lm (one run, results/lm/{v}/masked)
+masked = {"mlm-c-tupe", "mlm-sampled"}   # train.objective: masked_lm (one run, results/lm/{v}/masked)
 runs = [(v, d) for v in variants
         for d in (("joint",) if v in joint else ("masked",) if v in masked else ("forward", "backward"))]
 for v, d in runs:
@@ -46,7 +46,7 @@ bad = [(r["task"], r["variant"], r["status"]) for r in tasks if r["status"] != "
 assert not bad, bad
 left = sorted(str(p) for p in work.glob("results/features/*/*.hdf5"))
 assert not left, f"temporary features were not deleted: {left}"
-print(f"rehearsal: {len(runs)} LM runs (ELMo released; ELMo-A, ELMo-Sub, trans-base-sampled joint; mlm-c, mlm-sampled "
+print(f"rehearsal: {len(runs)} LM runs (ELMo released; ELMo-A, ELMo-Sub, trans-base-sampled joint; mlm-c-tupe, mlm-sampled "
       f"masked), {len(tasks)} task runs ok, the beyond table, features deleted after use")
 PY
 rm -rf "$TMP"
