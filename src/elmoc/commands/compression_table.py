@@ -83,12 +83,12 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     models = _models(args)
     heldout = _heldout(args, models)
+    sections = _sections(args)
     sentences = read_sentences(args.sentences)[: args.num_sentences]
     if not sentences:
         raise InputFileError(args.sentences, "holds no sentences; give the heldout shard (one sentence per line)")
     log.info("timing %d models side by side on %d sentences, %d rounds", len(models) + 1, len(sentences), args.rounds)
     records = measure_side_by_side(args.original, models, sentences, args.rounds, args.batch_size)
-    sections = _sections(args)
     dirs = {"original": Path(args.original), **models}
     downstream: dict[str, dict[str, dict]] = {role: {} for role in dirs}
     metrics = {}
