@@ -107,7 +107,7 @@ def build_table(summary: dict[str, Any], name: str = "compression") -> Table:
     m = summary["measured"]
     notes = [
         f"tokens/s: `elmoc embed`'s batching in one process, {m['sentences']} sentences ({m['tokens']} tokens) "
-        f"of `{Path(m['sentences_file']).name}`, batch {m['batch_size']}, {m['threads']} threads; every model "
+        f"of `{Path(m['sentences_file']).name}`, batch {m['batch_size']}, {m['threads']} torch thread(s); every model "
         f"timed in the same {m['rounds']} rounds (order rotated), fastest pass of each; load average "
         f"{', '.join(f'{x:.2f}' for x in m['load_average'])} on {m['machine']}.",
         "directory MB: every file of the model directory (frozen tables and OOV buckets included); "
