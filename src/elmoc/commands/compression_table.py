@@ -19,8 +19,8 @@ DESCRIPTION = (
     "from its checkpoint; the side-by-side timing is always measured afresh."
 )
 
-INPUTS = ('original', 'sentences', 'config')  # args naming files read; an output among them is refused (cli)
-OUTPUTS = ('out_dir',)
+INPUTS = ('original', 'models_under', 'sentences', 'config', 'fasttext', 'vocab')  # files read; never an output (cli)
+OUTPUTS = ('out_dir', 'work_dir')
 
 
 def _pair(text: str) -> tuple[str, str]:
