@@ -179,21 +179,6 @@ rule config_dump:
 # rule compress_copy; student-*, pruned-*, ticket, ticket-control: elmoc distill / prune written there);
 # each is scored on the config's tasks.run (with data) at tasks.seeds. Task features and runs stay in
 # results/compression-work/{variant}/ (not an output: a rerun reuses and resumes them).
-from types import SimpleNamespace
-
-COMPRESSED_FORMATS = ["float16", "int8"]
-
-
-def compressed_dirs(variant):
-    """The model directories under results/compressed/{variant}/: the two copies, plus any already there."""
-    found = {p.parent.name for p in Path(f"results/compressed/{variant}").glob("*/elmoc-model.json")}
-    return [f"results/compressed/{variant}/{role}" for role in sorted(found | set(COMPRESSED_FORMATS))]
-
-
-def compression_tasks():
-    return [t for t in task_names() if task_has_data(t)]
-
-
 rule compress_copy:
     input:
         model="results/models/{variant}",
@@ -219,7 +204,7 @@ rule compression_table:
         models=lambda w: compressed_dirs(w.variant),
         sentences="results/corpus/heldout.txt",
         heldout=lambda w: [f"results/lm/{w.variant}/{d}/heldout.json" for d in lm_directions(w.variant)],
-        data=lambda w: [f for t in compression_tasks() for f in task_data_inputs(SimpleNamespace(task=t))],
+        data=lambda w: compression_task_data(),
         vectors=lambda w: [config["tasks"].get("vectors", "results/fasttext/cc.bin")]
         if any(task_vectors_needed(t, w.variant) for t in compression_tasks())
         else [],
