@@ -34,7 +34,7 @@ SUMMARY = {
 
 
 def test_role_groups_and_order():
-    assert [role_group(r) for r in ("original", "bfloat16", "int8", "student-small", "pruned-0.9", "ticket-control")] \
+    assert [role_group(r) for r in ("original", "bfloat16", "int8", "student-one-layer", "pruned-0.9", "ticket-control")] \
         == ["original", "cast", "quantized", "distilled", "pruned", "ticket"]
     assert role_order(["ticket", "pruned-0.9", "int8", "student", "pruned-0.5", "original", "ticket-control"]) == \
         ["original", "int8", "student", "pruned-0.5", "pruned-0.9", "ticket", "ticket-control"]

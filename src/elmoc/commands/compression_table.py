@@ -93,11 +93,15 @@ def run(args: argparse.Namespace) -> int:
     downstream: dict[str, dict[str, dict]] = {role: {} for role in dirs}
     metrics = {}
     for task, section in sections.items():
-        for role, directory in dirs.items():
-            entry = _score(args, task, section, role, directory)
-            if isinstance(entry, int):
-                return entry  # a task run stopped (its exit status): a rerun resumes it
-            downstream[role][task], metrics[task] = entry, entry["metric"]
+        features = {role: _features(args, task, section, role, d) for role, d in dirs.items()}
+        for seed in args.seeds:  # seed by seed: a run cut short has every model at the seeds before
+            for role, path in features.items():
+                record = _task_run(args, task, section, role, path, seed)
+                if isinstance(record, int):
+                    return record  # a task run stopped (its exit status): a rerun resumes it
+                entry = downstream[role].setdefault(task, {"test": {}, "dev": {}})
+                entry["test"][seed], entry["dev"][seed] = record["test"], record["dev"]
+                entry["metric"] = metrics[task] = record["metric"]
     rows = []
     for role in compression.role_order(list(dirs)):
         rows.append({"role": role, **records[role], "heldout": heldout.get(role), "downstream": downstream[role]})
@@ -224,14 +228,13 @@ def fingerprint(directory) -> str:
     return digest.hexdigest()[:12]
 
 
-def _score(args, task: str, section: dict, role: str, directory) -> dict | int:
-    """The task trained on ``directory``'s features with every seed: ``{"metric", "test": {seed: ..},
-    "dev": {seed: ..}}``, or the exit status of a run that stopped (a rerun resumes it)."""
+def _features(args, task: str, section: dict, role: str, directory):
+    """The feature file of the task's sentences by the model in ``directory`` (made once, kept in
+    the work folder named by the model's fingerprint); the task's sentences are written once too."""
     import hashlib
     import json
     from pathlib import Path
 
-    from elmoc.commands import task as task_command
     from elmoc.commands import task_sentences
     from elmoc.features.sentences import read_sentences
     from elmoc.features.store import write_features
@@ -243,28 +246,33 @@ def _score(args, task: str, section: dict, role: str, directory) -> dict | int:
     if not sentences.is_file():
         sentences.parent.mkdir(parents=True, exist_ok=True)
         _call(task_sentences, ["--task", task, "--section-json", section_json, "--output", str(sentences)])
-    folder = work / f"{role}-{fingerprint(directory)}"
-    features = folder / "features" / f"{sentences.stem}.hdf5"
+    features = work / f"{role}-{fingerprint(directory)}" / "features" / f"{sentences.stem}.hdf5"
     if not features.is_file():
         features.parent.mkdir(parents=True, exist_ok=True)
         write_features(load_bilm(directory), read_sentences(sentences), features, batch_size=args.batch_size)
-    entry: dict = {"test": {}, "dev": {}}
-    for seed in args.seeds:
-        output = folder / "tasks" / sentences.stem / f"seed{seed}.json"
-        if not output.is_file():
-            output.parent.mkdir(parents=True, exist_ok=True)
-            argv = ["--task", task, "--section-json", section_json, "--variant", role, "--seed", str(seed),
-                    "--scale", args.scale, "--features", str(features), "--device", "cpu", "--output", str(output)]
-            argv += ["--threads", str(args.threads)] if args.threads else []
-            if args.fasttext and section.get("with_fasttext"):  # as the workflow's task runs
-                argv += ["--fasttext", args.fasttext] + (["--vocab", args.vocab] if args.vocab else [])
-            status = _call(task_command, argv)
-            if status:
-                return status
-        record = json.loads(output.read_text(encoding="utf-8"))
-        entry["metric"] = record["metric"]
-        entry["test"][seed], entry["dev"][seed] = record["test"], record["dev"]
-    return entry
+    return features
+
+
+def _task_run(args, task: str, section: dict, role: str, features, seed: int) -> dict | int:
+    """The metrics record of ``elmoc task`` on ``features`` at ``seed`` (a finished run's JSON is
+    reused), or the exit status of a run that stopped (a rerun resumes it from its checkpoint)."""
+    import json
+
+    from elmoc.commands import task as task_command
+
+    output = features.parent.parent / "tasks" / features.stem / f"seed{seed}.json"
+    if not output.is_file():
+        output.parent.mkdir(parents=True, exist_ok=True)
+        argv = ["--task", task, "--section-json", json.dumps(section, sort_keys=True), "--variant", role,
+                "--seed", str(seed), "--scale", args.scale, "--features", str(features), "--device", "cpu",
+                "--output", str(output)]
+        argv += ["--threads", str(args.threads)] if args.threads else []
+        if args.fasttext and section.get("with_fasttext"):  # as the workflow's task runs
+            argv += ["--fasttext", args.fasttext] + (["--vocab", args.vocab] if args.vocab else [])
+        status = _call(task_command, argv)
+        if status:
+            return status
+    return json.loads(output.read_text(encoding="utf-8"))
 
 
 def _call(module, argv: list[str]) -> int:

@@ -24,8 +24,8 @@ ROLE_GROUPS = (
     ("original", re.compile(r"original")),
     ("cast", re.compile(r"float16|bfloat16")),
     ("quantized", re.compile(r"int8")),
-    ("distilled", re.compile(r"student(-[\w.]+)?")),
-    ("pruned", re.compile(r"pruned-[\w.]+")),
+    ("distilled", re.compile(r"student(-[\w.-]+)?")),
+    ("pruned", re.compile(r"pruned-[\w.-]+")),
     ("ticket", re.compile(r"ticket(-control)?")),
 )
 ROLES_HELP = "original, float16, bfloat16, int8, student[-NAME], pruned-LEVEL, ticket, ticket-control"
