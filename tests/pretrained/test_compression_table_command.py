@@ -69,6 +69,11 @@ def test_table_json_figure_and_rerun(setup, capsys):
     assert [p.stat().st_mtime_ns for p in sorted((root / "work").glob("*/tasks/*/seed*.json"))] == stamps
     again = json.loads((root / "out" / "compression.json").read_text())
     assert [r["downstream"] for r in again["rows"]] == [r["downstream"] for r in summary["rows"]]
+    args = _args(root, sections, "--finished-only")
+    args[args.index("--seeds") + 1: args.index("--seeds") + 3] = ["1", "2", "3"]
+    assert run_command("compression_table", args) == 0  # seed 3 never ran: a gap, not a training
+    assert len(list((root / "work").glob("*/tasks/*/seed*.json"))) == 6
+    assert " [seed 1, 2] " in (root / "out" / "compression.md").read_text()
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -55,7 +55,7 @@ def test_cells_as_printed():
     assert rows["original"][1:] == ["1M", "2.00", "4.0 (1.00×)", "100 (1.00×)", "1.0000, 1.0000", "0.9000",
                                     "77.0 ± 1.4"]
     assert rows["int8"][3:5] == ["1.0 (0.25×)", "200 (2.00×)"]
-    assert rows["int8"][6:] == ["0.9000†", "77.0 (+0.0)"]  # one seed: no spread
+    assert rows["int8"][6:] == ["0.9000†", "77.0 [seed 1] (+0.0)"]  # one of the two seeds: no spread, named
     assert rows["pruned-0.5"][1] == "1M (0.5M ≠ 0)" and rows["pruned-0.5"][7] == "72.0 ± 2.8 (-5.0)"
     assert rows["student"][5] == "1.0000, 0.8000 (layers 0↔0, 1↔2)" and rows["student"][6:] == [None, None]
     md = to_markdown(table)

@@ -53,6 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab", help="vocabulary of a .npy --fasttext table")
     parser.add_argument("--scale", choices=["demo", "cpu", "full"], default="demo", help="label of the task runs")
     parser.add_argument("--work-dir", required=True, help="task features and runs, reused by a rerun")
+    parser.add_argument("--finished-only", action="store_true",
+                        help="train nothing: score each model with the task runs already finished in --work-dir "
+                        "(the others are gaps; a cell names its seeds when they are not all of --seeds)")
     parser.add_argument("--out-dir", required=True, help="where NAME.md/.csv/.json/.png/.pdf go")
     parser.add_argument("--name", default="compression", help="file stem of the outputs (default compression)")
 
@@ -97,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         for seed in args.seeds:  # seed by seed: a run cut short has every model at the seeds before
             for role, path in features.items():
                 record = _task_run(args, task, section, role, path, seed)
+                if record is None:
+                    continue  # --finished-only, and this run is not
                 if isinstance(record, int):
                     return record  # a task run stopped (its exit status): a rerun resumes it
                 entry = downstream[role].setdefault(task, {"test": {}, "dev": {}})
@@ -247,20 +252,23 @@ def _features(args, task: str, section: dict, role: str, directory):
         sentences.parent.mkdir(parents=True, exist_ok=True)
         _call(task_sentences, ["--task", task, "--section-json", section_json, "--output", str(sentences)])
     features = work / f"{role}-{fingerprint(directory)}" / "features" / f"{sentences.stem}.hdf5"
-    if not features.is_file():
+    if not features.is_file() and not args.finished_only:
         features.parent.mkdir(parents=True, exist_ok=True)
         write_features(load_bilm(directory), read_sentences(sentences), features, batch_size=args.batch_size)
     return features
 
 
-def _task_run(args, task: str, section: dict, role: str, features, seed: int) -> dict | int:
+def _task_run(args, task: str, section: dict, role: str, features, seed: int) -> dict | int | None:
     """The metrics record of ``elmoc task`` on ``features`` at ``seed`` (a finished run's JSON is
-    reused), or the exit status of a run that stopped (a rerun resumes it from its checkpoint)."""
+    reused), the exit status of a run that stopped (a rerun resumes it from its checkpoint), or
+    None with --finished-only for a run not finished."""
     import json
 
     from elmoc.commands import task as task_command
 
     output = features.parent.parent / "tasks" / features.stem / f"seed{seed}.json"
+    if not output.is_file() and args.finished_only:
+        return None
     if not output.is_file():
         output.parent.mkdir(parents=True, exist_ok=True)
         argv = ["--task", task, "--section-json", json.dumps(section, sort_keys=True), "--variant", role,

@@ -60,13 +60,15 @@ def _pct(value: float | None) -> str | None:
     return None if value is None else f"{100 * value:.1f}"
 
 
-def _downstream_cell(entry: dict | None, original: dict | None) -> str | None:
+def _downstream_cell(entry: dict | None, original: dict | None, seeds: list) -> str | None:
     if not entry or not entry.get("test"):
         return None
     s = spread(entry["test"])
     if s["mean"] is None:
         return None
     text = _pct(s["mean"]) + (f" ± {100 * s['sd']:.1f}" if s["sd"] is not None else "")
+    if sorted(map(str, entry["test"])) != sorted(map(str, seeds)):
+        text += " [seed " + ", ".join(sorted(map(str, entry["test"]))) + "]"
     if original and original is not entry and original.get("test"):
         base = spread(original["test"])["mean"]
         if base is not None:
@@ -101,8 +103,8 @@ def build_table(summary: dict[str, Any], name: str = "compression") -> Table:
         row = [role, _params(r), f"{r['weights_bytes'] / 1e6:.2f}",
                f"{r['size_bytes'] / 1e6:.1f} ({r['size_bytes'] / original.get('size_bytes', r['size_bytes']):.2f}×)",
                f"{r['tokens_per_s']:.0f} ({r['speed_ratio']:.2f}×)", cosine, held_text]
-        row += [_downstream_cell((r.get("downstream") or {}).get(t), (original.get("downstream") or {}).get(t))
-                for t in tasks]
+        row += [_downstream_cell((r.get("downstream") or {}).get(t), (original.get("downstream") or {}).get(t),
+                                 summary.get("seeds", [])) for t in tasks]
         table_rows.append(row)
     m = summary["measured"]
     notes = [
