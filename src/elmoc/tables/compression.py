@@ -139,7 +139,7 @@ def draw_figure(summary: dict[str, Any], stem: str | Path) -> list[Path]:
 
     plt = _pyplot()
     tasks = list(summary.get("tasks") or [])
-    rows = [r for r in summary["rows"]]
+    rows = summary["rows"]
     fig, axes = plt.subplots(max(1, len(tasks)), 2, figsize=(10, 3.6 * max(1, len(tasks))), squeeze=False)
     for i, task in enumerate(tasks or [None]):
         for ax, key, label in ((axes[i][0], "weights_bytes", "weights on disk (MB)"),
@@ -155,6 +155,11 @@ def draw_figure(summary: dict[str, Any], stem: str | Path) -> list[Path]:
                 x = r[key] / 1e6 if key == "weights_bytes" else r[key]
                 ax.errorbar([x], [y], yerr=None if err is None else [err], fmt="o", capsize=3)
                 ax.annotate(r["role"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+            base = next((r for r in rows if r["role"] == "original"), None)
+            if task and base:
+                mean = spread(((base.get("downstream") or {}).get(task) or {}).get("test") or {})["mean"]
+                if mean is not None:
+                    ax.axhline(100 * mean, color="grey", linestyle="--", linewidth=0.8)
             ax.set_xlabel(label)
             ax.set_ylabel(f"{task} test (%)" if task else "top-layer mean cosine to the original")
             ax.grid(alpha=0.3)
