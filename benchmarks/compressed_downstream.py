@@ -24,6 +24,9 @@ everything there only read:
 Usage (the demo's sentiment task; docs/benchmarks.md):
     PYTHONPATH=src .venv/bin/python benchmarks/compressed_downstream.py --workflow-dir /tmp/demo-run \
         --configfile config/config.yaml --task sentiment --variant elmo-c --seeds 1 --work-dir /tmp/cd-sentiment
+The task section of such a run, for ``elmoc compression-table --sections-json`` (its data paths absolute):
+    PYTHONPATH=src .venv/bin/python benchmarks/compressed_downstream.py --workflow-dir /tmp/demo-run \
+        --configfile config/config.yaml --task sentiment --print-sections
 SST-5 (after a shared-data run of the workflow in its directory, e.g. the repository root, where
 the config's ../shared/data paths resolve):
     PYTHONPATH=src .venv/bin/python benchmarks/compressed_downstream.py --workflow-dir . \
@@ -94,9 +97,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--elmoc", default=f"{shlex.quote(sys.executable)} -m elmoc.cli")
     parser.add_argument("--work-dir", default=None)
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--print-sections", action="store_true",
+                        help='only print {"TASK": section} as the workflow passes it, the --sections-json of '
+                        "`elmoc compression-table` for a workflow directory other than the current one")
     args = parser.parse_args(argv)
     elmoc = shlex.split(args.elmoc)
     wf = Path(args.workflow_dir).resolve()
+    if args.print_sections:
+        print(json.dumps({args.task: task_section(args.configfile, args.task, wf)}, sort_keys=True))
+        return 0
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="compressed-downstream-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     (work / "logs").mkdir(exist_ok=True)

@@ -61,25 +61,20 @@ def hdf5_fidelity(reference: Path, other: Path) -> dict:
 
 def interleaved_best(models: dict[str, Path], sentences: list[list[str]], rounds: int, batch_size: int,
                      threads: int) -> dict[str, float]:
-    """Tokens/s of each model in this process (loaded once each, one warm-up pass), the fastest of
-    ``rounds`` passes over ``sentences``, the models interleaved pass by pass: the least disturbed
-    pass of each on a machine shared with other work, the load and file writing left out."""
+    """Tokens/s of each model in this process (the first is the source), the fastest of ``rounds``
+    passes over ``sentences``, the models interleaved pass by pass
+    (:func:`elmoc.pretrained.side_by_side.measure_side_by_side`, as ``elmoc compression-table``
+    times them): the least disturbed pass of each on a machine shared with other work, the load
+    and file writing left out."""
     import torch
 
-    from elmoc import embed_sentences
-    from elmoc.pretrained.loader import load_bilm
+    from elmoc.pretrained.side_by_side import measure_side_by_side
 
     torch.set_num_threads(threads)
-    bilms = {name: load_bilm(path) for name, path in models.items()}
-    tokens = sum(len(s) for s in sentences)
-    best = {name: float("inf") for name in bilms}
-    for r in range(rounds + 1):
-        for name, bilm in bilms.items():
-            start = time.perf_counter()
-            embed_sentences(bilm, sentences, "all", batch_size)
-            if r:
-                best[name] = min(best[name], time.perf_counter() - start)
-    return {name: tokens / seconds for name, seconds in best.items()}
+    source, *others = models
+    records = measure_side_by_side(models[source], {name: models[name] for name in others}, sentences, rounds,
+                                   batch_size)
+    return {name: records["original" if name == source else name]["tokens_per_s"] for name in models}
 
 
 def _num(value: float | None) -> str:

@@ -215,6 +215,8 @@ def _argv_output_is_input(name: str, x: str, d: str) -> list[str]:
     return {
         "bpe": ["bpe", "--corpus", d, "--out-dir", d],
         "cnn-table": ["cnn-table", "--checkpoint", x, "--vocab", "v.txt", "--out", x],
+        "compression-table": ["compression-table", "--original", d, "--sentences", x, "--work-dir", "w",
+                              "--out-dir", x],
         "compress": ["compress", d, "--output", d, "--format", "float16", "--measure", "s.txt"],
         "embed": ["embed", "--model", d, "--top", x, x],
         "export": ["export", "--forward", x, "--backward", "b.pt", "--output", x],

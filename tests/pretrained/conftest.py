@@ -1,11 +1,13 @@
 """Fixtures of tests/pretrained (helpers in lm_tree_helpers.py, imported by that unique name)."""
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
-from lm_tree_helpers import WORDS, build_tree
+from lm_tree_helpers import WORDS, build_tree, run_command
 
 from elmoc.data.vectors.fasttext_model import FastTextTrainConfig, train_fasttext
 
@@ -33,3 +35,22 @@ def lm_tree(tmp_path, fasttext_bin, monkeypatch):
         return root
 
     return make
+
+
+@pytest.fixture(scope="module")
+def elmo_dir(tmp_path_factory):
+    """AllenNLP's small test ELMo (char-CNN with highways and projection, 2 LSTM layers) as a
+    model directory, and a sentences file to measure on (module scope: tests/conftest.py's
+    ``elmo_fixture_dir`` is per test)."""
+    shared = Path(os.environ.get("ELMOC_SHARED_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "data"))
+    elmo_fixture_dir = shared / "fixtures" / "allennlp" / "elmo"
+    if not (elmo_fixture_dir / "lm_weights.hdf5").is_file():
+        pytest.skip("AllenNLP ELMo fixture absent (set ELMOC_SHARED_DATA)")
+    root = tmp_path_factory.mktemp("compress")
+    assert run_command("export", ["--bilm-tf-options", str(elmo_fixture_dir / "options.json"),
+                                  "--bilm-tf-weights", str(elmo_fixture_dir / "lm_weights.hdf5"),
+                                  "--output", str(root / "elmo")]) == 0
+    sentences = json.loads((elmo_fixture_dir / "sentences.json").read_text())
+    lines = [s for batch in sentences for s in batch]
+    (root / "s.txt").write_text("\n".join(lines) + "\n")
+    return root

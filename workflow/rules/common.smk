@@ -7,6 +7,7 @@ import re
 import shlex
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from snakemake.exceptions import WorkflowError
 
@@ -402,6 +403,24 @@ def task_run_args(wildcards, input):
 
 
 # --- functions of tables.smk ---
+COMPRESSED_FORMATS = ["float16", "int8"]  # the copies rule compress_copy makes for the compression table
+
+
+def compressed_dirs(variant):
+    """The model directories under results/compressed/{variant}/: the two copies, plus any already there."""
+    found = {p.parent.name for p in Path(f"results/compressed/{variant}").glob("*/elmoc-model.json")}
+    return [f"results/compressed/{variant}/{role}" for role in sorted(found | set(COMPRESSED_FORMATS))]
+
+
+def compression_tasks():
+    """The tasks of the compression table: tasks.run with data."""
+    return [t for t in task_names() if task_has_data(t)]
+
+
+def compression_task_data():
+    return [f for t in compression_tasks() for f in task_data_inputs(SimpleNamespace(task=t))]
+
+
 def bench_json():
     return ["results/tables/bench.json"] if config.get("bench", {}).get("enabled") else []
 

@@ -173,6 +173,67 @@ rule config_dump:
         "{params.elmoc} config-dump --section-json {params.config:q} --output {output} > {log} 2>&1"
 
 
+# The compression table (issue 36.4, docs/benchmarks.md "Compression"): not built by default; ask for
+# results/tables/compression/{variant}.md. The original is the variant's exported model directory; every
+# model directory under results/compressed/{variant}/ is a row named by its folder (float16, int8:
+# rule compress_copy; student-*, pruned-*, ticket, ticket-control: elmoc distill / prune written there);
+# each is scored on the config's tasks.run (with data) at tasks.seeds. Task features and runs stay in
+# results/compression-work/{variant}/ (not an output: a rerun reuses and resumes them).
+rule compress_copy:
+    input:
+        model="results/models/{variant}",
+        sentences="results/corpus/heldout.txt",
+    output:
+        directory("results/compressed/{variant}/{fmt}"),
+    wildcard_constraints:
+        fmt="|".join(COMPRESSED_FORMATS),
+    params:
+        elmoc=ELMOC,
+    log:
+        "logs/compress/{variant}.{fmt}.log",
+    conda:
+        "../envs/elmoc.yaml"
+    shell:
+        "{params.elmoc} compress {input.model} --output {output} --format {wildcards.fmt}"
+        " --measure {input.sentences} > {log} 2>&1"
+
+
+rule compression_table:
+    input:
+        original="results/models/{variant}",
+        models=lambda w: compressed_dirs(w.variant),
+        sentences="results/corpus/heldout.txt",
+        heldout=lambda w: [f"results/lm/{w.variant}/{d}/heldout.json" for d in lm_directions(w.variant)],
+        data=lambda w: compression_task_data(),
+        vectors=lambda w: [config["tasks"].get("vectors", "results/fasttext/cc.bin")]
+        if any(task_vectors_needed(t, w.variant) for t in compression_tasks())
+        else [],
+    output:
+        md="results/tables/compression/{variant}.md",
+        csv="results/tables/compression/{variant}.csv",
+        json="results/tables/compression/{variant}.json",
+        png="results/tables/compression/{variant}.png",
+        pdf="results/tables/compression/{variant}.pdf",
+    params:
+        elmoc=ELMOC,
+        heldout=lambda w, input: " ".join(f"--heldout original={h}" for h in input.heldout),
+        tasks=lambda w: " ".join(compression_tasks()),
+        sections=lambda w: section_json({t: task_section(t) for t in compression_tasks()}),
+        seeds=" ".join(str(s) for s in config["tasks"].get("seeds", [1])),
+        vectors=lambda w, input: f"--fasttext {input.vectors}" if input.vectors else "",
+        scale=config.get("scale", "demo"),
+    log:
+        "logs/tables/compression.{variant}.log",
+    conda:
+        "../envs/elmoc.yaml"
+    shell:
+        "{params.elmoc} compression-table --original {input.original} --models-under results/compressed/{wildcards.variant}"
+        " --sentences {input.sentences} {params.heldout} --tasks {params.tasks} --sections-json {params.sections:q}"
+        " --seeds {params.seeds} {params.vectors} --scale {params.scale}"
+        " --work-dir results/compression-work/{wildcards.variant} --out-dir results/tables/compression"
+        " --name {wildcards.variant} > {log} 2>&1"
+
+
 FINAL_OUTPUT_HOOKS.append(lambda: ["results/tables/downstream.md"] if task_results() else [])
 FINAL_OUTPUT_HOOKS.append(lambda: ["results/tables/beyond.md"] if beyond_variants() else [])
 FINAL_OUTPUT_HOOKS.append(
