@@ -28,3 +28,30 @@ def test_compression_table_dry_run(tmp_path):
     inputs = r.stdout.split("rule compression_table:")[1].split("output:")[0]
     assert "results/compressed/elmo-c/student-small" in inputs
 
+
+
+@pytest.mark.slow
+def test_compression_table_rows_of_configured_students_and_prune_plans(tmp_path):
+    """The students of this teacher (distill.students) and every round of every prune plan, with
+    the first plan's ticket and its control, become rows: the table asks for them, so the
+    workflow makes them (distill + export, prune + export) before it measures."""
+    work = workdir(tmp_path)
+    plans = tmp_path / "plans.yaml"
+    plans.write_text(json.dumps({"prune": {"plans": {
+        "magnitude": {"method": "magnitude", "levels": [0.5, 0.9], "finetune_steps": 5, "ticket": True},
+        "structured": {"method": "structured", "levels": [0.5], "finetune_steps": 5}}}}))
+    r = snakemake("results/tables/compression/elmo-c.md", "-n", "-p", "--cores", "1", "--snakefile",
+                  str(REPO_ROOT / "Snakefile"), "--configfile", str(REPO_ROOT / "config/config.yaml"),
+                  str(REPO_ROOT / "config/distill.yaml"), str(plans), "--directory", str(work), cwd=work)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    stats = dict(re.findall(r"^(\w+)\s+(\d+)$", r.stdout, flags=re.M))
+    assert stats["compressed_student"] == "2" and stats["distill"] == "4" and stats["prune"] == "4"
+    assert stats["compressed_pruned"] == "5"  # magnitude 0.5, 0.9, ticket, ticket-control; structured 0.5
+    inputs = r.stdout.split("rule compression_table:")[1].split("output:")[0]
+    for role in ("student-elmo-c-one-layer", "student-elmo-c-narrow", "pruned-magnitude-0.5", "pruned-magnitude-0.9",
+                 "pruned-structured-0.5", "ticket", "ticket-control"):
+        assert f"results/compressed/elmo-c/{role}" in inputs, role
+    assert ("export --forward results/prune/elmo-c/magnitude/forward/round2/model.pt --backward "
+            "results/prune/elmo-c/magnitude/backward/round2/model.pt --output results/compressed/elmo-c/pruned-magnitude-0.9"
+            in r.stdout)
+    assert "export --forward results/prune/elmo-c/magnitude/forward/control/model.pt" in r.stdout

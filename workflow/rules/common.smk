@@ -407,9 +407,45 @@ COMPRESSED_FORMATS = ["float16", "int8"]  # the copies rule compress_copy makes 
 
 
 def compressed_dirs(variant):
-    """The model directories under results/compressed/{variant}/: the two copies, plus any already there."""
+    """The model directories under results/compressed/{variant}/: the two copies, the configured
+    students of this teacher, the configured prune plans' rounds and ticket (compressed_smaller_roles),
+    plus any already there."""
     found = {p.parent.name for p in Path(f"results/compressed/{variant}").glob("*/elmoc-model.json")}
-    return [f"results/compressed/{variant}/{role}" for role in sorted(found | set(COMPRESSED_FORMATS))]
+    roles = found | set(COMPRESSED_FORMATS) | set(compressed_smaller_roles(variant))
+    return [f"results/compressed/{variant}/{role}" for role in sorted(roles)]
+
+
+def prune_level_name(level):
+    """A prune level as a role name writes it (0.5 -> "0.5", 1 -> "1")."""
+    return f"{float(level):g}"
+
+
+def compressed_smaller_roles(variant):
+    """Role -> how the workflow makes it, for the smaller models of ``variant`` that the config asks
+    for: ``student-{name}`` for each `distill.students` entry whose teacher is the variant,
+    ``pruned-{plan}-{level}`` for each round of each `prune.plans` plan (round k = level k), and
+    ``ticket`` / ``ticket-control`` from the first plan with ``ticket: true`` (the table has one
+    ticket row pair)."""
+    roles = {f"student-{s}": ("student", s) for s in distill_students() if student_teacher(s) == variant}
+    plans = (config.get("prune") or {}).get("plans") or {}
+    ticket = None
+    for plan, section in plans.items():
+        for k, level in enumerate(section.get("levels") or [], start=1):
+            roles[f"pruned-{plan}-{prune_level_name(level)}"] = ("round", plan, f"round{k}")
+        if section.get("ticket") and ticket is None:
+            ticket = plan
+    if ticket is not None:
+        roles["ticket"] = ("round", ticket, "ticket")
+        roles["ticket-control"] = ("round", ticket, "control")
+    return roles
+
+
+def pruned_models(variant, role):
+    """{"forward": model.pt, "backward": model.pt} of a pruned role (compressed_smaller_roles): each
+    run's model.pt of lm_models with results/lm/{variant}/{run}/ replaced by the plan's round folder."""
+    _, plan, folder = compressed_smaller_roles(variant)[role]
+    return {d: str(Path(f"results/prune/{variant}/{plan}") / Path(path).parent.name / folder / "model.pt")
+            for d, path in lm_models(variant).items()}
 
 
 def compression_tasks():

@@ -198,6 +198,43 @@ rule compress_copy:
         " --measure {input.sentences} > {log} 2>&1"
 
 
+# The smaller models a config asks for, as rows of the compression table: a student of this teacher
+# (distill.students; its exported model directory, hard-linked) and each round of each prune plan and its
+# ticket (prune.plans; the two directions' round exported as one model directory).
+rule compressed_student:
+    input:
+        "results/distill/{student}/model",
+    output:
+        directory("results/compressed/{variant}/student-{student}"),
+    wildcard_constraints:
+        student="|".join(distill_students()) or "NO_STUDENTS",
+    log:
+        "logs/compress/{variant}.student-{student}.log",
+    conda:
+        "../envs/elmoc.yaml"
+    shell:
+        "cp -rl {input} {output} > {log} 2>&1"
+
+
+rule compressed_pruned:
+    input:
+        done=lambda w: sorted({str(Path(m).parent.parent / "prune.json") for m in pruned_models(w.variant, w.role).values()}),
+        fasttext=export_fasttext_model,
+    output:
+        directory("results/compressed/{variant}/{role}"),
+    wildcard_constraints:
+        role=r"pruned-[\w.-]+|ticket|ticket-control",
+    log:
+        "logs/compress/{variant}.{role}.log",
+    params:
+        elmoc=ELMOC,
+        models=lambda w: " ".join(f"--{d} {m}" for d, m in pruned_models(w.variant, w.role).items()),
+    conda:
+        "../envs/elmoc.yaml"
+    shell:
+        "{params.elmoc} export {params.models} --output {output} > {log} 2>&1"
+
+
 rule compression_table:
     input:
         original="results/models/{variant}",
