@@ -74,12 +74,13 @@ class LanguageModel(nn.Module):
     def forward(self, batch: LMBatch, state: Any = None) -> tuple[OutputLoss, Any]:
         """Loss of one window and the encoder state to carry to the next one (with
         :attr:`notes`, rare words read their notes and the window's notes are kept)."""
-        vectors = None
+        vectors, pieces = None, batch.words is not None  # pieces: a subword LM's batch names their words
         if self.notes is not None:
-            vectors = self.notes.mix(batch.inputs, self.input_layer(batch.inputs))
+            vectors = self.input_layer(batch.inputs)
+            vectors = self.notes.mix_pieces(batch.words, vectors) if pieces else self.notes.mix(batch.inputs, vectors)
         encoded = self.encode(batch.inputs, batch.mask, state, vectors)
         if self.notes is not None:
-            self.notes.observe(batch.inputs, batch.mask, encoded.output)
+            self.notes.observe(batch.words if pieces else batch.inputs, batch.mask, encoded.output, pieces)
         return self.output_layer(encoded.output, batch.targets, batch.mask), encoded.state
 
     @torch.no_grad()

@@ -17,7 +17,7 @@ from elmoc.errors import ConfigError
 from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.masked_lm import MaskedLM
 from elmoc.model_file import load_checkpoint
-from elmoc.nn.notes import NoteDictionary, NoteSettings, rare_ids, variant_label, window_means
+from elmoc.nn.notes import NoteDictionary, NoteSettings, piece_words, rare_ids, variant_label, window_means
 from elmoc.train.loop import train
 from elmoc.train.settings import TrainSettings
 
@@ -164,11 +164,131 @@ def test_features_read_no_notes(tmp_path, tiny_lm):
     assert torch.equal(lm.encode(ids).output, before)
 
 
-def test_subword_specs_are_refused(tmp_path, tiny_lm):
+# --- subword pieces (ELMo-Sub): one note per word ------------------------------------------
+def test_pieces_of_one_word_share_one_note_read_by_all_pieces():
+    """Word 2 (rare) is pieces 1..3, word 1 pieces 0 and 4 (odd words written -1 - id): one
+    note over positions 1-k .. 3+k, read by every piece of a later occurrence."""
+    notes = NoteDictionary(NoteSettings(mix=0.5, window=1), torch.tensor([2]), 4, 1, 1)
+    words = torch.tensor([[1, -3, -3, -3, 1]])
+    assert piece_words(words)[0].tolist() == [[1, 2, 2, 2, 1]]
+    assert piece_words(words)[1].tolist() == [[0, 3, 3, 3, 4]]
+    outputs = torch.tensor([[[1.0], [2.0], [4.0], [8.0], [5.0]]])
+    notes.observe(words, torch.ones(1, 5, dtype=torch.bool), outputs, pieces=True)
+    (rows, means), = notes.pending
+    assert rows.tolist() == [0] and means.tolist() == [[4.0]]  # one occurrence: positions 0..4
+    notes.commit()
+    mixed = notes.mix_pieces(torch.tensor([[-3, -3, 1, 2, 2]]), torch.zeros(1, 5, 1))[0, :, 0]
+    assert mixed.tolist() == [2.0, 2.0, 0.0, 2.0, 2.0]  # both occurrences' pieces, not word 1
+
+
+def test_neighbouring_occurrences_of_a_word_stay_apart():
+    """The same rare word twice in a row (even, then odd index): two notes, each its own window."""
+    notes = NoteDictionary(NoteSettings(window=0), torch.tensor([2]), 4, 1, 1)
+    words = torch.tensor([[2, 2, -3]])
+    notes.observe(words, torch.ones(1, 3, dtype=torch.bool), torch.tensor([[[1.0], [3.0], [8.0]]]), pieces=True)
+    (rows, means), = notes.pending
+    assert rows.tolist() == [0, 0] and means.tolist() == [[2.0], [8.0]]
+
+
+@pytest.fixture
+def sub(tmp_path):
+    """A tiny subword corpus: word vocabulary, BPE tokenizer and a joint bi-LM spec with notes."""
+    from elmoc.data.vocab.subword import SubwordEncoder, train_bpe
+
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda"]
+    gen = torch.Generator().manual_seed(0)
+    lines = [" ".join(words[int(i)] for i in torch.randint(0, len(words), (8,), generator=gen)) for _ in range(40)]
+    (tmp_path / "shards").mkdir()
+    (tmp_path / "shards" / "shard_0.txt").write_text("\n".join(lines) + "\n")
+    Vocabulary.from_counts(Counter(" ".join(lines).split())).save(tmp_path / "words.txt")
+    (tmp_path / "tokenizer.json").write_text(train_bpe([tmp_path / "shards" / "shard_0.txt"], 12, 1).to_str())
+    SubwordEncoder(tmp_path / "tokenizer.json").vocabulary().save(tmp_path / "pieces.txt")
+    spec = {"input": {"type": "subword", "dim": 8},
+            "encoder": {"type": "elmo_lstm", "num_layers": 1, "cell_size": 12, "projection_size": 8,
+                        "recurrent_dropout": 0.0},
+            "output": {"type": "subword", "tie": True}, "optimizer": {"type": "adam", "lr": 0.01},
+            "train": {"directions": "joint", "batch_size": 4, "bptt": 6, "epochs": 3, "log_every": 100,
+                      "checkpoint_every": 0, "seed": 2, "notes": {**NOTES, "words": str(tmp_path / "words.txt")}},
+            "vocab": str(tmp_path / "pieces.txt"),
+            "data": {"train": str(tmp_path / "shards"), "tokenizer": str(tmp_path / "tokenizer.json")}}
+    return spec, lines
+
+
+def _sub_data(spec):
+    from elmoc.commands.train import lm_data
+
+    return lm_data(spec, "sub.yaml", "joint", TrainSettings.from_config(spec["train"]))
+
+
+def test_subword_stream_names_each_pieces_word(sub, tmp_path):
+    from elmoc.data.vocab.subword import SubwordEncoder
+
+    spec, lines = sub
+    encoder, words = SubwordEncoder(spec["data"]["tokenizer"]), Vocabulary.load(tmp_path / "words.txt")
+    paired = encoder.stream(lines[:3], dict(words.index))
+    assert paired.shape[1] == 2 and paired[:, 0].tolist() == encoder.stream(lines[:3]).tolist()
+    ids, _ = piece_words(torch.from_numpy(paired[:, 1]).view(1, -1))
+    pieces = [encoder.vocabulary().tokens[i] for i in paired[:, 0]]
+    spelled = {}  # each word id's pieces joined back
+    for piece, word in zip(pieces, ids[0].tolist()):
+        spelled[word] = spelled.get(word, "") + piece.removeprefix("##")
+    spelled = {words.tokens[w]: text for w, text in spelled.items() if w > 3}
+    assert spelled and all(text.endswith(w) for w, text in spelled.items())  # repeats concatenate
+    vocab, _, plain, _, _ = _sub_data({**spec, "train": {k: v for k, v in spec["train"].items() if k != "notes"}})
+    _, _, with_words, _, _ = _sub_data(spec)
+    (a, _), (b, _) = next(plain(None, 0, 1)), next(with_words(None, 0, 1))
+    for x, y in ((a.forward, b.forward), (a.backward, b.backward)):  # without notes: no words, same pieces
+        assert x.words is None and y.words is not None
+        assert torch.equal(x.inputs, y.inputs) and torch.equal(x.targets, y.targets) and torch.equal(x.mask, y.mask)
+    w = torch.from_numpy(paired[:, 1]).view(1, -1)  # a reversed stream (backward LM) keeps the occurrences
+    (ids_f, ends_f), (ids_b, ends_b) = piece_words(w), piece_words(w.flip(1))
+    assert torch.equal(ids_b, ids_f.flip(1)) and ends_b.unique().numel() == ends_f.unique().numel() == len(
+        " ".join(lines[:3]).split()) + 6
+
+
+def test_subword_notes_never_serve_their_window(sub):
+    spec, _ = sub
+    vocab, _, make_batches, _, _ = _sub_data(spec)
+    torch.manual_seed(0)
+    lm = BidirectionalLM.from_spec(spec, vocab)
+    from elmoc.train.loop import build_notes
+
+    notes = build_notes(spec, TrainSettings.from_config(spec["train"]), vocab, lm, torch.device("cpu"))
+    batch, _ = next(make_batches(None, 0, 1))
+    lm.eval()
+    plain, _ = lm(batch)
+    lm.notes = notes
+    first, _ = lm(batch)
+    assert torch.equal(first.loss_sum, plain.loss_sum) and len(notes.pending) == 2
+    notes.commit()
+    assert notes.seen.any()
+    second, _ = lm(batch)
+    assert not torch.equal(second.loss_sum, plain.loss_sum)
+
+
+def test_subword_resume_equals_an_uninterrupted_run(sub, tmp_path):
+    spec, _ = sub
+    vocab, _, make_batches, _, _ = _sub_data(spec)
+    train(spec, vocab, tmp_path / "full", make_batches, None, direction="joint")
+    half = {**spec, "train": {**spec["train"], "max_steps": 7}}
+    train(half, vocab, tmp_path / "resumed", make_batches, None, direction="joint")
+    train(spec, vocab, tmp_path / "resumed", make_batches, None, direction="joint")
+    a, b = (load_checkpoint(tmp_path / d / "checkpoint.pt") for d in ("full", "resumed"))
+    assert a["step"] == b["step"] > 7 and a["notes"]["seen"].sum() > 0
+    for key in ("notes", "seen", "row"):
+        assert torch.equal(a["notes"][key], b["notes"][key])
+    for key, value in a["model"].items():
+        assert torch.equal(value, b["model"][key]), key
+
+
+def test_subword_notes_need_the_word_vocabulary(tmp_path, tiny_lm):
     vocab, spec, make_batches, _ = tiny_lm
     spec = {**spec, "data": {"tokenizer": "tok.json"}, "train": {**spec["train"], "notes": NOTES}}
-    with pytest.raises(ConfigError, match="subword pieces"):
+    with pytest.raises(ConfigError, match="train.notes.words"):
         train(spec, vocab, tmp_path / "sub", make_batches, None)
+    words = {**spec, "data": {}, "train": {**spec["train"], "notes": {**NOTES, "words": "w.txt"}}}
+    with pytest.raises(ConfigError, match="remove train.notes.words"):
+        train(words, vocab, tmp_path / "word", make_batches, None)
 
 
 # --- two gloo processes ---------------------------------------------------------------------

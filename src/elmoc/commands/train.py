@@ -231,11 +231,17 @@ def lm_data(spec: dict, spec_path, direction: str, settings):
         from elmoc.data.vocab.subword import SubwordEncoder
 
         stream_fn = SubwordEncoder(data["tokenizer"]).stream
+    train_stream_fn = stream_fn
+    notes = settings.note_settings
+    if stream_fn is not None and notes is not None and notes.words:  # TNF: each piece's word, for its note
+        from functools import partial
+
+        train_stream_fn = partial(stream_fn, words=dict(Vocabulary.load(notes.words).index))
 
     def make_batches(position, rank, world_size):
         batches = ShardBatches(shards, vocab, settings.batch_size, settings.bptt, direction,
                                seed=settings.seed, epochs=settings.epochs, rank=rank,
-                               world_size=world_size, position=position, stream_fn=stream_fn,
+                               world_size=world_size, position=position, stream_fn=train_stream_fn,
                                masking=masking)
         for batch in batches:
             yield batch, batches.state_dict()

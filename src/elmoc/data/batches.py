@@ -76,17 +76,21 @@ class LMBatch:
     Shape:
         inputs: (batch, time) long ids; targets: (batch, time) long next-token ids;
         mask: (batch, time) bool, True where the position counts (computed from the
-        *inputs*, as in the paper's code, spec P7).
+        *inputs*, as in the paper's code, spec P7);
+        words: None, or for the subword pieces of an LM with notes (TNF) (batch, time) long:
+        each piece's word (:func:`elmoc.nn.notes.piece_words`).
     """
 
     inputs: torch.Tensor
     targets: torch.Tensor
     mask: torch.Tensor
+    words: torch.Tensor | None = None
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> "LMBatch":
         """The batch on ``device``; tensors copied from the CPU keep their CPU original
         (:mod:`elmoc.nn.host_copy`), so the step reads padding and ids without a device read."""
-        return LMBatch(*(copy_to_device(t, device, non_blocking) for t in (self.inputs, self.targets, self.mask)))
+        return LMBatch(*(None if t is None else copy_to_device(t, device, non_blocking)
+                         for t in (self.inputs, self.targets, self.mask, self.words)))
 
     @property
     def num_tokens(self) -> int:
@@ -145,13 +149,14 @@ def sentences_to_stream(lines: Sequence[str], lookup: dict) -> np.ndarray:
 
 
 def stream_to_rows(stream: np.ndarray, batch_size: int, direction: str) -> tuple[np.ndarray, np.ndarray]:
-    """Inputs and targets of a stream, each (batch, columns) int64 (spec 1.2 step 4)."""
+    """Inputs and targets of a stream, each (batch, columns) int64 (spec 1.2 step 4); a stream
+    of (piece, word) pairs (N, 2) gives (batch, columns, 2) each."""
     if direction == "backward":
         stream = stream[::-1]
     n = len(stream)
     length = ((n - 1) // batch_size) * batch_size if n > 0 else 0
-    inputs = stream[:length].reshape(batch_size, -1)
-    targets = stream[1:length + 1].reshape(batch_size, -1)
+    inputs = stream[:length].reshape(batch_size, -1, *stream.shape[1:])
+    targets = stream[1:length + 1].reshape(batch_size, -1, *stream.shape[1:])
     return inputs, targets
 
 
@@ -231,6 +236,10 @@ def _windows(rows_of: list[tuple[np.ndarray, np.ndarray]], bptt: int, start: int
         for inputs, targets in rows_of:
             x = torch.from_numpy(np.ascontiguousarray(inputs[rows, k * bptt:(k + 1) * bptt]))
             y = torch.from_numpy(np.ascontiguousarray(targets[rows, k * bptt:(k + 1) * bptt]))
+            if x.dim() == 3:  # (piece, word) pairs: the pieces and, for notes, their words
+                parts.append(LMBatch(x[..., 0].contiguous(), y[..., 0].contiguous(), x[..., 0] > 0,
+                                     x[..., 1].contiguous()))
+                continue
             parts.append(LMBatch(x, y, x > 0))
         yield parts[0] if len(parts) == 1 else BiLMBatch(*parts)
 
@@ -251,7 +260,8 @@ class ShardBatches:
         rank, world_size: data-parallel split; this rank gets ``B / world_size`` rows.
         position: resume from here (from :attr:`position` / :meth:`state_dict`).
         stream_fn: lines -> id stream with sentence boundaries, replacing the word
-            lookup (e.g. :meth:`elmoc.data.vocab.subword.SubwordEncoder.stream` for ELMo-Sub).
+            lookup (e.g. :meth:`elmoc.data.vocab.subword.SubwordEncoder.stream` for ELMo-Sub;
+            its (N, 2) stream of (piece, word) pairs gives LMBatch.words, for notes).
         masking: how "masked" windows are masked (default BERT's 15%, 80/10/10).
 
     Yields:

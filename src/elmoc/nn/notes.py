@@ -20,7 +20,10 @@ of its current window that it has not read yet.
 
 Words, not pieces: a note is keyed by a vocabulary id of a word-level vocabulary.  The band
 of rare words (:func:`rare_ids`) is a range of frequency-rank quantiles of the vocabulary's
-counts, so it means the same at any corpus size (see :class:`NoteSettings`).
+counts, so it means the same at any corpus size (see :class:`NoteSettings`).  A subword LM
+(ELMo-Sub) hands, per piece, the word it belongs to (:func:`piece_words`): every piece of a
+rare word reads the word's note, and an occurrence at pieces s..t writes one note, the mean
+over s-k .. t+k.
 
 The notes live in the input layer's space (width D).  When the encoder's output width H
 differs (ELMo-C: 300-d FastText in, 512-d out), the window means are mapped to D by a fixed
@@ -58,6 +61,8 @@ class NoteSettings:
             (False: the paper's raw mix).  The paper mixes into BERT's embedding sum, which a
             LayerNorm then rescales; elmoc's LSTM reads its input as it is, and its outputs
             (projection clipped at 3 per unit) are several times longer than FastText rows.
+        words: the word vocabulary (token<TAB>count) whose counts give the rare words of a
+            subword LM (``data.tokenizer``; its ``vocab`` counts pieces); None for word LMs.
         band: ``[lo, hi]``, the rare words as quantiles of frequency rank among the
             vocabulary's words (specials and zero counts excluded), most frequent first:
             rank r (0-based) of n words is rare when ``lo <= r / n < hi``.  The paper's band
@@ -73,13 +78,17 @@ class NoteSettings:
     window: int = 16
     band: tuple[float, float] = (0.2, 1.0)
     match_norm: bool = False
+    words: str | None = None
 
     @classmethod
     def from_config(cls, config: Any) -> "NoteSettings":
         if not isinstance(config, dict):
             raise ConfigError(f"train.notes must be a mapping like {{lambda: 0.5, gamma: 0.1, window: 16, "
                               f"band: [0.2, 1.0]}}, got {config!r}")
-        check_keys(config, {"lambda", "gamma", "window", "band", "match_norm"}, "train.notes")
+        check_keys(config, {"lambda", "gamma", "window", "band", "match_norm", "words"}, "train.notes")
+        words = config.get("words")
+        if words is not None and (not isinstance(words, str) or not words):
+            raise ConfigError(f"train.notes.words must be the path of the word vocabulary, got {words!r}")
         match_norm = config.get("match_norm", cls.match_norm)
         if not isinstance(match_norm, bool):
             raise ConfigError(f"train.notes.match_norm must be true or false, got {match_norm!r}")
@@ -97,7 +106,7 @@ class NoteSettings:
                               f"quantiles), got {band!r}")
         return cls(mix=float(config.get("lambda", cls.mix)), gamma=float(gamma),
                    window=int(config.get("window", cls.window)), band=(float(band[0]), float(band[1])),
-                   match_norm=match_norm)
+                   match_norm=match_norm, words=words)
 
 
 def variant_label(spec: dict[str, Any]) -> str | None:
@@ -122,19 +131,43 @@ def rare_ids(counts: Sequence[int], band: tuple[float, float]) -> torch.Tensor:
     return torch.sort(order[lo:hi]).values
 
 
-def window_means(outputs: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor:
-    """Mean of ``outputs`` over positions t-k .. t+k that are real tokens, for every t.
+def piece_words(words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Word ids and occurrence ends of a window of subword pieces.
 
-    Shape: outputs (batch, time, dim); mask (batch, time) bool; returns (batch, time, dim)
-    (a position whose window has no real token gets zeros).
+    ``words`` (batch, time) long holds, per piece, the id of its word in the word vocabulary,
+    written ``-1 - id`` for the words of odd index in their sentence
+    (:meth:`elmoc.data.vocab.subword.SubwordEncoder.stream`), so two neighbouring words always
+    differ and an occurrence is a run of equal values, read the same in a reversed stream.
+    Returns ids (batch, time) long and ends (batch, time) long: the last position of each
+    piece's occurrence (clipped to the window).
+    """
+    b, t = words.shape
+    ids = torch.where(words >= 0, words, -1 - words)
+    pos = torch.arange(t, device=words.device).expand(b, t)
+    last = torch.ones_like(words, dtype=torch.bool)
+    last[:, :-1] = words[:, 1:] != words[:, :-1]
+    ends = torch.where(last, pos, t).flip(1).cummin(1).values.flip(1)
+    return ids, ends
+
+
+def window_means(outputs: torch.Tensor, mask: torch.Tensor, k: int, ends: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean of ``outputs`` over positions t-k .. e+k that are real tokens, for every t, where
+    e is ``ends[t]`` (the last piece of the occurrence that starts at t; default t).
+
+    Shape: outputs (batch, time, dim); mask (batch, time) bool; ends (batch, time) long;
+    returns (batch, time, dim) (a position whose window has no real token gets zeros).
     """
     b, t, d = outputs.shape
     weights = mask.to(outputs.dtype).unsqueeze(-1)  # (B, T, 1)
     zero = outputs.new_zeros(b, 1, d + 1)
     cums = torch.cat([zero, torch.cat([outputs * weights, weights], -1).cumsum(1)], 1)  # (B, T+1, D+1)
     pos = torch.arange(t, device=outputs.device)
-    hi, lo = (pos + k + 1).clamp(max=t), (pos - k).clamp(min=0)
-    sums = cums[:, hi] - cums[:, lo]  # (B, T, D+1)
+    lo = (pos - k).clamp(min=0)
+    if ends is None:
+        sums = cums[:, (pos + k + 1).clamp(max=t)] - cums[:, lo]  # (B, T, D+1)
+    else:
+        hi = (ends + k + 1).clamp(max=t)  # (B, T)
+        sums = cums.gather(1, hi.unsqueeze(-1).expand(b, t, d + 1)) - cums[:, lo]
     return sums[..., :d] / sums[..., d:].clamp(min=1.0)
 
 
@@ -189,15 +222,27 @@ class NoteDictionary:
         noted = (1.0 - lam) * vectors + lam * notes
         return torch.where(has.unsqueeze(-1), noted, vectors)
 
+    def mix_pieces(self, words: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+        """:meth:`mix` for subword pieces: every piece of a noted rare word reads its word's
+        note.  Shape: words (batch, time) long (:func:`piece_words`); vectors (batch, time, D)."""
+        return self.mix(piece_words(words)[0], vectors)
+
     @torch.no_grad()
-    def observe(self, ids: torch.Tensor, mask: torch.Tensor, outputs: torch.Tensor) -> None:
+    def observe(self, ids: torch.Tensor, mask: torch.Tensor, outputs: torch.Tensor, pieces: bool = False) -> None:
         """Keep this window's notes of its rare words (applied by :meth:`commit`).
 
         Shape: ids (batch, time) long; mask (batch, time) bool; outputs (batch, time, H).
+        ``pieces``: ``ids`` are the words of subword pieces (:func:`piece_words`): one note per
+        occurrence, over its first piece - k .. its last piece + k.
         """
+        ends = None
+        if pieces:
+            ids, ends = piece_words(ids)
         rows = self.row[ids]
         at = (rows >= 0) & mask  # (B, T)
-        means = window_means(outputs.detach().float(), mask, self.settings.window)[at]  # (N, H) row-major
+        if pieces:  # an occurrence's first piece only (or the window's first position)
+            at[:, 1:] &= ends[:, :-1] != ends[:, 1:]
+        means = window_means(outputs.detach().float(), mask, self.settings.window, ends)[at]  # (N, H) row-major
         if self.projection is not None:
             means = means @ self.projection
         self.pending.append((rows[at], means))

@@ -236,16 +236,26 @@ def build_notes(spec: dict[str, Any], settings: TrainSettings, vocab: Vocabulary
                 core: torch.nn.Module, device: torch.device) -> NoteDictionary | None:
     """The note dictionary of a run with ``train.notes`` (TNF, :mod:`elmoc.nn.notes`), or None.
 
-    Its rare words come from the vocabulary's counts; it is as wide as the input layer, and
-    its map from the encoder's output width (when that differs) is drawn from ``train.seed``
-    (the same on every process).
+    Its rare words come from the vocabulary's counts (a subword LM's: from the word
+    vocabulary ``train.notes.words``, its batches naming each piece's word); it is as wide as
+    the input layer, and its map from the encoder's output width (when that differs) is drawn
+    from ``train.seed`` (the same on every process).
     """
     note_settings = settings.note_settings
     if note_settings is None:
         return None
     if (spec.get("data") or {}).get("tokenizer"):
-        raise ConfigError("train.notes keeps one note per word, but this spec reads subword pieces "
-                          "(data.tokenizer); remove train.notes or train on words")
+        if note_settings.words is None:
+            raise ConfigError("train.notes keeps one note per word, but this spec reads subword pieces "
+                              "(data.tokenizer): set train.notes.words to the word vocabulary (e.g. "
+                              "results/vocab/vocab.txt) whose counts give the rare words")
+        if isinstance(core, MaskedLM):
+            raise ConfigError("train.notes on subword pieces is for next-word LMs; a masked LM with "
+                              "data.tokenizer takes no notes: remove train.notes")
+        vocab = Vocabulary.load(note_settings.words)
+    elif note_settings.words is not None:
+        raise ConfigError("train.notes.words is for subword LMs (data.tokenizer); a word LM's notes take the "
+                          "spec's vocab: remove train.notes.words")
     if vocab is None:
         raise ConfigError("train.notes needs the vocabulary with its counts (set `vocab:` in the LM spec)")
     encoder = core.forward_encoder if isinstance(core, BidirectionalLM) else core.encoder

@@ -185,22 +185,35 @@ class SubwordEncoder:
         batch = [line.split() for line in lines]
         return [e.ids for e in self.tokenizer.encode_batch(batch, is_pretokenized=True, add_special_tokens=False)]
 
-    def stream(self, lines: Sequence[str]) -> "np.ndarray":
+    def stream(self, lines: Sequence[str], words: dict[str, int] | None = None) -> "np.ndarray":
         """``[<s>] + subword ids + [</s>]`` of every line, concatenated: int64 (num_subwords,).
 
         The subword counterpart of :func:`elmoc.data.batches.sentences_to_stream`, for
-        LM specs whose ``data.tokenizer`` names a BPE tokenizer (ELMo-Sub).
+        LM specs whose ``data.tokenizer`` names a BPE tokenizer (ELMo-Sub).  With ``words``
+        (a word vocabulary's token -> id, for notes) it is (num_subwords, 2): each piece and
+        the id of its word (``<s>``, ``</s>`` and ``<unk>`` as words), written ``-1 - id``
+        for the words of odd index in the sentence (:func:`elmoc.nn.notes.piece_words`).
         """
         import numpy as np
 
-        from elmoc.data.vocab.vocabulary import BOS_ID, EOS_ID
+        from elmoc.data.vocab.vocabulary import BOS_ID, EOS_ID, UNK_ID
 
-        pieces: list[int] = []
-        for ids in self.encode_lines(list(lines)):
-            pieces.append(BOS_ID)
-            pieces.extend(ids)
-            pieces.append(EOS_ID)
-        return np.asarray(pieces, dtype=np.int64)
+        if words is None:
+            pieces: list[int] = []
+            for ids in self.encode_lines(list(lines)):
+                pieces.append(BOS_ID)
+                pieces.extend(ids)
+                pieces.append(EOS_ID)
+            return np.asarray(pieces, dtype=np.int64)
+        batch = [line.split() for line in lines]
+        parts = [np.empty((0, 2), dtype=np.int64)]
+        for tokens, e in zip(batch, self.tokenizer.encode_batch(batch, is_pretokenized=True,
+                                                                 add_special_tokens=False)):
+            ids = np.array([BOS_ID, *(words.get(w, UNK_ID) for w in tokens), EOS_ID], dtype=np.int64)
+            ids[1::2] = -1 - ids[1::2]  # odd words: neighbours always differ
+            which = np.array([0, *(i + 1 for i in e.word_ids), len(tokens) + 1], dtype=np.int64)
+            parts.append(np.stack([np.array([BOS_ID, *e.ids, EOS_ID], dtype=np.int64), ids[which]], 1))
+        return np.concatenate(parts)
 
     def encode_words(self, words: Sequence[str]) -> tuple[list[int], list[int]]:
         """Subword ids of ``words`` and, per word, the index of its first subword.
