@@ -50,6 +50,16 @@ def _traced(rank: int, worker: Callable[[int, int, str], None], port: int, tmp: 
         sys.stderr.flush()
 
 
+def join_gloo(rank: int, port: int, world: int) -> None:
+    """The start of every worker: the torchrun variables set (so elmoc's ``train()`` sees a
+    data-parallel run and joins this group rather than making one), one thread, and the gloo
+    group joined at ``127.0.0.1:port``."""
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+
+
 def finish_worker(tmp: str, rank: int, report: Any) -> None:
     """The end of every worker: ``tmp/report{rank}.json`` written (atomically), a barrier (so
     every rank has written its report before any tears down) and the process group destroyed."""

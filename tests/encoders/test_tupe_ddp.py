@@ -9,8 +9,7 @@ from collections import Counter
 
 import pytest
 import torch
-import torch.distributed as dist
-from ddp_compare import finish_worker, max_abs_diff, spawn_runs
+from ddp_compare import finish_worker, join_gloo, max_abs_diff, spawn_runs
 
 from elmoc.data.batches import LMBatch
 from elmoc.data.vocab.vocabulary import BOS_ID, Vocabulary
@@ -56,10 +55,7 @@ def _run(tmp, case, out):
 
 
 def _worker(rank, port, tmp):
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    join_gloo(rank, port, WORLD)  # every train() below joins this group
     for case in CASES:
         _run(tmp, case, f"ddp/{case}")
     finish_worker(tmp, rank, {})

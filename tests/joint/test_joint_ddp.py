@@ -10,8 +10,7 @@ from collections import Counter
 
 import pytest
 import torch
-import torch.distributed as dist
-from ddp_compare import finish_worker, max_abs_diff, reference_sampled, spawn_runs
+from ddp_compare import finish_worker, join_gloo, max_abs_diff, reference_sampled, spawn_runs
 
 from elmoc.data.batches import BiLMBatch, LMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
@@ -80,10 +79,7 @@ def _spec(tmp, layer):
 
 
 def _worker(rank, port, tmp):
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)  # ours: every train() below joins it
+    join_gloo(rank, port, WORLD)  # every train() below joins this group
     import elmoc.train.loop as loop
 
     wrapped, report = {}, {}

@@ -15,9 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-import torch.distributed as dist
-from ddp_compare import finish_worker, max_abs_diff, reference_sampled, spawn_runs
+from ddp_compare import finish_worker, join_gloo, max_abs_diff, reference_sampled, spawn_runs
 
 from elmoc.data.batches import ShardBatches, iter_heldout
 from elmoc.data.vocab.vocabulary import Vocabulary
@@ -73,10 +71,7 @@ def _spec(tmp, layer):
 
 
 def _worker(rank, port, tmp):
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    join_gloo(rank, port, WORLD)  # every train() below joins this group
     make_batches, make_heldout = _batches(tmp)
     counts = {}
     for layer in LAYERS:

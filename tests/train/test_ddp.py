@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-from ddp_compare import finish_worker, max_abs_diff, reference_sampled, spawn_runs
+from ddp_compare import finish_worker, join_gloo, max_abs_diff, reference_sampled, spawn_runs
 
 from elmoc.data.batches import LMBatch
 from elmoc.data.vocab.vocabulary import Vocabulary
@@ -116,10 +116,7 @@ def _record_collectives(log):
 
 
 def _worker(rank, port, tmp):
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)  # ours: every train() below joins it
+    join_gloo(rank, port, WORLD)  # every train() below joins this group
     import elmoc.train.loop as loop
 
     log = {"sparse": 0, "broadcast_bytes": 0, "gathered_rows": 0, "exchanging": False}

@@ -16,8 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
-from ddp_compare import finish_worker, max_abs_diff, reference_sampled, spawn_runs
+from ddp_compare import finish_worker, join_gloo, max_abs_diff, reference_sampled, spawn_runs
 from tiny_corpus import elmoc_train, sentences, tiny_spec, write_workdir
 
 from elmoc.data.batches import BiLMBatch, LMBatch
@@ -144,10 +143,7 @@ def _run(tmp, layer, out, **kw):
 
 
 def _worker(rank, port, tmp):
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)  # ours: every train() below joins it
+    join_gloo(rank, port, WORLD)  # every train() below joins this group
     for layer in ("cont", "sampled"):
         _run(tmp, layer, f"ddp/{layer}")
     # dropout on, 2 steps then a resume to the end == straight (both ranks' generators restored)
