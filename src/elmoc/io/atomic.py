@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -67,7 +68,8 @@ def sigterm_as_interrupt() -> Iterator[None]:
     main thread, so ``finally``/``except BaseException`` cleanups delete the command's
     temporaries; the signal is also remembered (:func:`raise_if_terminated`) in case the
     exception lands where Python ignores it.  Outside the main thread nothing is
-    installed.  The handler before is restored."""
+    installed.  The handler before is restored.  While the block runs, a Terminated that
+    Python could only report as unraisable is not printed (it is raised later)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -76,13 +78,25 @@ def sigterm_as_interrupt() -> Iterator[None]:
         _terminated.set()
         raise Terminated()
 
+    hook_before = sys.unraisablehook
+
+    def _quiet(unraisable):
+        # a Terminated that Python could not raise (finalizer, weakref callback) is
+        # remembered above and raised at the next rename or step: no "Exception
+        # ignored" traceback for it on stderr
+        if isinstance(unraisable.exc_value, Terminated):
+            return
+        hook_before(unraisable)
+
     _terminated.clear()
     previous = signal.signal(signal.SIGTERM, _raise)
+    sys.unraisablehook = _quiet
     try:
         yield
         raise_if_terminated()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        sys.unraisablehook = hook_before
         _terminated.clear()
 
 
