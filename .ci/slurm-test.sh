@@ -249,7 +249,7 @@ log "scancel case passed"
 
 # --- time-limit case: a torchrun pretraining job stops and saves before SLURM's limit -----
 # elmo-c-tl is elmo-c's spec with max_steps sized from the step time measured above, so
-# that it needs 2-4 jobs of 3 minutes; each job runs torch.distributed.run with 2 gloo
+# that it needs 2-3 jobs of 3 minutes; each job runs torch.distributed.run with 2 gloo
 # workers; SIGUSR1 comes 60 s before the time limit (resources.pretrain.signal_lead_s:
 # SLURM sends it at its first limit check inside that lead, so 60-120 s before, never
 # later) and the trainer's own stop 40 s before it (stop_margin_s, the fallback if the
@@ -274,9 +274,11 @@ records = [json.loads(line) for line in open(f"{work}/local/results/lm/elmo-c/fo
 steps = [r for r in records if r.get("event") == "train"]
 per_step = (steps[-1]["seconds"] - steps[0]["seconds"]) / max(1, steps[-1]["step"] - steps[0]["step"])
 window = 3 * 60 - 90 - 30  # one job's training time: 3 minutes less a typical signal time and start-up
-# 2 gloo workers take half the batch each: about per_step / 2 per step alone, about per_step
-# while the local reference run shares the 2 cores; so 2 jobs idle, 3-4 with the reference
-max_steps = max(60, math.ceil(4 * window / per_step))
+# 2 gloo workers take half the batch each, but their all-reduce and the local reference run
+# sharing the 2 cores made a step cost about 1.4 x per_step (CI 2026-11-26: 2,640 steps in the
+# first job at per_step 0.022 s, 4 jobs at 4 windows of work); 3 windows need about 3 jobs there,
+# and at 0.7 x per_step (idle node) still 126 s of training, more than one job's 90 s at most
+max_steps = max(60, math.ceil(3 * window / per_step))
 for copy in ("local", "slurm"):
     cfg = yaml.safe_load(open(f"{work}/{copy}/config/ci-slurm.yaml"))
     base = cfg["pretrain"]["variants"]["elmo-c"] or {}
