@@ -83,6 +83,9 @@ def test_frozen_recipe_equals_features_extracted_from_the_same_model_directory(n
     unique = list({" ".join(s): list(s) for s in sentences}.values())
     write_features(load_bilm(model_dir), unique, tmp_path / "f.hdf5")
     features = TaskInputs.create(sentences, features=tmp_path / "f.hdf5", lowercase=task.lowercase_words)
+    layers = lm_inputs.embedder().train().lm_layers(unique)  # (layers, batch, words, dim), the LM frozen
+    for i, s in enumerate(unique):
+        np.testing.assert_allclose(layers[:, i, : len(s)].numpy(), features.store.get(s), atol=1e-5)
     a = run_task(task, features, 7, config, data)
     b = run_task(task, lm_inputs, 7, config, data)
     assert (a["dev"], a["test"], a["best_epoch"]) == (b["dev"], b["test"], b["best_epoch"])

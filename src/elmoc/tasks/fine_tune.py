@@ -170,7 +170,7 @@ class LMTokenEmbedder(TokenEmbedder):
         self.lm = lm
         self.layer_of = lm_layer_of(lm)
         self.top_layer = num_layers - 1
-        for module in lm.modules():  # the rate of the LM's dropouts while it is fine-tuned
+        for module in lm.modules() if settings.trainable else ():  # the LM's dropouts while fine-tuned
             if isinstance(module, nn.Dropout):
                 module.p = settings.lm_dropout
             for attr in ("recurrent_dropout", "dropout"):
