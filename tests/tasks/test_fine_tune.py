@@ -246,3 +246,20 @@ def test_task_command_writes_encoder_and_recipe(tmp_path, model_dir):
     record = json.loads(out.read_text())
     assert (record["encoder"], record["recipe"], record["status"]) == ("fine_tune", "full", "ok")
     assert record["inputs"]["lm"] == str(model_dir)
+
+
+def test_layers_of_a_transformer_stack_input_blocks_and_final_norm():
+    from elmoc.features.bilm import BiLM, FeatureLM
+    from elmoc.tasks.fine_tune import lm_layer_of
+
+    vocab = Vocabulary(list(SPECIALS) + ["a"])
+    inp = build("input", {"type": "random", "dim": 6, "seed": 1, "trainable": True}, vocab=vocab)
+    encoder = build("encoder", {"type": "transformer", "d_model": 8, "heads": 2, "d_ff": 8, "num_layers": 2},
+                    input_dim=6)
+    layers = lm_layer_of(BiLM(FeatureLM(inp, encoder, vocab), None, vocab))
+    by_part = {}
+    for name, layer in layers.items():
+        by_part.setdefault(".".join(name.split(".")[1:4]), set()).add(layer)
+    assert by_part["input_layer.table"] == {0} and by_part["encoder.input_projection.weight"] == {0}
+    assert by_part["encoder.blocks.0"] == {1} and by_part["encoder.blocks.1"] == {2}
+    assert by_part["encoder.final_norm.weight"] == {2}  # after the blocks: the top layer's

@@ -28,7 +28,6 @@ import copy
 import contextlib
 import dataclasses
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -129,21 +128,31 @@ def slanted_triangular(step: int, total: int, cut_frac: float, ratio: float) -> 
 
 
 def lm_layer_of(lm: BiLM) -> dict[str, int]:
-    """Parameter name (within ``lm``) -> LM layer: 0 for the input layer and whatever of the
-    encoder is not inside one of its numbered blocks (an input projection), l for the parameters of
-    block l - 1 (an LSTM layer, a Transformer block), both directions alike.  An encoder's
-    ``num_layers`` counts the layers it returns: its input view and one per block."""
+    """Parameter name (within ``lm``) -> LM layer, both directions alike: l for the parameters of
+    the encoder's block l - 1 (an LSTM layer, a Transformer block), L (the top) for what the
+    encoder registers after its blocks (a Transformer's final LayerNorm), 0 for the input layer
+    and the rest of the encoder (an input projection).  An encoder's ``num_layers`` counts the
+    layers it returns: its input view and one per block, so L = num_layers - 1."""
     layers: dict[str, int] = {}
     for direction in ("forward_lm", "backward_lm"):
         one = getattr(lm, direction)
         if one is None:
             continue
-        encoder = one.encoder
-        stacks = {n for n, m in encoder.named_children()
-                  if isinstance(m, nn.ModuleList) and len(m) == encoder.num_layers - 1}
+        encoder, top = one.encoder, one.encoder.num_layers - 1
+        child_layer, stack, after = {}, None, False
+        for name, child in encoder.named_children():
+            if stack is None and isinstance(child, nn.ModuleList) and len(child) == top:
+                stack, after = name, True
+            else:
+                child_layer[name] = top if after else 0
         for name, _ in one.named_parameters(remove_duplicate=False):
-            match = re.match(r"encoder\.(\w+)\.(\d+)\.", name)
-            layer = int(match.group(2)) + 1 if match and match.group(1) in stacks else 0
+            parts = name.split(".")
+            if parts[0] != "encoder" or len(parts) < 3:
+                layer = 0
+            elif parts[1] == stack:
+                layer = int(parts[2]) + 1
+            else:
+                layer = child_layer.get(parts[1], 0)
             layers[f"{direction}.{name}"] = layer
     return layers
 
