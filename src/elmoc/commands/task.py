@@ -27,11 +27,15 @@ DESCRIPTION = (
     "folder at a time (.train.lock; exit 73); every attempt is appended to attempts.jsonl there, and after "
     "two that crashed with the same error at the same checkpoint step a new one is refused (delete that "
     "file after fixing the cause); task.log there keeps every attempt's log lines. Long training epochs and "
-    "evaluations log done/total batches, rate and ETA every trainer.progress_seconds (default 60)."
+    "evaluations log done/total batches, rate and ETA every trainer.progress_seconds (default 60). "
+    "A section with encoder: fine_tune reads no --features: the bi-LM of --lm (a model directory from "
+    "`elmoc export`) runs inside the task model and trains with it by the section's fine_tune recipe "
+    "(ulmfit, full or frozen; docs/downstream.md); the JSON then has \"encoder\": \"fine_tune\" and its "
+    "\"recipe\"."
 )
 
 
-INPUTS = ('config', 'features', 'fasttext', 'vocab')  # args naming files read; an output among them is refused (cli)
+INPUTS = ('config', 'features', 'fasttext', 'vocab', 'lm')  # args naming files read; an output among them is refused (cli)
 OUTPUTS = ('output',)
 
 def add_arguments(parser) -> None:
@@ -44,6 +48,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--output", required=True, help="metrics JSON to write (e.g. results/tasks/sst5/elmo-c/seed1.json)")
     parser.add_argument("--features", help="HDF5 features of the task's sentences (results/features/{variant}/{task}.hdf5)")
     parser.add_argument("--fasttext", help="static word vectors: fastText .bin model or .npy table (with --vocab)")
+    parser.add_argument("--lm", metavar="DIR", help="encoder: fine_tune: the bi-LM's model directory "
+                        "(`elmoc export`, results/models/{variant}); not with --features")
     parser.add_argument("--vocab", help="vocabulary file the .npy table follows (results/vocab/vocab.txt)")
     parser.add_argument("--scale", choices=["demo", "cpu", "full"], help="label of the run (default: the config's `scale`, else demo)")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
@@ -115,13 +121,16 @@ def _run(args, log, guard: dict, stop) -> int:
     section, scale = task_section_from_args(args)
     scale = args.scale or scale
     task, trainer_options = build_task(section)
+    fine_tune = _fine_tune_settings(args, section)
     trainer = TrainerConfig.from_dict(trainer_options, task.default_trainer)
     if args.checkpoint_minutes is not None:
         if args.checkpoint_minutes < 0:
             raise ConfigError(f"--checkpoint-minutes must be >= 0, got {args.checkpoint_minutes}")
         trainer.checkpoint_minutes = args.checkpoint_minutes
     record = {"task": args.task, "variant": args.variant, "seed": args.seed, "metric": task.metric_name,
-              "scale": scale, "device": str(device), "threads": torch.get_num_threads()}
+              "scale": scale, "device": str(device), "threads": torch.get_num_threads(),
+              "encoder": "features" if fine_tune is None else "fine_tune",
+              "recipe": None if fine_tune is None else fine_tune.recipe}
     missing = task.missing_data()
     if missing:
         record.update({"dev": None, "test": None, "num_train": 0, "num_test": 0, "seconds": 0.0,
@@ -131,20 +140,46 @@ def _run(args, log, guard: dict, stop) -> int:
 
         write_task_record(args.output, record)
         return 0
-    if not args.features and not args.fasttext:
+    if not args.features and not args.fasttext and fine_tune is None:
         raise ConfigError("give --features (LM features) and/or --fasttext (word vectors)")
     folder = run_dir(args.output)
     lock = OutputLock(folder).acquire()  # one run per folder
     handler = keep_log(folder / TASK_TEXT_LOG)
     try:
-        return _train(args, log, guard, stop, task, trainer, section, record, folder, start, cpu_start, device)
+        return _train(args, log, guard, stop, task, trainer, section, record, folder, start, cpu_start, device,
+                      fine_tune)
     finally:  # (a process ends anyway; a caller in the same process gets its file and lock back)
         logging.getLogger().removeHandler(handler)
         handler.close()
         lock.release()
 
 
-def _train(args, log, guard, stop, task, trainer, section, record, folder, start, cpu_start, device) -> int:
+def _fine_tune_settings(args, section):
+    """The section's fine-tuning settings (None for ``encoder: features``), checked against --lm
+    and --features (one line each)."""
+    from elmoc.errors import ConfigError
+    from elmoc.pretrained.loader import read_model_meta
+    from elmoc.tasks.fine_tune import FineTuneSettings, encoder_mode
+
+    where = f"tasks.{args.task}"
+    settings = FineTuneSettings.from_section(section.get("fine_tune"), f"{where}.fine_tune")
+    if encoder_mode(section, where) == "features":
+        if args.lm:
+            raise ConfigError(f"--lm is read only when {where}.encoder is fine_tune (it is features); set it, "
+                              "or give --features instead")
+        return None
+    if args.features:
+        raise ConfigError(f"--features with {where}.encoder: fine_tune; the bi-LM of --lm computes the layers, "
+                          "drop --features")
+    if not args.lm:
+        raise ConfigError(f"{where}.encoder is fine_tune: give --lm DIR, the variant's model directory "
+                          "written by `elmoc export` (results/models/{variant})")
+    read_model_meta(args.lm)  # not a model directory: one line naming it
+    return settings
+
+
+def _train(args, log, guard, stop, task, trainer, section, record, folder, start, cpu_start, device,
+           fine_tune=None) -> int:
     """The run itself, inside its folder's lock: the attempt record, data and inputs, the
     runner (resuming its checkpoint), the metrics JSON."""
     import json
@@ -160,7 +195,7 @@ def _train(args, log, guard, stop, task, trainer, section, record, folder, start
     from elmoc.tasks.runner import RunInterrupted, run_task
     from elmoc.train.signals import EXIT_INTERRUPTED
 
-    inputs_paths = {"features": args.features, "fasttext": args.fasttext, "vocab": args.vocab}
+    inputs_paths = {"features": args.features, "fasttext": args.fasttext, "vocab": args.vocab, "lm": args.lm}
     spec = run_spec(args.task, section, asdict(trainer), args.seed, inputs_paths)
     attempts = AttemptLog(folder, lambda: checkpoint_step(folder),
                           spec_fingerprint(json.dumps(spec, sort_keys=True, default=str)))
@@ -171,8 +206,14 @@ def _train(args, log, guard, stop, task, trainer, section, record, folder, start
         guard["attempts"] = attempts
     data = {split: task.read(split) for split in ("train", "dev", "test")}
     sentences = [s for split in data.values() for s in task.sentences(split)]
-    inputs = TaskInputs.create(sentences, vectors=args.fasttext, vocab=args.vocab, features=args.features,
-                               lowercase=task.lowercase_words)
+    if fine_tune is not None:
+        from elmoc.tasks.fine_tune import LMInputs
+
+        inputs = LMInputs.create(sentences, args.lm, fine_tune, vectors=args.fasttext, vocab=args.vocab,
+                                 lowercase=task.lowercase_words)
+    else:
+        inputs = TaskInputs.create(sentences, vectors=args.fasttext, vocab=args.vocab, features=args.features,
+                                   lowercase=task.lowercase_words)
     checkpoint = TaskCheckpoint(folder / CHECKPOINT, spec, stale=args.stale_checkpoint)
     try:
         result = run_task(task, inputs, args.seed, trainer, data, device, checkpoint=checkpoint, stop=stop,
@@ -182,7 +223,8 @@ def _train(args, log, guard, stop, task, trainer, section, record, folder, start
     record.update(result)  # its "seconds": every attempt's wall time, set-up included
     record["cpu_seconds"] = round(time.process_time() - cpu_start, 2)
     record["status"] = "ok"
-    record["inputs"] = {"features": args.features, "fasttext": args.fasttext}
+    record["inputs"] = {"features": args.features, "fasttext": args.fasttext,
+                        **({"lm": args.lm, "fine_tune": fine_tune.record()} if fine_tune is not None else {})}
     log.info("%s/%s seed %d: dev %s %.4f, test %.4f (%.0f s)", args.task, args.variant, args.seed,
              task.metric_name, record["dev"], record["test"], record["seconds"])
     from elmoc.records import write_task_record

@@ -2,7 +2,8 @@
 
 A section is ``tasks.<name>`` of the workflow config: a ``type`` naming a registered task
 (:mod:`elmoc.tasks` or a plug-in), the task's constructor options, and the runner's keys
-``trainer`` (:class:`elmoc.tasks.runner.TrainerConfig`) and ``with_fasttext`` (workflow only).
+``trainer`` (:class:`elmoc.tasks.runner.TrainerConfig`), ``with_fasttext`` (workflow only), ``encoder``
+(``features`` or ``fine_tune``) and ``fine_tune`` (:class:`elmoc.tasks.fine_tune.FineTuneSettings`).
 The workflow schema checks only that frame; the task class checks the rest here
 (:func:`check_section`), when the workflow is parsed (:func:`complete_sections`, so
 ``snakemake -n`` names a misspelled key) and again when a command builds the task.
@@ -18,7 +19,7 @@ from typing import Any
 
 from elmoc.errors import ConfigError
 
-RUNNER_KEYS = ("trainer", "with_fasttext")
+RUNNER_KEYS = ("trainer", "with_fasttext", "encoder", "fine_tune")  # encoder, fine_tune: elmoc.tasks.fine_tune
 
 
 def is_section(value: Any) -> bool:

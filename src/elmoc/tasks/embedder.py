@@ -60,10 +60,10 @@ class TaskInputs:
 
     def __init__(self, word_vectors: np.ndarray | None = None, words: Sequence[str] | None = None,
                  store: FeatureStore | None = None, lowercase: bool = False):
-        if word_vectors is None and store is None:
-            raise ConfigError("a task run needs word vectors (--fasttext) or LM features (--features), or both")
         self.lowercase = lowercase
         self.store = store
+        if word_vectors is None and self.feature_dim == 0:
+            raise ConfigError("a task run needs word vectors (--fasttext) or LM features (--features), or both")
         self.word_index: dict[str, int] | None = None
         self.word_table: torch.Tensor | None = None
         if word_vectors is not None:
@@ -82,21 +82,28 @@ class TaskInputs:
                lowercase: bool = False) -> "TaskInputs":
         """Build from file paths; ``sentences`` are all the task's token lists (for the word table
         and, with features, for checking the HDF5 covers every one of them)."""
-        from elmoc.tasks.word_vectors import load_word_vectors
-
         sentences = [list(s) for s in sentences]
         store = FeatureStore(features) if features else None
         if store is not None:
             store.check(sentences)
-        table, words = None, None
-        if vectors:
-            seen: dict[str, None] = {}
-            for s in sentences:
-                for t in s:
-                    seen.setdefault(t.lower() if lowercase else t, None)
-            words = list(seen)
-            table = load_word_vectors(words, vectors, vocab)
+        table, words = cls.word_table_of(sentences, vectors, vocab, lowercase)
         return cls(table, words, store, lowercase)
+
+    @staticmethod
+    def word_table_of(sentences: Iterable[Sequence[str]], vectors: str | Path | None, vocab: str | Path | None,
+                      lowercase: bool) -> tuple[np.ndarray | None, list[str] | None]:
+        """(vectors (num_words, dim), words) of the distinct words of ``sentences`` from the
+        ``vectors`` file, or (None, None) without one."""
+        from elmoc.tasks.word_vectors import load_word_vectors
+
+        if not vectors:
+            return None, None
+        seen: dict[str, None] = {}
+        for s in sentences:
+            for t in s:
+                seen.setdefault(t.lower() if lowercase else t, None)
+        words = list(seen)
+        return load_word_vectors(words, vectors, vocab), words
 
     @property
     def word_dim(self) -> int:

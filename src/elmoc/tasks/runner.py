@@ -26,6 +26,12 @@ rest of the run depends on (:meth:`TaskTrainer.state`), so a resumed run ends wi
 uninterrupted run's result; on the CPU at one thread count bit for bit.  Training epochs and
 evaluations log their progress every ``trainer.progress_seconds`` (:mod:`elmoc.tasks.progress`).
 
+Fine-tuning (a task section's ``encoder: fine_tune``, :mod:`elmoc.tasks.fine_tune`): when the
+model holds a bi-LM, :class:`~elmoc.tasks.fine_tune.FineTuner` gives the optimizer's parameter
+groups (the head at ``trainer.lr``, each LM layer at its own rate), ULMFiT's slanted triangular
+schedule (stepped with the optimizer, in the checkpoint; it replaces ``lr_decay``, and
+``plateau_factor`` scales its rates) and which LM layers train in each epoch.
+
 Devices: the model and each batch are moved to ``device`` (:func:`to_device`); that
 ``.to(device)`` is the only difference between a CPU and a CUDA run, every other
 line is shared.  Batches are built on the CPU by the task's ``collate``.
@@ -49,6 +55,7 @@ from elmoc.errors import ConfigError, InputFileError
 from elmoc.tasks.base import Task
 from elmoc.tasks.checkpoint import FIX, TaskCheckpoint, to_cpu
 from elmoc.tasks.embedder import TaskInputs
+from elmoc.tasks.fine_tune import FineTuner
 from elmoc.tasks.progress import Progress
 from elmoc.train.checkpoint import random_state, rng_state, set_random_state, set_rng_state
 from elmoc.train.periodic import CheckpointTimer
@@ -322,10 +329,18 @@ class TaskTrainer:
         self.device = torch.device(device)
         self.model = task.build_model(inputs).to(self.device)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = build_optimizer(self.params, trainer)
-        self.decay = (torch.optim.lr_scheduler.StepLR(self.optimizer, trainer.lr_decay_steps, trainer.lr_decay)
-                      if trainer.lr_decay else None)
+        self.tuner = FineTuner.of(self.model)  # None unless the model holds a bi-LM (elmoc.tasks.fine_tune)
         self.lengths = [task.length(x) for x in self.train]
+        self.optimizer = build_optimizer(self.tuner.param_groups(self.model, trainer.lr) if self.tuner
+                                         else self.params, trainer)
+        self.slanted = None
+        if self.tuner is not None:
+            steps = trainer.epochs * math.ceil(len(self.lengths) / trainer.batch_size)
+            self.slanted = self.tuner.schedule(self.optimizer, steps)
+        if self.slanted is not None and trainer.lr_decay:
+            log.warning("the slanted triangular schedule of fine_tune replaces trainer.lr_decay here")
+        self.decay = (torch.optim.lr_scheduler.StepLR(self.optimizer, trainer.lr_decay_steps, trainer.lr_decay)
+                      if trainer.lr_decay and self.slanted is None else None)
         # the position and the early-stopping state: what a checkpoint holds
         self.epoch, self.batch, self.epoch_rng, self.step = 1, 0, None, 0
         self.loss_sum, self.loss_steps = 0.0, 0
@@ -348,6 +363,7 @@ class TaskTrainer:
         return {
             "model": to_cpu(self.model.state_dict()), "optimizer": self.optimizer.state_dict(),
             "decay": self.decay.state_dict() if self.decay is not None else None,
+            "slanted": self.slanted.state_dict() if self.slanted is not None else None,
             "epoch": self.epoch, "batch": self.batch, "epoch_rng": self.epoch_rng, "rng": rng_state(),
             "step": self.step, "loss_sum": self.loss_sum, "loss_steps": self.loss_steps,
             "best": {"score": self.best, "epoch": self.best_epoch, "bad_epochs": self.bad_epochs,
@@ -365,6 +381,8 @@ class TaskTrainer:
             self.optimizer.load_state_dict(payload["optimizer"])
             if self.decay is not None:
                 self.decay.load_state_dict(payload["decay"])
+            if self.slanted is not None:
+                self.slanted.load_state_dict(payload["slanted"])
         except (RuntimeError, KeyError, ValueError, TypeError) as e:
             detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise InputFileError(path, f"does not fit the model this task builds ({detail}); {FIX}") from None
@@ -438,6 +456,8 @@ class TaskTrainer:
             self.epoch_rng = random_state(self.rng)
         set_random_state(self.rng, self.epoch_rng)
         batches = bucket_batches(self.lengths, c.batch_size, self.rng)  # the epoch's order, drawn again on resume
+        if self.tuner is not None:
+            self.tuner.start_epoch(self.epoch)  # which LM layers train: from the epoch alone
         self.model.train()
         progress = Progress(f"{self.name} epoch {self.epoch} training", len(batches), c.progress_seconds, self.batch)
         while self.batch < len(batches):
@@ -472,6 +492,8 @@ class TaskTrainer:
         self.optimizer.step()
         if self.decay is not None:
             self.decay.step()
+        if self.slanted is not None:
+            self.slanted.step()
         return loss.item()
 
     def end_epoch(self) -> None:
@@ -491,6 +513,8 @@ class TaskTrainer:
             if c.plateau_factor:
                 for group in self.optimizer.param_groups:
                     group["lr"] *= c.plateau_factor
+                if self.slanted is not None:  # the schedule scales its base rates, so the cut lasts
+                    self.slanted.base_lrs = [lr * c.plateau_factor for lr in self.slanted.base_lrs]
             if self.bad_epochs >= c.patience:
                 log.info("early stop after epoch %d (best %d)", epoch, self.best_epoch)
                 self.finished = True

@@ -1,0 +1,330 @@
+"""Fine-tuning the bi-LM inside a task model (issue 37; registers nothing).
+
+A task section with ``encoder: fine_tune`` runs the variant's bi-LM (a model directory
+written by ``elmoc export``) on each batch instead of reading its layers from an HDF5
+file.  :class:`LMInputs` is the :class:`~elmoc.tasks.embedder.TaskInputs` of such a run;
+its ``embedder(...)`` gives an :class:`LMTokenEmbedder`, the feature path's
+:class:`~elmoc.tasks.embedder.TokenEmbedder` with the bi-LM as its submodule ``lm``, so
+every task model builds and trains on it unchanged.  :class:`FineTuner` is what the
+runner asks for the optimizer's parameter groups, the per-step schedule and the
+per-epoch unfreezing.
+
+Recipes (``fine_tune.recipe``):
+
+- ``ulmfit`` (Howard & Ruder 2018): discriminative learning rates (LM layer ``l`` of ``L``
+  at ``lm_lr / decay ** (L - l)``; the LM's input layer is layer 0, its encoder layers
+  1..L), the slanted triangular schedule over the run's steps (:func:`slanted_triangular`)
+  and gradual unfreezing (epoch 1 trains the top LM layer only, each later epoch one more
+  layer down; the task head trains from the start);
+- ``full``: every LM layer at ``lm_lr`` from the first step, no schedule (BERT style);
+- ``frozen``: the LM in eval mode without gradients: the feature path's numbers, computed
+  in-process (equal within float rounding: other batches, other padding).
+
+A frozen table (ELMo-C's FastText input) is a buffer and stays frozen in every recipe.
+"""
+from __future__ import annotations
+
+import copy
+import contextlib
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import torch
+import torch.utils.checkpoint
+from torch import nn
+
+from elmoc.config import check_range
+from elmoc.config_section import Section
+from elmoc.errors import ConfigError
+from elmoc.features.bilm import BiLM
+from elmoc.tasks.embedder import TaskInputs, TextBatch, TokenEmbedder
+
+RECIPES = ("ulmfit", "full", "frozen")
+PRECISIONS = ("fp32", "bf16")
+ENCODERS = ("features", "fine_tune")  # a task section's ``encoder``
+
+
+@dataclass(frozen=True)
+class FineTuneSettings:
+    """A task section's ``fine_tune`` mapping.
+
+    Attributes:
+        recipe: ``ulmfit``, ``full`` or ``frozen`` (module docstring).
+        lm_lr: the LM's (top layer's) learning rate; None = ``trainer.lr``.
+        decay: ULMFiT's discriminative factor (layer l at lm_lr / decay^(L-l)); ulmfit only.
+        slanted: ULMFiT's slanted triangular learning rate; ulmfit only.
+        cut_frac: the fraction of the run's steps spent increasing the rate.
+        ratio: how much smaller the lowest rate is than the peak.
+        gradual_unfreeze: unfreeze one LM layer per epoch from the top; ulmfit only.
+        checkpointing: recompute the LM's forward in the backward pass (less memory, ~1.3x time).
+        precision: ``fp32``, or ``bf16`` (autocast of the LM's forward on a device that has it).
+        lm_dropout: the rate of every dropout inside the LM while it is fine-tuned (the LM is
+            in train mode then; 0 keeps it deterministic).
+    """
+
+    recipe: str = "ulmfit"
+    lm_lr: float | None = None
+    decay: float = 2.6
+    slanted: bool = True
+    cut_frac: float = 0.1
+    ratio: float = 32.0
+    gradual_unfreeze: bool = True
+    checkpointing: bool = False
+    precision: str = "fp32"
+    lm_dropout: float = 0.0
+
+    OPTION_RANGES = {"lm_lr": "> 0 or null", "decay": "> 0", "ratio": "> 0", "lm_dropout": "[0, 1)"}
+
+    @classmethod
+    def from_section(cls, mapping: dict[str, Any] | None, name: str = "fine_tune") -> "FineTuneSettings":
+        """Checked settings from a ``fine_tune`` mapping (None or {}: the defaults); a bad key or
+        value is one ConfigError naming it."""
+        keys = [f.name for f in dataclasses.fields(cls)]
+        section = Section(mapping or {}, name, keys)
+        default = cls()
+        values = {}
+        for key in keys:
+            kind = {bool: bool, str: str}.get(type(getattr(default, key)), float)
+            values[key] = section.get(key, kind, getattr(default, key))
+        for key, rule in cls.OPTION_RANGES.items():
+            check_range(values[key], rule, f"config {name}.{key}")
+        for key, allowed in (("recipe", RECIPES), ("precision", PRECISIONS)):
+            if values[key] not in allowed:
+                raise ConfigError(f"config {name}.{key} must be one of {', '.join(allowed)}, got {values[key]!r}")
+        if not 0 < values["cut_frac"] < 1:
+            raise ConfigError(f"config {name}.cut_frac must be in (0, 1), got {values['cut_frac']!r}")
+        return cls(**values)
+
+    @property
+    def trainable(self) -> bool:
+        return self.recipe != "frozen"
+
+    def record(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def encoder_mode(section: dict[str, Any], name: str) -> str:
+    """A task section's ``encoder`` (default ``features``), checked."""
+    value = section.get("encoder") or "features"
+    if value not in ENCODERS:
+        raise ConfigError(f"config {name}.encoder must be one of {', '.join(ENCODERS)}, got {value!r}")
+    return value
+
+
+def slanted_triangular(step: int, total: int, cut_frac: float, ratio: float) -> float:
+    """ULMFiT's slanted triangular multiplier of the peak rate at ``step`` (0-based) of ``total``:
+    a linear rise from 1/ratio to 1 over the first ``cut_frac`` of the steps, then a linear fall
+    back towards 1/ratio (ULMFiT's eq. 3)."""
+    cut = max(1, math.floor(total * cut_frac))
+    if step < cut:
+        p = step / cut
+    else:
+        p = max(0.0, 1 - (step - cut) / max(1, total - cut))
+    return (1 + p * (ratio - 1)) / ratio
+
+
+def lm_layer_of(lm: BiLM) -> dict[str, int]:
+    """Parameter name (within ``lm``) -> LM layer, both directions alike: l for the parameters of
+    the encoder's block l - 1 (an LSTM layer, a Transformer block), L (the top) for what the
+    encoder registers after its blocks (a Transformer's final LayerNorm), 0 for the input layer
+    and the rest of the encoder (an input projection).  An encoder's ``num_layers`` counts the
+    layers it returns: its input view and one per block, so L = num_layers - 1."""
+    layers: dict[str, int] = {}
+    for direction in ("forward_lm", "backward_lm"):
+        one = getattr(lm, direction)
+        if one is None:
+            continue
+        encoder, top = one.encoder, one.encoder.num_layers - 1
+        child_layer, stack, after = {}, None, False
+        for name, child in encoder.named_children():
+            if stack is None and isinstance(child, nn.ModuleList) and len(child) == top:
+                stack, after = name, True
+            else:
+                child_layer[name] = top if after else 0
+        for name, _ in one.named_parameters(remove_duplicate=False):
+            parts = name.split(".")
+            if parts[0] != "encoder" or len(parts) < 3:
+                layer = 0
+            elif parts[1] == stack:
+                layer = int(parts[2]) + 1
+            else:
+                layer = child_layer.get(parts[1], 0)
+            layers[f"{direction}.{name}"] = layer
+    return layers
+
+
+class LMTokenEmbedder(TokenEmbedder):
+    """:class:`TokenEmbedder` whose LM layers come from its own bi-LM ``lm``, run on each batch
+    (with gradients unless the recipe is ``frozen``).
+
+    Args:
+        lm: the bi-LM (this module's own copy: fine-tuning changes it).
+        settings: the fine-tuning settings.
+        num_layers: the layers ``lm`` returns (input view + encoder layers).
+        word_table, layer_norm, feature_dropout, trainable_words: as :class:`TokenEmbedder`.
+
+    Shape:
+        forward(text: TextBatch) -> (batch, time, output_dim), zero at padding.
+    """
+
+    def __init__(self, lm: BiLM, settings: FineTuneSettings, num_layers: int, word_table: torch.Tensor | None,
+                 layer_norm: bool = False, feature_dropout: float = 0.0, trainable_words: bool = False):
+        super().__init__(word_table, num_layers, lm.output_dim, layer_norm=layer_norm,
+                         feature_dropout=feature_dropout, trainable_words=trainable_words)
+        self.settings = settings
+        self.lm = lm
+        self.layer_of = lm_layer_of(lm)
+        self.top_layer = num_layers - 1
+        for module in lm.modules() if settings.trainable else ():  # the LM's dropouts while fine-tuned
+            if isinstance(module, nn.Dropout):
+                module.p = settings.lm_dropout
+            for attr in ("recurrent_dropout", "dropout"):
+                if isinstance(getattr(module, attr, None), float):
+                    setattr(module, attr, settings.lm_dropout)
+        for p in lm.parameters():
+            p.requires_grad_(settings.trainable)
+        self.train(self.training)
+
+    def train(self, mode: bool = True) -> "LMTokenEmbedder":
+        super().train(mode)
+        if not self.settings.trainable:
+            self.lm.eval()  # frozen: the feature path's LM
+        return self
+
+    def lm_layers(self, tokens: Sequence[Sequence[str]]) -> torch.Tensor:
+        """The bi-LM's layers of a batch of token lists.
+
+        Shape: returns (layers, batch, words, dim) float32, zero after each sentence's words.
+        """
+        s = self.settings
+        if not s.trainable or not torch.is_grad_enabled():
+            with torch.no_grad():
+                return self.lm.embed(tokens)[0].transpose(0, 1)
+        device = next(self.lm.parameters()).device
+        cast = (torch.autocast(device.type, dtype=torch.bfloat16) if s.precision == "bf16" and bf16_ok(device)
+                else contextlib.nullcontext())
+
+        def run(*_: torch.Tensor) -> torch.Tensor:
+            with cast:
+                return self.lm.embed(tokens)[0].float()
+
+        if s.checkpointing:
+            acts = torch.utils.checkpoint.checkpoint(run, use_reentrant=False)
+        else:
+            acts = run()
+        return acts.transpose(0, 1)
+
+    def forward(self, text: TextBatch) -> torch.Tensor:
+        return super().forward(dataclasses.replace(text, features=self.lm_layers(text.tokens)))
+
+
+def bf16_ok(device: torch.device) -> bool:
+    """Whether bf16 autocast runs on ``device`` (the CPU's does; a GPU's from Ampere on)."""
+    return device.type == "cpu" or (device.type == "cuda" and torch.cuda.is_bf16_supported())
+
+
+class LMInputs(TaskInputs):
+    """The inputs of a fine-tuning run: optional word vectors, and the bi-LM in-process.
+
+    ``encode`` gives batches with ``features=None`` (the embedder computes them);
+    ``embedder(...)`` gives an :class:`LMTokenEmbedder` over a copy of the bi-LM.
+    """
+
+    def __init__(self, lm: BiLM, settings: FineTuneSettings, word_vectors: np.ndarray | None = None,
+                 words: Sequence[str] | None = None, lowercase: bool = False):
+        self.lm, self.fine_tune = lm.eval(), settings
+        with torch.no_grad():
+            self.num_lm_layers = int(lm.embed([["."]])[0].shape[1])
+        super().__init__(word_vectors, words, None, lowercase)
+
+    @classmethod
+    def create(cls, sentences: Iterable[Sequence[str]], lm_dir: str | Path, settings: FineTuneSettings,
+               vectors: str | Path | None = None, vocab: str | Path | None = None,
+               lowercase: bool = False) -> "LMInputs":
+        """Load the bi-LM of the model directory ``lm_dir`` (written by ``elmoc export``) and the
+        word table over ``sentences`` when ``vectors`` is given."""
+        from elmoc.pretrained.loader import load_bilm
+
+        table, words = cls.word_table_of(sentences, vectors, vocab, lowercase)
+        return cls(load_bilm(lm_dir), settings, table, words, lowercase)
+
+    @property
+    def feature_dim(self) -> int:
+        return int(self.lm.output_dim)
+
+    def copy_lm(self) -> BiLM:
+        """A copy of the bi-LM that a task model may change; its frozen tensors (buffers: a
+        FastText table) and unseen-word composers are shared, not copied."""
+        shared = [*self.lm.buffers(), self.lm.subwords, self.lm.forward_lm.subwords,
+                  getattr(self.lm.backward_lm, "subwords", None)]
+        return copy.deepcopy(self.lm, memo={id(x): x for x in shared if x is not None})
+
+    def embedder(self, layer_norm: bool = False, feature_dropout: float = 0.0,
+                 trainable_words: bool = False) -> LMTokenEmbedder:
+        return LMTokenEmbedder(self.copy_lm(), self.fine_tune, self.num_lm_layers, self.word_table,
+                               layer_norm=layer_norm, feature_dropout=feature_dropout,
+                               trainable_words=trainable_words)
+
+
+class FineTuner:
+    """What the runner does differently when a task model holds a bi-LM: the optimizer's
+    parameter groups, the slanted triangular schedule and the unfreezing per epoch.
+
+    Build with :meth:`of` (None for a features run).
+    """
+
+    def __init__(self, embedder: LMTokenEmbedder):
+        self.embedder, self.settings = embedder, embedder.settings
+
+    @classmethod
+    def of(cls, model: nn.Module) -> "FineTuner | None":
+        found = [m for m in model.modules() if isinstance(m, LMTokenEmbedder)]
+        if len(found) > 1:
+            raise ConfigError("a task model holds more than one bi-LM; fine-tuning expects one embedder")
+        return cls(found[0]) if found else None
+
+    def lm_groups(self) -> list[list[nn.Parameter]]:
+        """The LM's parameters by layer, 0 (input) to L (top)."""
+        groups: list[list[nn.Parameter]] = [[] for _ in range(self.embedder.top_layer + 1)]
+        for name, p in self.embedder.lm.named_parameters():
+            groups[self.embedder.layer_of[name]].append(p)
+        return groups
+
+    def param_groups(self, model: nn.Module, lr: float) -> list[dict[str, Any]]:
+        """The head (every trainable parameter outside the LM) at ``lr``, then each LM layer
+        that has parameters at its rate (none when frozen)."""
+        lm_ids = {id(p) for p in self.embedder.lm.parameters()}
+        head = [p for p in model.parameters() if p.requires_grad and id(p) not in lm_ids]
+        groups = [{"params": head, "lr": lr}]
+        if not self.settings.trainable:
+            return groups
+        lm_lr = self.settings.lm_lr if self.settings.lm_lr is not None else lr
+        top = self.embedder.top_layer
+        for layer, params in enumerate(self.lm_groups()):
+            if params:
+                factor = self.settings.decay ** (top - layer) if self.settings.recipe == "ulmfit" else 1.0
+                groups.append({"params": params, "lr": lm_lr / factor})
+        return groups
+
+    def schedule(self, optimizer: torch.optim.Optimizer,
+                 total_steps: int) -> torch.optim.lr_scheduler.LambdaLR | None:
+        """ULMFiT's slanted triangular schedule over ``total_steps`` (None unless ulmfit + slanted)."""
+        s = self.settings
+        if s.recipe != "ulmfit" or not s.slanted:
+            return None
+        return torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: slanted_triangular(step, total_steps, s.cut_frac, s.ratio))
+
+    def start_epoch(self, epoch: int) -> None:
+        """Which LM layers train in ``epoch`` (1-based): gradual unfreezing trains layers
+        L - epoch + 1 .. L; otherwise all of them (none when frozen).  A function of the epoch
+        alone, so a resumed run needs no extra state."""
+        s = self.settings
+        lowest = self.embedder.top_layer - epoch + 1 if s.recipe == "ulmfit" and s.gradual_unfreeze else 0
+        for layer, params in enumerate(self.lm_groups()):
+            for p in params:
+                p.requires_grad_(s.trainable and layer >= lowest)
