@@ -6,6 +6,7 @@ words; the task text is a few fixed sentences over the same words, which the LM 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -89,11 +90,26 @@ def test_finetuning_improves_the_heldout_text_and_the_output_loads_and_embeds(wo
     assert all(torch.equal(exported[k], tuned[k]) for k in exported if k in tuned)
     layers = embed_sentences(bilm, [s.split() for s in TASK[:2]])
     assert layers[0].shape[1] == len(TASK[0].split()) and np.isfinite(layers[0]).all()
-    # a rerun reuses the finished runs and rewrites the same directory
+    # a rerun reuses the finished runs (not trained again) and rewrites the same directory
+    stamps = [(work / "ft/tiny/task" / d / "model.pt").stat().st_mtime_ns for d in ("forward", "backward")]
     assert lm_finetune("--section-json", SECTION) == 0
+    assert stamps == [(work / "ft/tiny/task" / d / "model.pt").stat().st_mtime_ns for d in ("forward", "backward")]
+    # another text is another run: the finished one is not reused
+    Path("task.txt").write_text("\n".join(reversed(TASK * 10)) + "\n")
+    assert lm_finetune("--section-json", SECTION) == 0
+    assert (work / "ft/tiny/task/forward/model.pt").stat().st_mtime_ns != stamps[0]
 
 
-def test_a_run_stopped_by_sigterm_resumes_bit_exact(work, monkeypatch):
+def test_the_runs_start_from_the_trained_weights(work):
+    assert lm_finetune("--section-json", json.dumps({"lr": 1e-12})) == 0  # Adam moves no weight by more than lr
+    for direction in ("forward", "backward"):
+        tuned = load_checkpoint(work / "ft/tiny/task" / direction / "model.pt")["model"]
+        source = load_checkpoint(work / "lm/tiny" / direction / "model.pt")["model"]
+        assert tuned.keys() == source.keys()
+        assert all(torch.allclose(tuned[k], source[k], rtol=0, atol=1e-9) for k in tuned)
+
+
+def test_a_run_stopped_by_sigterm_resumes_bit_exact(work, monkeypatch, caplog):
     assert lm_finetune("--section-json", SECTION, output="straight/model") == 0
     real, calls = loop.Trainer.take_step, []
 
@@ -110,7 +126,10 @@ def test_a_run_stopped_by_sigterm_resumes_bit_exact(work, monkeypatch):
     assert (work / "resumed/forward/model.pt").is_file() and not (work / "resumed/backward/model.pt").exists()
     assert not (work / "resumed/model").exists()
     monkeypatch.setattr(loop.Trainer, "take_step", real)
-    assert lm_finetune("--section-json", SECTION, output="resumed/model") == 0
+    with caplog.at_level(logging.INFO, logger="elmoc.train.loop"):
+        assert lm_finetune("--section-json", SECTION, output="resumed/model") == 0
+    resumed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("resumed ")]
+    assert len(resumed) == 1 and "backward" in resumed[0] and "from step 13 " in resumed[0]  # not restarted
     for name in ("forward/model.pt", "backward/model.pt"):
         a, b = (load_checkpoint(work / d / name) for d in ("straight", "resumed"))
         assert a["model"].keys() == b["model"].keys()
