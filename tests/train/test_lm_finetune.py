@@ -20,7 +20,9 @@ from tiny_corpus import sentences, tiny_spec, write_workdir
 from elmoc.cli import main
 from elmoc.config_section import Section
 from elmoc.errors import ConfigError
+from elmoc.directions import runs
 from elmoc.model_file import load_checkpoint
+from elmoc.outputs.heldout import metric_class
 from elmoc.train import loop
 from elmoc.train.lm_finetune import LMFineTuneSettings, split_text
 from elmoc.train.signals import EXIT_INTERRUPTED
@@ -30,14 +32,10 @@ TASK = ["the cat sat on a mat", "a dog ran after the red ball", "the old bird sa
 SECTION = json.dumps({"epochs": 3, "lr": 0.01})
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A folder with vocab.txt, vec.npy, the corpus, lm/tiny/{spec.yaml, forward/, backward/}
-    (a 1-layer cosine LM trained one epoch per direction) and task.txt (40 sentences)."""
-    root = tmp_path_factory.mktemp("lmft")
+def trained_variant(root: Path, spec: dict) -> Path:
+    """``root`` with vocab.txt, vec.npy, the corpus, lm/tiny/{spec.yaml, <run>/} (``spec`` trained
+    one epoch per run) and task.txt (40 sentences)."""
     rng = np.random.default_rng(0)
-    spec = tiny_spec("tiny", {"type": "cosine", "vectors": "vec.npy"}, batch_size=2, bptt=5,
-                     checkpoint_every=10, log_every=10)
     write_workdir(root, [sentences(rng, 30)], sentences(np.random.default_rng(1), 6), spec, rng)
     (root / "lm/tiny").mkdir(parents=True)
     shutil.copy(root / "spec.yaml", root / "lm/tiny/spec.yaml")
@@ -45,10 +43,18 @@ def trained(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)
         mp.setenv("ELMOC_NATIVE_LSTM", "0")
-        for direction in ("forward", "backward"):
-            assert main(["train", "--spec", "spec.yaml", "--direction", direction, "--output-dir",
-                         f"lm/tiny/{direction}", "--threads", "1"]) == 0
+        for run in runs(spec):
+            assert main(["train", "--spec", "spec.yaml", "--direction", run, "--output-dir", f"lm/tiny/{run}",
+                         "--threads", "1"]) == 0
     return root
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A 1-layer cosine LM trained one epoch per direction (:func:`trained_variant`)."""
+    spec = tiny_spec("tiny", {"type": "cosine", "vectors": "vec.npy"}, batch_size=2, bptt=5,
+                     checkpoint_every=10, log_every=10)
+    return trained_variant(tmp_path_factory.mktemp("lmft"), spec)
 
 
 @pytest.fixture
@@ -98,6 +104,31 @@ def test_finetuning_improves_the_heldout_text_and_the_output_loads_and_embeds(wo
     Path("task.txt").write_text("\n".join(reversed(TASK * 10)) + "\n")
     assert lm_finetune("--section-json", SECTION) == 0
     assert (work / "ft/tiny/task/forward/model.pt").stat().st_mtime_ns != stamps[0]
+
+
+@pytest.mark.parametrize("kind", ["joint", "masked"])
+def test_a_joint_softmax_lm_and_a_masked_lm_are_fine_tuned_as_one_run_each(kind, tmp_path, monkeypatch):
+    from elmoc.pretrained.elmo import embed_sentences
+
+    if kind == "joint":  # the softmax family's bi-LM: one shared output layer, sampled softmax
+        spec = tiny_spec("tiny", {"type": "sampled", "num_samples": 5}, batch_size=2, bptt=5, directions="joint")
+    else:
+        spec = tiny_spec("tiny", {"type": "cosine", "vectors": "vec.npy"}, batch_size=2, bptt=5,
+                         objective="masked_lm", reset_state=True)
+        spec["encoder"] = {"type": "transformer", "d_model": 8, "heads": 2, "d_ff": 16, "num_layers": 2,
+                           "dropout": 0.1, "causal": False}
+    root = trained_variant(tmp_path / "w", spec)
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")
+    assert lm_finetune("--section-json", json.dumps({"epochs": 3, "lr": 0.01})) == 0
+    assert sorted(p.name for p in (root / "ft/tiny/task").iterdir() if p.name not in (".train.lock",)) == \
+        sorted([kind, "model", "text"])
+    summary = json.loads((root / "ft/tiny/task" / kind / "heldout.json").read_text())
+    better = summary["after"] > summary["before"] if metric_class(summary["metric"]).higher_is_better else \
+        summary["after"] < summary["before"]
+    assert better, summary
+    layers = embed_sentences("ft/tiny/task/model", [TASK[0].split()])
+    assert layers[0].shape[1] == len(TASK[0].split()) and np.isfinite(layers[0]).all()
 
 
 def test_the_runs_start_from_the_trained_weights(work):
