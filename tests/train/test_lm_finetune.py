@@ -185,6 +185,15 @@ def test_bad_input_is_one_line(work, capsys):
     assert "did you mean 'epochs'" in capsys.readouterr().err
 
 
+def test_a_text_shorter_than_one_window_is_one_line(tmp_path, monkeypatch, capsys):
+    spec = tiny_spec("tiny", {"type": "cosine", "vectors": "vec.npy"}, batch_size=16, bptt=5, directions="forward")
+    monkeypatch.chdir(trained_variant(tmp_path / "w", spec))
+    Path("short.txt").write_text("the cat\nthe dog\n")  # 4 tokens to train on: no row of 16
+    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "short.txt", "--output", "o/model"]) == 1
+    assert "short.txt: is too short for one training window of lm/tiny/forward/model.pt" in capsys.readouterr().err
+    assert not Path("o/model").exists()
+
+
 def test_settings_and_the_split():
     assert LMFineTuneSettings.from_section(Section({}, "lm_finetune")) == LMFineTuneSettings(1, None)
     for bad in ({"epochs": 0}, {"lr": -1}, {"lr": 0}):

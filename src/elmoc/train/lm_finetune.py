@@ -143,8 +143,7 @@ def run_files(lm_dir: str | Path) -> dict[str, Path]:
     return files
 
 
-def finetune_spec(spec: dict[str, Any], source: Path, train_dir: Path, heldout: Path,
-                  settings: LMFineTuneSettings) -> dict[str, Any]:
+def finetune_spec(spec: dict[str, Any], train_dir: Path, heldout: Path, settings: LMFineTuneSettings) -> dict[str, Any]:
     """The LM spec of a fine-tuning run: the trained LM's ``spec`` reading the task text, trained
     ``settings.epochs`` epochs (no step limit, no rewind weights), with Adam at ``settings.lr``
     when one is given."""
@@ -221,7 +220,7 @@ def finetune(lm_dir: str | Path, text: str | Path, work_dir: str | Path, setting
     models = {}
     for run, source in sources.items():
         payload = load_checkpoint(source)
-        spec = finetune_spec(payload["spec"], source, train_dir, heldout, settings)
+        spec = finetune_spec(payload["spec"], train_dir, heldout, settings)
         train_settings = TrainSettings.from_config(spec["train"])
         vocab, vocab_path, make_batches, make_heldout, steps = data_for(spec, source, run, train_settings)
         if not steps:
