@@ -236,6 +236,7 @@ def _argv_output_is_input(name: str, x: str, d: str) -> list[str]:
         "train": ["train", "--spec", x, "--direction", "forward", "--output-dir", x],
         "distill": ["distill", "--spec", "s.yaml", "--teacher", x, "--direction", "forward", "--output-dir", x],
         "prune": ["prune", "--model", x, "--direction", "forward", "--output-dir", x],
+        "lm-finetune": ["lm-finetune", "--lm-dir", d, "--text", x, "--output", x],
         "vectors": ["vectors", "--vocab", x, "--random", "--out", x],
         "vocab": ["vocab", "--from-file", x, "--out", x],
     }[name]

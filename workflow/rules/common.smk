@@ -548,3 +548,11 @@ def student_section_json(wildcards):
     entry = config["distill"]["students"][wildcards.student] or {}
     return section_json({k: v for k, v in entry.items() if k not in STUDENT_WORKFLOW_KEYS})
 
+
+
+# --- functions of lm_finetune.smk ---
+def lm_finetune_section_json(wildcards):
+    """config fine_tune.lm_finetune as `elmoc lm-finetune --section-json` ({epochs, lr}; true or
+    absent: the command's defaults)."""
+    value = (config.get("fine_tune") or {}).get("lm_finetune")
+    return section_json(value if isinstance(value, dict) else {})

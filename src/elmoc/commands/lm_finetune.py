@@ -1,0 +1,74 @@
+"""`elmoc lm-finetune`: ULMFiT's LM fine-tuning of a trained variant on a task's text, exported."""
+from __future__ import annotations
+
+import argparse
+
+NAME = "lm-finetune"
+HELP = "fine-tune a trained LM on a task's own text with its own objective (ULMFiT), as a model directory"
+DESCRIPTION = (
+    "ULMFiT's intermediate step: every training run of the variant in --lm-dir (results/lm/VARIANT: forward "
+    "and backward, or the one joint or masked LM) continues from its model.pt on the task's sentences "
+    "(--text, one tokenized sentence a line) with the LM's own output layer and loss, through the training "
+    "loop of `elmoc train`, for lm_finetune.epochs epochs with a fresh optimizer (the LM's own, or Adam at "
+    "lm_finetune.lr). The text's last 10% of sentences is the heldout text (each run's heldout.json: before "
+    "and after). The runs are then exported as one model directory at --output (as `elmoc export` writes "
+    "it; usable as `elmoc task --lm`). Work folder: --output's parent (text/, and one run folder per run "
+    "with checkpoint.pt, model.pt, heldout.json, train_log.jsonl). A killed or stopped run (SIGTERM/SIGUSR1: "
+    "exit 75) resumes where it was when rerun; a finished run is reused."
+)
+
+INPUTS = ("lm_dir", "text")  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ("output",)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from elmoc.config_section import add_section_argument
+
+    parser.add_argument("--lm-dir", required=True, help="the trained variant's folder (results/lm/VARIANT)")
+    parser.add_argument("--text", required=True, help="the task's sentences (results/tasks/TASK/sentences.txt)")
+    parser.add_argument("--output", required=True,
+                        help="the model directory to write (results/lm_finetune/VARIANT/TASK/model); its parent "
+                             "is the work folder")
+    parser.add_argument("--epochs", type=int, default=None, help="epochs over the text (default 1; the workflow "
+                        "passes lm_finetune.epochs in --section-json instead)")
+    add_section_argument(parser, "lm_finetune")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, or cuda:N (default cpu)")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import torch
+
+    from elmoc.attempts import OutputLock
+    from elmoc.commands.train import lm_data
+    from elmoc.config_section import Section, refuse_with_section
+    from elmoc.directions import BACKWARD, FORWARD, single_run
+    from elmoc.io.output_paths import check_output_directory
+    from elmoc.pretrained.writer import export_model
+    from elmoc.train.lm_finetune import LMFineTuneSettings, finetune, run_files
+    from elmoc.train.signals import EXIT_INTERRUPTED
+
+    refuse_with_section(args, {"--epochs": args.epochs})
+    data = {} if args.epochs is None else {"epochs": args.epochs}
+    section = Section.parse(args.section_json, "lm_finetune") if args.section_json is not None else \
+        Section(data, "lm_finetune")
+    settings = LMFineTuneSettings.from_section(section)
+    output = Path(args.output)
+    sources = run_files(args.lm_dir)
+    check_output_directory(output, "export", {"--lm-dir": list(sources.values()), "--text": args.text})
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    lock = OutputLock(output.parent).acquire()  # the work folder: one writer at a time
+    try:
+        done = finetune(args.lm_dir, args.text, output.parent, settings, lm_data, device=args.device)
+        if done.interrupted:
+            return EXIT_INTERRUPTED
+        single = single_run(tuple(done.models))
+        files = dict.fromkeys((FORWARD, BACKWARD), done.models[single]) if single else done.models
+        export_model(files[FORWARD], files.get(BACKWARD), output,
+                     command=f"elmoc lm-finetune --lm-dir {args.lm_dir} --text {args.text} --output {args.output}")
+    finally:
+        lock.release()
+    return 0

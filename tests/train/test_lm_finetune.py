@@ -1,0 +1,210 @@
+"""`elmoc lm-finetune`: ULMFiT's LM fine-tuning on a task's text, exported; resume; bad input.
+
+A tiny two-direction cosine LM is trained (through `elmoc train`) on random sentences over 20
+words; the task text is a few fixed sentences over the same words, which the LM has not seen.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tiny_corpus import sentences, tiny_spec, write_workdir
+
+from elmoc.cli import main
+from elmoc.config_section import Section
+from elmoc.errors import ConfigError
+from elmoc.directions import runs
+from elmoc.model_file import load_checkpoint
+from elmoc.outputs.heldout import metric_class
+from elmoc.train import loop
+from elmoc.train.lm_finetune import LMFineTuneSettings, split_text
+from elmoc.train.signals import EXIT_INTERRUPTED
+
+TASK = ["the cat sat on a mat", "a dog ran after the red ball", "the old bird sang over a green tree",
+        "the red cat ran after a bird"]
+SECTION = json.dumps({"epochs": 3, "lr": 0.01})
+
+
+def trained_variant(root: Path, spec: dict) -> Path:
+    """``root`` with vocab.txt, vec.npy, the corpus, lm/tiny/{spec.yaml, <run>/} (``spec`` trained
+    one epoch per run) and task.txt (40 sentences)."""
+    rng = np.random.default_rng(0)
+    write_workdir(root, [sentences(rng, 30)], sentences(np.random.default_rng(1), 6), spec, rng)
+    (root / "lm/tiny").mkdir(parents=True)
+    shutil.copy(root / "spec.yaml", root / "lm/tiny/spec.yaml")
+    (root / "task.txt").write_text("\n".join(TASK * 10) + "\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        mp.setenv("ELMOC_NATIVE_LSTM", "0")
+        for run in runs(spec):
+            assert main(["train", "--spec", "spec.yaml", "--direction", run, "--output-dir", f"lm/tiny/{run}",
+                         "--threads", "1"]) == 0
+    return root
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A 1-layer cosine LM trained one epoch per direction (:func:`trained_variant`)."""
+    spec = tiny_spec("tiny", {"type": "cosine", "vectors": "vec.npy"}, batch_size=2, bptt=5,
+                     checkpoint_every=10, log_every=10)
+    return trained_variant(tmp_path_factory.mktemp("lmft"), spec)
+
+
+@pytest.fixture
+def work(trained, tmp_path, monkeypatch):
+    """A copy of ``trained`` as the current directory (the Python LSTM loop, one thread)."""
+    root = tmp_path / "w"
+    shutil.copytree(trained, root)
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")
+    return root
+
+
+def lm_finetune(*extra: str, output: str = "ft/tiny/task/model") -> int:
+    return main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "task.txt", "--output", output,
+                 "--threads", "1", *extra])
+
+
+def test_finetuning_improves_the_heldout_text_and_the_output_loads_and_embeds(work):
+    from elmoc.pretrained.elmo import embed_sentences
+    from elmoc.pretrained.loader import load_bilm
+
+    assert lm_finetune("--section-json", SECTION) == 0
+    for direction in ("forward", "backward"):
+        summary = json.loads((work / "ft/tiny/task" / direction / "heldout.json").read_text())
+        assert summary["metric"] == "cosine"
+        assert summary["after"] > summary["before"] + 0.05, summary  # mean cosine: higher is better
+        payload = load_checkpoint(work / "ft/tiny/task" / direction / "model.pt")
+        assert payload["lm_finetuned"] == {"source": f"lm/tiny/{direction}/model.pt"}
+        assert "lm_finetune" not in payload["spec"]
+        assert payload["spec"]["train"]["epochs"] == 3
+        source = load_checkpoint(work / "lm/tiny" / direction / "model.pt")["model"]
+        assert any(not torch.equal(source[k], v) for k, v in payload["model"].items())
+    # the last 10 % of the text is heldout; the rest is the training shard
+    assert (work / "ft/tiny/task/text/heldout.txt").read_text().splitlines() == (TASK * 10)[-4:]
+    assert len((work / "ft/tiny/task/text/train/shard_000.txt").read_text().splitlines()) == 36
+    bilm = load_bilm(work / "ft/tiny/task/model")
+    tuned = load_checkpoint(work / "ft/tiny/task/forward/model.pt")["model"]
+    exported = dict(bilm.forward_lm.named_parameters())
+    assert all(torch.equal(exported[k], tuned[k]) for k in exported if k in tuned)
+    layers = embed_sentences(bilm, [s.split() for s in TASK[:2]])
+    assert layers[0].shape[1] == len(TASK[0].split()) and np.isfinite(layers[0]).all()
+    # a rerun reuses the finished runs (not trained again) and rewrites the same directory
+    stamps = [(work / "ft/tiny/task" / d / "model.pt").stat().st_mtime_ns for d in ("forward", "backward")]
+    assert lm_finetune("--section-json", SECTION) == 0
+    assert stamps == [(work / "ft/tiny/task" / d / "model.pt").stat().st_mtime_ns for d in ("forward", "backward")]
+    # another text is another run: the finished one is not reused
+    Path("task.txt").write_text("\n".join(reversed(TASK * 10)) + "\n")
+    assert lm_finetune("--section-json", SECTION) == 0
+    assert (work / "ft/tiny/task/forward/model.pt").stat().st_mtime_ns != stamps[0]
+
+
+@pytest.mark.parametrize("kind", ["joint", "masked"])
+def test_a_joint_softmax_lm_and_a_masked_lm_are_fine_tuned_as_one_run_each(kind, tmp_path, monkeypatch):
+    from elmoc.pretrained.elmo import embed_sentences
+
+    if kind == "joint":  # the softmax family's bi-LM: one shared output layer, sampled softmax
+        spec = tiny_spec("tiny", {"type": "sampled", "num_samples": 5}, batch_size=2, bptt=5, directions="joint")
+    else:
+        spec = tiny_spec("tiny", {"type": "cosine", "vectors": "vec.npy"}, batch_size=2, bptt=5,
+                         objective="masked_lm", reset_state=True)
+        spec["encoder"] = {"type": "transformer", "d_model": 8, "heads": 2, "d_ff": 16, "num_layers": 2,
+                           "dropout": 0.1, "causal": False}
+    root = trained_variant(tmp_path / "w", spec)
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")
+    assert lm_finetune("--section-json", json.dumps({"epochs": 3, "lr": 0.01})) == 0
+    assert sorted(p.name for p in (root / "ft/tiny/task").iterdir() if p.name not in (".train.lock",)) == \
+        sorted([kind, "model", "text"])
+    summary = json.loads((root / "ft/tiny/task" / kind / "heldout.json").read_text())
+    better = summary["after"] > summary["before"] if metric_class(summary["metric"]).higher_is_better else \
+        summary["after"] < summary["before"]
+    assert better, summary
+    layers = embed_sentences("ft/tiny/task/model", [TASK[0].split()])
+    assert layers[0].shape[1] == len(TASK[0].split()) and np.isfinite(layers[0]).all()
+
+
+def test_the_runs_start_from_the_trained_weights(work):
+    assert lm_finetune("--section-json", json.dumps({"lr": 1e-12})) == 0  # Adam moves no weight by more than lr
+    for direction in ("forward", "backward"):
+        tuned = load_checkpoint(work / "ft/tiny/task" / direction / "model.pt")["model"]
+        source = load_checkpoint(work / "lm/tiny" / direction / "model.pt")["model"]
+        assert tuned.keys() == source.keys()
+        assert all(torch.allclose(tuned[k], source[k], rtol=0, atol=1e-9) for k in tuned)
+
+
+def test_a_run_stopped_by_sigterm_resumes_bit_exact(work, monkeypatch, caplog):
+    assert lm_finetune("--section-json", SECTION, output="straight/model") == 0
+    real, calls = loop.Trainer.take_step, []
+
+    def sigterm_in_the_backward_run(self, *a):
+        out = real(self, *a)
+        calls.append(self.direction)
+        if calls.count("backward") == 13:  # after its step-10 checkpoint
+            os.kill(os.getpid(), signal.SIGTERM)
+        return out
+
+    monkeypatch.setattr(loop.Trainer, "take_step", sigterm_in_the_backward_run)
+    assert lm_finetune("--section-json", SECTION, output="resumed/model") == EXIT_INTERRUPTED
+    assert load_checkpoint(work / "resumed/backward/checkpoint.pt")["step"] == 13  # the step was finished, saved
+    assert (work / "resumed/forward/model.pt").is_file() and not (work / "resumed/backward/model.pt").exists()
+    assert not (work / "resumed/model").exists()
+    monkeypatch.setattr(loop.Trainer, "take_step", real)
+    with caplog.at_level(logging.INFO, logger="elmoc.train.loop"):
+        assert lm_finetune("--section-json", SECTION, output="resumed/model") == 0
+    resumed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("resumed ")]
+    assert len(resumed) == 1 and "backward" in resumed[0] and "from step 13 " in resumed[0]  # not restarted
+    for name in ("forward/model.pt", "backward/model.pt"):
+        a, b = (load_checkpoint(work / d / name) for d in ("straight", "resumed"))
+        assert a["model"].keys() == b["model"].keys()
+        assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"]), name
+    for name in ("forward.pt", "backward.pt"):  # the exported directory's weights
+        assert (work / "straight/model" / name).read_bytes() == (work / "resumed/model" / name).read_bytes()
+    a, b = (json.loads((work / d / "backward/heldout.json").read_text()) for d in ("straight", "resumed"))
+    assert (a["before"], a["after"], a["steps"]) == (b["before"], b["after"], b["steps"])
+
+
+def test_bad_input_is_one_line(work, capsys):
+    Path("empty.txt").write_text("\n  \n")
+    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "empty.txt", "--output", "o/model"]) == 1
+    assert "empty.txt: has 0 sentence(s); LM fine-tuning needs at least 2" in capsys.readouterr().err
+    shutil.rmtree("lm/tiny/backward")
+    assert lm_finetune() == 1
+    err = capsys.readouterr().err
+    assert "lm/tiny/backward/model.pt: not found; train the backward run first" in err and "Traceback" not in err
+    assert lm_finetune("--epochs", "2", "--section-json", "{}") == 1
+    assert "drop --epochs" in capsys.readouterr().err
+    assert lm_finetune("--section-json", '{"epoch": 2}') == 1
+    assert "did you mean 'epochs'" in capsys.readouterr().err
+
+
+def test_a_text_shorter_than_one_window_is_one_line(tmp_path, monkeypatch, capsys):
+    spec = tiny_spec("tiny", {"type": "cosine", "vectors": "vec.npy"}, batch_size=16, bptt=5, directions="forward")
+    monkeypatch.chdir(trained_variant(tmp_path / "w", spec))
+    Path("short.txt").write_text("the cat\nthe dog\n")  # 4 tokens to train on: no row of 16
+    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "short.txt", "--output", "o/model"]) == 1
+    assert "short.txt: is too short for one training window of lm/tiny/forward/model.pt" in capsys.readouterr().err
+    assert not Path("o/model").exists()
+
+
+def test_settings_and_the_split():
+    assert LMFineTuneSettings.from_section(Section({}, "lm_finetune")) == LMFineTuneSettings(1, None)
+    for bad in ({"epochs": 0}, {"lr": -1}, {"lr": 0}):
+        with pytest.raises(ConfigError, match="lm_finetune"):
+            LMFineTuneSettings.from_section(Section(bad, "lm_finetune"))
+
+
+def test_split_keeps_the_last_tenth_heldout(tmp_path):
+    path = tmp_path / "s.txt"
+    path.write_text("".join(f"s{i}\n" for i in range(25)) + "\n")
+    train_part, heldout = split_text(path)
+    assert heldout == ["s22", "s23", "s24"] and train_part == [f"s{i}" for i in range(22)]
+    path.write_text("a b\nc d\n")
+    assert split_text(path) == (["a b"], ["c d"])

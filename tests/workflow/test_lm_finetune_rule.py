@@ -1,0 +1,28 @@
+"""The `lm_finetune` rule: one `elmoc lm-finetune` job per (variant, task), reading every run's model.pt."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_a_requested_model_directory_is_one_job_per_variant_and_task(tmp_path):
+    targets = [f"results/lm_finetune/{variant}/sentiment/model" for variant in ("elmo-c", "elmo-a")]
+    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "2", "--snakefile",
+                        str(REPO_ROOT / "Snakefile"), "--directory", str(tmp_path), "--configfile",
+                        str(REPO_ROOT / "config/config.yaml"), "--", *targets],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    commands = sorted(line for line in r.stdout.splitlines() if " lm-finetune --lm-dir " in line)
+    assert len(commands) == 2
+    for variant, command in zip(("elmo-a", "elmo-c"), commands):
+        assert (f"lm-finetune --lm-dir results/lm/{variant} --text results/tasks/sentiment/sentences.txt "
+                f"--output results/lm_finetune/{variant}/sentiment/model --section-json '{{}}'") in command
+    inputs = [line for line in r.stdout.splitlines() if line.strip().startswith("input:") and "sentences.txt" in line
+              and "lm/elmo" in line]
+    assert any("results/lm/elmo-c/forward/model.pt" in line and "results/lm/elmo-c/backward/model.pt" in line
+               for line in inputs)
+    assert any("results/lm/elmo-a/joint/model.pt" in line for line in inputs)

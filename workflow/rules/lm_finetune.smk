@@ -1,0 +1,48 @@
+# ULMFiT's intermediate step (issue 37): a trained variant's LM fine-tuned on a task's own text
+# with the LM's own objective, as a model directory the task runner reads with `--lm`.
+#
+#   results/lm_finetune/{variant}/{task}/model/    elmoc lm-finetune: every run of the variant
+#                                                  (forward + backward, joint, masked) continued
+#                                                  from its model.pt on results/tasks/{task}/sentences.txt
+#                                                  (its last 10 % heldout), exported as `elmoc export` does
+#
+# No default job: the fine_tune block asks for it (config `fine_tune.lm_finetune`: true, or a
+# mapping {epochs, lr} passed as --section-json); by hand: snakemake results/lm_finetune/elmo-c/sst5/model
+# The work folder results/lm_finetune/{variant}/{task}/ (text/, one training run per run with its
+# checkpoint.pt, model.pt, heldout.json) is never an output: a killed job's rerun resumes it, and
+# a changed text, spec or source model.pt sets its checkpoint aside and starts afresh.
+
+
+rule lm_finetune:
+    input:
+        unpack(lm_model_inputs),
+        export_fasttext_model,
+        spec="results/lm/{variant}/spec.yaml",
+        artifacts=lm_artifacts,
+        text="results/tasks/{task}/sentences.txt",
+    output:
+        directory("results/lm_finetune/{variant}/{task}/model"),
+    log:
+        "logs/lm_finetune/{variant}.{task}.log",
+    benchmark:
+        "logs/benchmarks/lm_finetune/{variant}.{task}.tsv"
+    threads: lambda wildcards: pretrain_job(wildcards.variant)["threads"]
+    resources:
+        gpu=lambda wildcards: min(1, pretrain_job(wildcards.variant)["gpus"]),
+        mem_mb=lambda wildcards: pretrain_job(wildcards.variant)["mem_mb"],
+        runtime=lambda wildcards: pretrain_job(wildcards.variant)["runtime"],
+        slurm_partition=lambda wildcards: slurm_partition(min(1, pretrain_job(wildcards.variant)["gpus"])),
+        slurm_extra=lambda wildcards: f"'--signal=USR1@{pretrain_job(wildcards.variant)['signal_lead_s']}'",
+    retries: 0 if workflow.remote_exec else RESOURCES["pretrain"]["retries"]
+    params:
+        elmoc=ELMOC,
+        section=lm_finetune_section_json,
+        with_gpus=lambda wildcards: with_gpus(min(1, pretrain_job(wildcards.variant)["gpus"])),
+        device=lambda wildcards: device_for(min(1, pretrain_job(wildcards.variant)["gpus"])),
+        threads=lambda wildcards: pretrain_job(wildcards.variant)["threads"],
+    conda:
+        "../envs/elmoc.yaml"
+    shell:
+        "{params.with_gpus} {params.elmoc} lm-finetune --lm-dir results/lm/{wildcards.variant}"
+        " --text {input.text} --output {output} --section-json {params.section:q}"
+        " --device {params.device} --threads {params.threads} >> {log} 2>&1"
