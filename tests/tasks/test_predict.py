@@ -1,0 +1,211 @@
+"""A trained task model can be used (issue 37.5): ``elmoc task --save-model`` writes a directory,
+``elmoc predict`` runs it on new input with the bi-LM of its ``lm/`` in process.
+
+A tiny LM is saved, exported (``elmoc export``) and extracted (``elmoc extract``) as the workflow
+does; a 1-epoch run per task on an AllenNLP fixture saves its model; predicting on the run's own test
+file gives back the run's test score, and the in-process features equal the extracted HDF5's.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from elmoc.cli import main
+from elmoc.data.vocab.vocabulary import SPECIALS, Vocabulary
+from elmoc.lm import LanguageModel
+from elmoc.metrics.span_f1 import SpanF1
+from elmoc.model_file import save_checkpoint
+from elmoc.tasks.config import build_task
+from elmoc.tasks.snli import LABELS
+
+FIXTURES = Path(os.environ.get("ELMOC_SHARED_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "data")) \
+    / "fixtures" / "allennlp"
+
+SECTIONS = {
+    "sst5": {"type": "sst", "file": "sst.txt", "use_subtrees": False,
+             "model": {"pre_encode_dim": 8, "encoder_hidden": 6, "integrator_hidden": 6, "output_dims": [8, 6],
+                       "output_dropouts": [0.2, 0.2, 0.2]}},
+    "snli": {"type": "snli", "file": "snli.jsonl",
+             "model": {"encoder_hidden": 6, "projection_dim": 6, "inference_hidden": 6, "output_hidden": 6}},
+    "ner": {"type": "ner", "file": "conll2003.txt", "model": {"hidden": 8, "char_filters": 4}},
+}
+TRAINER = {"epochs": 1, "batch_size": 2, "eval_batch_size": 2, "lr": 0.01, "checkpoint_minutes": 0,
+           "progress_seconds": 0}
+
+
+def _section(name: str) -> dict:
+    section = dict(SECTIONS[name])
+    path = str(FIXTURES / section.pop("file"))
+    return {**section, "train": path, "dev": path, "test": path, "trainer": TRAINER}
+
+
+def _sentences(section: dict) -> list[list[str]]:
+    task, _ = build_task(section)
+    seen = {}
+    for split in ("train", "dev", "test"):
+        for s in task.sentences(task.read(split)):
+            seen.setdefault(" ".join(s), s)
+    return list(seen.values())
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory):
+    """A tiny random bi-LM under ``results/lm/tiny``, exported to ``model/``; its cwd."""
+    if not (FIXTURES / "sst.txt").is_file():
+        pytest.skip("AllenNLP fixtures absent (set ELMOC_SHARED_DATA)")
+    root = tmp_path_factory.mktemp("predict")
+    cwd = Path.cwd()
+    os.chdir(root)
+    try:
+        words = sorted({w for name in SECTIONS for s in _sentences(_section(name)) for w in s})[::2]  # half unseen
+        vocab = Vocabulary(list(SPECIALS) + words)
+        vocab.save("results/vocab/vocab.txt")
+        np.save("results/vocab/vectors.npy", np.random.default_rng(0).normal(size=(len(vocab), 6)).astype("float32"))
+        spec = {"name": "tiny", "description": "tiny test LM", "input": {"type": "random", "dim": 8, "seed": 3},
+                "encoder": {"type": "elmo_lstm", "num_layers": 2, "cell_size": 10, "projection_size": 6},
+                "output": {"type": "cosine", "vectors": "results/vocab/vectors.npy"},
+                "optimizer": {"type": "adam", "lr": 0.01}, "train": {"batch_size": 2, "bptt": 5},
+                "data": {"train": "results/corpus/train", "heldout": "results/corpus/heldout.txt"},
+                "vocab": "results/vocab/vocab.txt"}
+        for seed, direction in enumerate(("forward", "backward")):
+            torch.manual_seed(seed)
+            save_checkpoint(Path(f"results/lm/tiny/{direction}/model.pt"), {
+                "spec": spec, "vocab_path": spec["vocab"], "direction": direction, "step": 1, "tokens": 5,
+                "model": LanguageModel.from_spec(spec, vocab).state_dict(), "final": True})
+        assert main(["export", "--variant", "tiny", "--output", "model"]) == 0
+    finally:
+        os.chdir(cwd)
+    return root
+
+
+def _train_and_save(lm: Path, name: str) -> tuple[dict, Path]:
+    """``elmoc extract`` of the task's sentences, then ``elmoc task --save-model``: (metrics, task model dir);
+    sst and ner also read word vectors (the LM's output table, half the words unknown)."""
+    section = _section(name)
+    work = lm / name
+    work.mkdir(exist_ok=True)
+    (work / "s.txt").write_text("".join(" ".join(s) + "\n" for s in _sentences(section)), encoding="utf-8")
+    lms = ["--forward", "results/lm/tiny/forward/model.pt", "--backward", "results/lm/tiny/backward/model.pt"]
+    assert main(["extract", *lms, "--sentences", f"{name}/s.txt", "--output", f"{name}/f.hdf5"]) == 0
+    assert main(["task", "--task", name, "--section-json", json.dumps(section), "--variant", "tiny",
+                 "--output", f"{name}/seed1.json", "--features", f"{name}/f.hdf5", "--threads", "1",
+                 "--save-model", f"{name}/task-model", "--lm-model", "model"]
+                + (["--fasttext", "results/vocab/vectors.npy", "--vocab", "results/vocab/vocab.txt"]
+                   if name != "snli" else [])) == 0
+    return json.loads((work / "seed1.json").read_text()), work / "task-model"
+
+
+def _predict(*argv: str) -> int:
+    return main(["predict", *argv, "--threads", "1"])
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture
+def in_lm(lm, monkeypatch):
+    monkeypatch.chdir(lm)
+    return lm
+
+
+def test_sst_predictions_give_the_runs_test_score_and_extract_numbers(in_lm):
+    record, saved = _train_and_save(in_lm, "sst5")
+    names = {p.name for p in saved.iterdir()}
+    assert {"task-model.json", "weights.pt", "words.json", "lm", "README.md"} <= names
+    assert (saved / "lm/elmoc-model.json").is_file() and "elmoc predict" in (saved / "README.md").read_text()
+    meta = json.loads((saved / "task-model.json").read_text())
+    assert meta["section"]["granularity"] == "5-class" and meta["encoder"] == "features" and meta["seed"] == 1
+    test_file = FIXTURES / "sst.txt"
+    assert _predict("--task-model", str(saved), "--input-format", "task", str(test_file), "--output", "p.jsonl") == 0
+    task, _ = build_task(_section("sst5"))
+    gold = task.read("test")
+    out = _records(Path("p.jsonl"))
+    assert [r["tokens"] for r in out] == [list(x.tokens) for x in gold]
+    assert all(isinstance(r["label"], str) for r in out)
+    accuracy = sum(int(r["label"]) == x.label for r, x in zip(out, gold)) / len(gold)
+    assert accuracy == pytest.approx(record["test"], abs=1e-9)
+    # sentences.txt is the default input of a single-sentence task: the same predictions
+    Path("s.txt").write_text("".join(" ".join(x.tokens) + "\n" for x in gold), encoding="utf-8")
+    assert _predict("--task-model", str(saved), "s.txt", "--output", "q.jsonl") == 0
+    assert _records(Path("q.jsonl")) == out
+    # the in-process features are the numbers `elmoc extract` wrote
+    from elmoc.tasks.task_model import load_task_model
+
+    store = load_task_model(saved).inputs.store
+    tokens = [list(x.tokens) for x in gold]
+    store.fill(tokens)
+    with h5py.File("sst5/f.hdf5") as h5:
+        index = json.loads(h5["sentence_to_index"][0])
+        for s in tokens:
+            np.testing.assert_allclose(store.get(s), h5[index[" ".join(s)]][()], atol=1e-5)
+
+
+def test_ner_tags_give_the_runs_test_f1(in_lm):
+    record, saved = _train_and_save(in_lm, "ner")
+    assert _predict("--task-model", str(saved), "--input-format", "task", str(FIXTURES / "conll2003.txt"),
+                    "--output", "n.jsonl") == 0
+    task, _ = build_task(_section("ner"))
+    gold = task.read("test")
+    out = _records(Path("n.jsonl"))
+    assert [r["tokens"] for r in out] == [list(x.tokens) for x in gold]
+    metric = SpanF1("tags")
+    metric.update([r["tags"] for r in out], {"tags": [list(x.tags) for x in gold]})
+    assert metric.compute()["f1"] == pytest.approx(record["test"], abs=1e-9)
+    assert json.loads((saved / "task-model.json").read_text())["vocabularies"]["labels"][0] == "O"
+
+
+def test_snli_pairs_give_the_runs_test_accuracy_and_refuse_sentences(in_lm, capsys):
+    record, saved = _train_and_save(in_lm, "snli")
+    test_file = str(FIXTURES / "snli.jsonl")
+    assert _predict("--task-model", str(saved), test_file, "--output", "s.jsonl") == 0  # task format: the default
+    task, _ = build_task(_section("snli"))
+    gold = task.read("test")
+    out = _records(Path("s.jsonl"))
+    assert [(r["premise"], r["hypothesis"]) for r in out] == [(list(x.premise), list(x.hypothesis)) for x in gold]
+    accuracy = sum(r["label"] == LABELS[x.label] for r, x in zip(out, gold)) / len(gold)
+    assert accuracy == pytest.approx(record["test"], abs=1e-9)
+    capsys.readouterr()
+    assert _predict("--task-model", str(saved), "--input-format", "sentences", test_file, "--output", "x") == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "does not read one sentence per line" in err and "--input-format task" in err
+
+
+def _one_line(capsys, *parts: str) -> None:
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    for part in parts:
+        assert part in err, err
+
+
+def test_bad_input_is_one_line_naming_the_file(in_lm, capsys, tmp_path):
+    saved = in_lm / "sst5" / "task-model"
+    if not saved.is_dir():
+        _train_and_save(in_lm, "sst5")
+    capsys.readouterr()
+    Path("ok.txt").write_text("a good film\n", encoding="utf-8")
+    assert _predict("--task-model", "model", "ok.txt", "--output", "o.jsonl") == 1  # an LM, not a task model
+    _one_line(capsys, "model: not a task model directory", "--save-model")
+    Path("blank.txt").write_text("a good film\n\nbad\n", encoding="utf-8")
+    assert _predict("--task-model", str(saved), "blank.txt", "--output", "o.jsonl") == 1
+    _one_line(capsys, "blank.txt:2")
+    Path("plain.txt").write_text("a good film\n", encoding="utf-8")
+    assert _predict("--task-model", str(saved), "--input-format", "task", "plain.txt", "--output", "o.jsonl") == 1
+    _one_line(capsys, "plain.txt:1", "not task sst's input format", "--input-format sentences")
+    assert _predict("--task-model", str(saved), "missing.txt", "--output", "o.jsonl") == 1
+    _one_line(capsys, "missing.txt: input file not found")
+    assert not Path("o.jsonl").exists()
+    # an output among the inputs, and a run on features without the LM they came from
+    assert _predict("--task-model", str(saved), "ok.txt", "--output", "ok.txt") == 1
+    _one_line(capsys, "ok.txt")
+    section = json.dumps(_section("sst5"))
+    assert main(["task", "--task", "sst5", "--section-json", section, "--variant", "tiny", "--output",
+                 str(tmp_path / "r.json"), "--features", "sst5/f.hdf5", "--save-model", str(tmp_path / "m")]) == 1
+    _one_line(capsys, "--lm-model DIR")
+    assert not (tmp_path / "r.json").exists()
