@@ -39,9 +39,11 @@ TRAINER = {"epochs": 1, "batch_size": 2, "eval_batch_size": 2, "lr": 0.01, "chec
            "progress_seconds": 0}
 
 
-def _section(name: str) -> dict:
+def _section(name: str, path: str | Path | None = None) -> dict:
+    """The section of task ``name`` reading ``path`` (default: its fixture) as train, dev and test."""
     section = dict(SECTIONS[name])
-    path = str(FIXTURES / section.pop("file"))
+    fixture = FIXTURES / section.pop("file")
+    path = str(path or fixture)
     return {**section, "train": path, "dev": path, "test": path, "trainer": TRAINER}
 
 
@@ -84,12 +86,17 @@ def lm(tmp_path_factory):
     return root
 
 
-def _train_and_save(lm: Path, name: str) -> tuple[dict, Path]:
-    """``elmoc extract`` of the task's sentences, then ``elmoc task --save-model``: (metrics, task model dir);
+def _train_and_save(lm: Path, name: str) -> tuple[dict, Path, Path]:
+    """``elmoc extract`` of the task's sentences, then ``elmoc task --save-model``: (metrics, task model dir,
+    a copy of the data to predict on); the data the run read is deleted, so the saved model must not need it.
     sst and ner also read word vectors (the LM's output table, half the words unknown)."""
-    section = _section(name)
     work = lm / name
     work.mkdir(exist_ok=True)
+    fixture = FIXTURES / SECTIONS[name]["file"]
+    data, kept = work / f"train{fixture.suffix}", work / f"input{fixture.suffix}"
+    data.write_bytes(fixture.read_bytes())
+    kept.write_bytes(fixture.read_bytes())
+    section = _section(name, data)
     (work / "s.txt").write_text("".join(" ".join(s) + "\n" for s in _sentences(section)), encoding="utf-8")
     lms = ["--forward", "results/lm/tiny/forward/model.pt", "--backward", "results/lm/tiny/backward/model.pt"]
     assert main(["extract", *lms, "--sentences", f"{name}/s.txt", "--output", f"{name}/f.hdf5"]) == 0
@@ -98,7 +105,8 @@ def _train_and_save(lm: Path, name: str) -> tuple[dict, Path]:
                  "--save-model", f"{name}/task-model", "--lm-model", "model"]
                 + (["--fasttext", "results/vocab/vectors.npy", "--vocab", "results/vocab/vocab.txt"]
                    if name != "snli" else [])) == 0
-    return json.loads((work / "seed1.json").read_text()), work / "task-model"
+    data.unlink()
+    return json.loads((work / "seed1.json").read_text()), work / "task-model", kept
 
 
 def _predict(*argv: str) -> int:
@@ -116,15 +124,14 @@ def in_lm(lm, monkeypatch):
 
 
 def test_sst_predictions_give_the_runs_test_score_and_extract_numbers(in_lm):
-    record, saved = _train_and_save(in_lm, "sst5")
+    record, saved, test_file = _train_and_save(in_lm, "sst5")
     names = {p.name for p in saved.iterdir()}
     assert {"task-model.json", "weights.pt", "words.json", "lm", "README.md"} <= names
     assert (saved / "lm/elmoc-model.json").is_file() and "elmoc predict" in (saved / "README.md").read_text()
     meta = json.loads((saved / "task-model.json").read_text())
     assert meta["section"]["granularity"] == "5-class" and meta["encoder"] == "features" and meta["seed"] == 1
-    test_file = FIXTURES / "sst.txt"
     assert _predict("--task-model", str(saved), "--input-format", "task", str(test_file), "--output", "p.jsonl") == 0
-    task, _ = build_task(_section("sst5"))
+    task, _ = build_task(_section("sst5", test_file))
     gold = task.read("test")
     out = _records(Path("p.jsonl"))
     assert [r["tokens"] for r in out] == [list(x.tokens) for x in gold]
@@ -148,10 +155,9 @@ def test_sst_predictions_give_the_runs_test_score_and_extract_numbers(in_lm):
 
 
 def test_ner_tags_give_the_runs_test_f1(in_lm):
-    record, saved = _train_and_save(in_lm, "ner")
-    assert _predict("--task-model", str(saved), "--input-format", "task", str(FIXTURES / "conll2003.txt"),
-                    "--output", "n.jsonl") == 0
-    task, _ = build_task(_section("ner"))
+    record, saved, test_file = _train_and_save(in_lm, "ner")
+    assert _predict("--task-model", str(saved), "--input-format", "task", str(test_file), "--output", "n.jsonl") == 0
+    task, _ = build_task(_section("ner", test_file))
     gold = task.read("test")
     out = _records(Path("n.jsonl"))
     assert [r["tokens"] for r in out] == [list(x.tokens) for x in gold]
@@ -162,10 +168,10 @@ def test_ner_tags_give_the_runs_test_f1(in_lm):
 
 
 def test_snli_pairs_give_the_runs_test_accuracy_and_refuse_sentences(in_lm, capsys):
-    record, saved = _train_and_save(in_lm, "snli")
-    test_file = str(FIXTURES / "snli.jsonl")
+    record, saved, test_file = _train_and_save(in_lm, "snli")
+    test_file = str(test_file)
     assert _predict("--task-model", str(saved), test_file, "--output", "s.jsonl") == 0  # task format: the default
-    task, _ = build_task(_section("snli"))
+    task, _ = build_task(_section("snli", test_file))
     gold = task.read("test")
     out = _records(Path("s.jsonl"))
     assert [(r["premise"], r["hypothesis"]) for r in out] == [(list(x.premise), list(x.hypothesis)) for x in gold]
@@ -204,7 +210,7 @@ def test_bad_input_is_one_line_naming_the_file(in_lm, capsys, tmp_path):
     # an output among the inputs, and a run on features without the LM they came from
     assert _predict("--task-model", str(saved), "ok.txt", "--output", "ok.txt") == 1
     _one_line(capsys, "ok.txt")
-    section = json.dumps(_section("sst5"))
+    section = json.dumps(_section("sst5", "sst5/input.txt"))
     assert main(["task", "--task", "sst5", "--section-json", section, "--variant", "tiny", "--output",
                  str(tmp_path / "r.json"), "--features", "sst5/f.hdf5", "--save-model", str(tmp_path / "m")]) == 1
     _one_line(capsys, "--lm-model DIR")
