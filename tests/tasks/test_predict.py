@@ -215,3 +215,53 @@ def test_bad_input_is_one_line_naming_the_file(in_lm, capsys, tmp_path):
                  str(tmp_path / "r.json"), "--features", "sst5/f.hdf5", "--save-model", str(tmp_path / "m")]) == 1
     _one_line(capsys, "--lm-model DIR")
     assert not (tmp_path / "r.json").exists()
+
+
+def _conll_section(name: str, path: Path) -> dict:
+    """The tiny SRL / coref sections of tests/tasks/test_resume.py, reading ``path``."""
+    model = ({"hidden_dim": 8, "num_layers": 2, "predicate_dim": 4} if name == "srl" else
+             {"contextualization_size": 8, "contextualization_layers": 1, "ffnn_size": 8, "ffnn_depth": 1,
+              "feature_size": 4, "max_span_width": 3, "top_span_ratio": 0.8, "max_top_antecedents": 4})
+    return {"type": name, "train": str(path), "dev": str(path), "test": str(path), "model": model}
+
+
+@pytest.mark.parametrize("name", ["srl", "coref"])
+def test_conll_tasks_round_trip_on_word_vectors(name, tmp_path, random_inputs):
+    """SRL and coref (read in their CoNLL-2012 format) on word vectors alone (the FastText baseline:
+    no lm/): the loaded model predicts what the saved one did, records in input order, without the
+    training data (SRL's tag set comes from the directory)."""
+    import sys
+
+    from elmoc.tasks.runner import to_device
+    from elmoc.tasks.task_model import load_task_model, save_task_model
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_coref import DOCS
+    from test_srl import TINY
+
+    data = tmp_path / "train.gold_conll"
+    data.write_text(TINY if name == "srl" else DOCS, encoding="utf-8")
+    section = _conll_section(name, data)
+    task, _ = build_task(section)
+    instances = task.read("test")
+    inputs = random_inputs(task, instances)
+    torch.manual_seed(0)
+    model = task.build_model(inputs).eval()
+    with torch.no_grad():
+        want = [task.prediction_record(x, p) for x in instances
+                for p in _rows(model(to_device(task.collate([x], inputs), "cpu")).predictions)]
+    save_task_model(tmp_path / "tm", name=name, section=section, variant="fasttext", seed=1, task=task, model=model,
+                    inputs=inputs, lm_dir=None, result={"metric": task.metric_name, "dev": 0.5, "test": 0.25},
+                    eval_batch_size=2)
+    kept = tmp_path / "input.gold_conll"
+    data.rename(kept)
+    assert not (tmp_path / "tm" / "lm").exists()
+    saved = load_task_model(tmp_path / "tm")
+    got = list(saved.predict(saved.task.read_input(kept)))
+    assert got == want and len(got) == len(instances)
+    key = "tags" if name == "srl" else "clusters"
+    assert all(key in r for r in got)
+
+
+def _rows(predictions):
+    return predictions.tolist() if isinstance(predictions, torch.Tensor) else list(predictions)
