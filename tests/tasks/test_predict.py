@@ -265,3 +265,29 @@ def test_conll_tasks_round_trip_on_word_vectors(name, tmp_path, random_inputs):
 
 def _rows(predictions):
     return predictions.tolist() if isinstance(predictions, torch.Tensor) else list(predictions)
+
+
+def test_sigterm_during_predict_is_a_clean_exit_without_temporaries(in_lm):
+    """SIGTERM is handled as by `elmoc embed`: exit 143, one line, no output and no temporary left."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    saved = in_lm / "sst5" / "task-model"
+    if not saved.is_dir():
+        _train_and_save(in_lm, "sst5")
+    Path("many.txt").write_text("it is a good film .\n" * 20_000, encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "elmoc.cli", "predict", "--task-model", str(saved), "many.txt",
+                             "--output", "m.jsonl", "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(Path(".").glob(".m.*.tmp.jsonl")) and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "elmoc predict: terminated (SIGTERM)" in err
+    assert not list(Path(".").glob(".m.*")) and not Path("m.jsonl").exists()
