@@ -109,6 +109,30 @@ def _train_and_save(lm: Path, name: str) -> tuple[dict, Path, Path]:
     return json.loads((work / "seed1.json").read_text()), work / "task-model", kept
 
 
+def _run_model(name: str, saved: Path, data: Path):
+    """(task, model, inputs) of the run: the saved weights in a model over the run's inputs (the HDF5
+    of `elmoc extract` and the word table of the run's sentences), in eval mode."""
+    from elmoc.io.safe_load import load_weights_only
+    from elmoc.tasks.embedder import TaskInputs
+
+    section = _section(name, data)
+    task, _ = build_task(section)
+    vectors = {} if name == "snli" else {"vectors": "results/vocab/vectors.npy", "vocab": "results/vocab/vocab.txt"}
+    inputs = TaskInputs.create(_sentences(section), features=f"{name}/f.hdf5", lowercase=task.lowercase_words,
+                               **vectors)
+    model = task.build_model(inputs)
+    model.load_state_dict(load_weights_only(saved / "weights.pt"))
+    return task, model.eval(), inputs
+
+
+def _run_records(name: str, saved: Path, data: Path) -> list[dict]:
+    """The records of the run's own test predictions (:func:`_run_model`)."""
+    task, model, inputs = _run_model(name, saved, data)
+    with torch.no_grad():
+        return [task.prediction_record(x, _rows(model(task.collate([x], inputs)).predictions)[0])
+                for x in task.read("test")]
+
+
 def _predict(*argv: str) -> int:
     return main(["predict", *argv, "--threads", "1"])
 
@@ -138,6 +162,7 @@ def test_sst_predictions_give_the_runs_test_score_and_extract_numbers(in_lm):
     assert all(isinstance(r["label"], str) for r in out)
     accuracy = sum(int(r["label"]) == x.label for r, x in zip(out, gold)) / len(gold)
     assert accuracy == pytest.approx(record["test"], abs=1e-9)
+    assert out == _run_records("sst5", saved, test_file)
     # sentences.txt is the default input of a single-sentence task: the same predictions
     Path("s.txt").write_text("".join(" ".join(x.tokens) + "\n" for x in gold), encoding="utf-8")
     assert _predict("--task-model", str(saved), "s.txt", "--output", "q.jsonl") == 0
@@ -145,13 +170,20 @@ def test_sst_predictions_give_the_runs_test_score_and_extract_numbers(in_lm):
     # the in-process features are the numbers `elmoc extract` wrote
     from elmoc.tasks.task_model import load_task_model
 
-    store = load_task_model(saved).inputs.store
-    tokens = [list(x.tokens) for x in gold]
+    loaded = load_task_model(saved)
+    store = loaded.inputs.store
+    tokens = [list(x.tokens) for x in gold] + [["an", "unseen", "wordzz"]]
     store.fill(tokens)
     with h5py.File("sst5/f.hdf5") as h5:
         index = json.loads(h5["sentence_to_index"][0])
-        for s in tokens:
+        for s in tokens[:-1]:
             np.testing.assert_allclose(store.get(s), h5[index[" ".join(s)]][()], atol=1e-5)
+    # the token representations (word table rows and mixed layers) are the run's; an unseen word gets unk
+    _, model, inputs = _run_model("sst5", saved, test_file)
+    with torch.no_grad():
+        got = loaded.model.embedder(loaded.inputs.encode(tokens[:-1]))
+        torch.testing.assert_close(got, model.embedder(inputs.encode(tokens[:-1])), atol=1e-5, rtol=0)
+    assert loaded.inputs.encode(tokens[-1:]).word_ids[0, -1].item() == 1  # UNK_INDEX
 
 
 def test_ner_tags_give_the_runs_test_f1(in_lm):
@@ -164,6 +196,7 @@ def test_ner_tags_give_the_runs_test_f1(in_lm):
     metric = SpanF1("tags")
     metric.update([r["tags"] for r in out], {"tags": [list(x.tags) for x in gold]})
     assert metric.compute()["f1"] == pytest.approx(record["test"], abs=1e-9)
+    assert out == _run_records("ner", saved, test_file)
     assert json.loads((saved / "task-model.json").read_text())["vocabularies"]["labels"][0] == "O"
 
 
@@ -177,6 +210,7 @@ def test_snli_pairs_give_the_runs_test_accuracy_and_refuse_sentences(in_lm, caps
     assert [(r["premise"], r["hypothesis"]) for r in out] == [(list(x.premise), list(x.hypothesis)) for x in gold]
     accuracy = sum(r["label"] == LABELS[x.label] for r, x in zip(out, gold)) / len(gold)
     assert accuracy == pytest.approx(record["test"], abs=1e-9)
+    assert out == _run_records("snli", saved, Path(test_file))
     capsys.readouterr()
     assert _predict("--task-model", str(saved), "--input-format", "sentences", test_file, "--output", "x") == 1
     err = capsys.readouterr().err.strip()
@@ -214,7 +248,11 @@ def test_bad_input_is_one_line_naming_the_file(in_lm, capsys, tmp_path):
     assert main(["task", "--task", "sst5", "--section-json", section, "--variant", "tiny", "--output",
                  str(tmp_path / "r.json"), "--features", "sst5/f.hdf5", "--save-model", str(tmp_path / "m")]) == 1
     _one_line(capsys, "--lm-model DIR")
-    assert not (tmp_path / "r.json").exists()
+    vectors = ["--fasttext", "results/vocab/vectors.npy", "--vocab", "results/vocab/vocab.txt"]
+    assert main(["task", "--task", "sst5", "--section-json", section, "--variant", "fasttext", "--output",
+                 str(tmp_path / "r.json"), *vectors, "--save-model", str(tmp_path / "m"), "--lm-model", "model"]) == 1
+    _one_line(capsys, "a run without --features saves none")
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "m").exists()
 
 
 def _conll_section(name: str, path: Path) -> dict:

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from elmoc.errors import ConfigError
     from elmoc.io.atomic import atomic_file
     from elmoc.io.output_paths import sigterm_as_interrupt
-    from elmoc.tasks.task_model import load_task_model
+    from elmoc.tasks.task_model import load_task_model, read_instances, saved_task
 
     if args.batch_size is not None and args.batch_size < 1:
         raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}")
@@ -52,36 +52,12 @@ def run(args: argparse.Namespace) -> int:
         if args.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
+    _, task = saved_task(args.task_model)
+    instances = read_instances(task, args.input_file, args.input_format)  # bad input: refused before the LM loads
     saved = load_task_model(args.task_model, resolve_device(args.device))
-    instances = read_input(saved.task, args.input_file, args.input_format)
     with sigterm_as_interrupt():  # SIGTERM as Ctrl-C: the temporary is deleted, exit 143
         with atomic_file(args.output) as out:
             for record in saved.predict(instances, args.batch_size):
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
     return 0
 
-
-def read_input(task, path: str, input_format: str | None) -> list:
-    """The instances of ``path``: sentences (``Task.sentence_instance``) or the task's format (``Task.read_input``)."""
-    from elmoc.errors import ConfigError, InputFileError
-    from elmoc.features.sentences import read_sentences
-
-    from pathlib import Path
-
-    if not Path(path).exists():
-        raise InputFileError(path, "input file not found")
-    single = task.sentence_instance(["probe"]) is not None
-    input_format = input_format or ("sentences" if single else "task")
-    name = task.registered_name
-    if input_format == "sentences":
-        if not single:
-            raise ConfigError(f"{path}: task {name} does not read one sentence per line; give a file in its own "
-                              "format (--input-format task)")
-        return [task.sentence_instance(tokens) for tokens in read_sentences(path)]
-    try:
-        return task.read_input(path)
-    except InputFileError as e:
-        where = e.path if e.line is None else f"{e.path}:{e.line}"
-        other = " (or one sentence per line with --input-format sentences)" if single else ""
-        raise InputFileError(e.path, f"{str(e)[len(where) + 2:]}: not task {name}'s input format; give a file "
-                             f"in it{other}", e.line) from None

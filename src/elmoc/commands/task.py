@@ -27,7 +27,9 @@ DESCRIPTION = (
     "folder at a time (.train.lock; exit 73); every attempt is appended to attempts.jsonl there, and after "
     "two that crashed with the same error at the same checkpoint step a new one is refused (delete that "
     "file after fixing the cause); task.log there keeps every attempt's log lines. Long training epochs and "
-    "evaluations log done/total batches, rate and ETA every trainer.progress_seconds (default 60)."
+    "evaluations log done/total batches, rate and ETA every trainer.progress_seconds (default 60). "
+    "--save-model DIR also writes the trained model (best epoch) as a directory for `elmoc predict`, with a "
+    "copy of the --lm-model directory the --features came from in DIR/lm."
 )
 
 
@@ -140,9 +142,12 @@ def _run(args, log, guard: dict, stop) -> int:
     if args.save_model:
         from elmoc.io.output_paths import check_output_directory
 
-        if args.features and not args.lm_model:
+        if bool(args.features) != bool(args.lm_model):
             raise ConfigError("--save-model of a run on --features needs the model directory they came from: add "
-                              "--lm-model DIR (results/models/<variant>, `elmoc export`)")
+                              "--lm-model DIR (results/models/<variant>, `elmoc export`)" if args.features else
+                              "--lm-model names the LM of --features; a run without --features saves none")
+    elif args.lm_model:
+        raise ConfigError("--lm-model goes with --save-model (the LM copied into the task model directory)")
         check_output_directory(args.save_model, "task", {"--lm-model": args.lm_model})  # before hours of training
     folder = run_dir(args.output)
     lock = OutputLock(folder).acquire()  # one run per folder

@@ -204,16 +204,23 @@ def task_inputs(directory: Path, meta: dict[str, Any], device: torch.device) -> 
     return TaskInputs(table, words, store, lowercase)
 
 
+def saved_task(directory: str | Path) -> tuple[dict[str, Any], Task]:
+    """(``task-model.json``, the task it describes with its saved vocabularies): no weights, no LM."""
+    from elmoc.tasks.config import build_task
+
+    meta = read_meta(directory)
+    task, _ = build_task(meta["section"], f"{Path(directory) / META} section")
+    task.use_vocabularies(meta["vocabularies"])
+    return meta, task
+
+
 def load_task_model(directory: str | Path, device: str | torch.device = "cpu") -> SavedTaskModel:
     """The task model of ``directory`` ready to predict (module docstring)."""
     from elmoc.io.safe_load import load_weights_only
-    from elmoc.tasks.config import build_task
 
     directory = Path(directory)
-    meta = read_meta(directory)
+    meta, task = saved_task(directory)
     device = torch.device(device)
-    task, _ = build_task(meta["section"], f"{directory / META} section")
-    task.use_vocabularies(meta["vocabularies"])
     inputs = task_inputs(directory, meta, device)
     model = task.build_model(inputs)
     state = load_weights_only(directory / WEIGHTS, what="a task model's weights",
@@ -224,3 +231,29 @@ def load_task_model(directory: str | Path, device: str | torch.device = "cpu") -
         raise InputFileError(directory / WEIGHTS, f"does not fit the model the saved section builds "
                              f"({str(e).strip().splitlines()[0]}); write the task model again") from None
     return SavedTaskModel(directory, meta, task, model.to(device).eval(), inputs, device)
+
+
+def read_instances(task: Task, path: str | Path, input_format: str | None = None) -> list:
+    """The instances of ``path`` to predict on: ``sentences`` (one tokenized sentence per line,
+    :meth:`Task.sentence_instance`) or ``task`` (the task's own format, :meth:`Task.read_input`); None:
+    sentences for a single-sentence task, else task.  Bad input is one InputFileError or ConfigError
+    naming the file and the fix."""
+    from elmoc.features.sentences import read_sentences
+
+    if not Path(path).exists():
+        raise InputFileError(path, "input file not found")
+    single = task.sentence_instance(["probe"]) is not None
+    input_format = input_format or ("sentences" if single else "task")
+    name = task.registered_name
+    if input_format == "sentences":
+        if not single:
+            raise ConfigError(f"{path}: task {name} does not read one sentence per line; give a file in its own "
+                              "format (--input-format task)")
+        return [task.sentence_instance(tokens) for tokens in read_sentences(path)]
+    try:
+        return task.read_input(path)
+    except InputFileError as e:
+        where = e.path if e.line is None else f"{e.path}:{e.line}"
+        other = " (or one sentence per line with --input-format sentences)" if single else ""
+        raise InputFileError(e.path, f"{str(e)[len(where) + 2:]}: not task {name}'s input format; give a file "
+                             f"in it{other}", e.line) from None
