@@ -252,6 +252,12 @@ def test_bad_input_is_one_line_naming_the_file(in_lm, capsys, tmp_path):
     assert main(["task", "--task", "sst5", "--section-json", section, "--variant", "fasttext", "--output",
                  str(tmp_path / "r.json"), *vectors, "--save-model", str(tmp_path / "m"), "--lm-model", "model"]) == 1
     _one_line(capsys, "a run without --features saves none")
+    Path("notes").mkdir()
+    Path("notes/mine.txt").write_text("keep me\n", encoding="utf-8")
+    assert main(["task", "--task", "sst5", "--section-json", section, "--variant", "fasttext", "--output",
+                 str(tmp_path / "r.json"), *vectors, "--save-model", "notes"]) == 1  # refused before training
+    _one_line(capsys, "notes: the folder exists, is not empty")
+    assert Path("notes/mine.txt").is_file() and not (tmp_path / "r.run").exists()
     assert not (tmp_path / "r.json").exists() and not (tmp_path / "m").exists()
 
 

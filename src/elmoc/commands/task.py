@@ -146,9 +146,9 @@ def _run(args, log, guard: dict, stop) -> int:
             raise ConfigError("--save-model of a run on --features needs the model directory they came from: add "
                               "--lm-model DIR (results/models/<variant>, `elmoc export`)" if args.features else
                               "--lm-model names the LM of --features; a run without --features saves none")
+        check_output_directory(args.save_model, "task", {"--lm-model": args.lm_model})  # before hours of training
     elif args.lm_model:
         raise ConfigError("--lm-model goes with --save-model (the LM copied into the task model directory)")
-        check_output_directory(args.save_model, "task", {"--lm-model": args.lm_model})  # before hours of training
     folder = run_dir(args.output)
     lock = OutputLock(folder).acquire()  # one run per folder
     handler = keep_log(folder / TASK_TEXT_LOG)
