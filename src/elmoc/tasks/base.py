@@ -258,4 +258,5 @@ class Task:
 
     def prediction_record(self, instance: Any, prediction: Any) -> dict[str, Any]:
         """One output line of ``elmoc predict``: the instance's tokens and its prediction, labels as strings."""
-        raise NotImplementedError
+        raise ConfigError(f"task {self.registered_name!r} writes no predictions: its class needs a "
+                          "prediction_record method (tasks/base.py)")
