@@ -225,6 +225,7 @@ def _argv_output_is_input(name: str, x: str, d: str) -> list[str]:
         "fetch": ["fetch", x, "--sha256", "none", "--out", x],
         "spec": ["spec", "--config", x, "--variant", "v", "--output", x],
         "summary": ["summary", "--heldout", x, "--output", x],
+        "predict": ["predict", "--task-model", d, x, "--output", x],
         "pretrain-table": ["pretrain-table", "--inputs", x, "--output", x],
         "downstream-table": ["downstream-table", "--inputs", x, "--output", "t.md", "--runs-csv", x],
         "paper-tables": ["paper-tables", "--heldout", x, "--out-dir", x],

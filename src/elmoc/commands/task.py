@@ -31,12 +31,15 @@ DESCRIPTION = (
     "A section with encoder: fine_tune reads no --features: the bi-LM of --lm (a model directory from "
     "`elmoc export`) runs inside the task model and trains with it by the section's fine_tune recipe "
     "(ulmfit, full or frozen; docs/downstream.md); the JSON then has \"encoder\": \"fine_tune\" and its "
-    "\"recipe\"."
+    "\"recipe\". "
+    "--save-model DIR also writes the trained model (best epoch) as a directory for `elmoc predict`, with a "
+    "copy of the LM's model directory in DIR/lm (--lm of a fine-tuned run, whose fine-tuned weights are in "
+    "the task model's weights; --lm-model, the directory the --features came from, for a features run)."
 )
 
 
-INPUTS = ('config', 'features', 'fasttext', 'vocab', 'lm')  # args naming files read; an output among them is refused (cli)
-OUTPUTS = ('output',)
+INPUTS = ('config', 'features', 'fasttext', 'vocab', 'lm', 'lm_model')  # args naming files read; an output among them is refused (cli)
+OUTPUTS = ('output', 'save_model')
 
 def add_arguments(parser) -> None:
     from elmoc.commands.train import _seconds_or_auto
@@ -64,6 +67,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--stale-checkpoint", choices=["set-aside", "refuse"], default="set-aside",
                         help="a checkpoint.pt of other settings, features or data files: keep it as "
                              "checkpoint.<hash>.pt and start afresh (default), or refuse it with one line")
+    parser.add_argument("--save-model", metavar="DIR", help="also write the trained task model as a directory "
+                        "(weights, section, vocabularies, lm/) that `elmoc predict --task-model DIR` reads")
+    parser.add_argument("--lm-model", metavar="DIR", help="with --save-model and --features: the model directory "
+                        "(`elmoc export`, results/models/<variant>) the features came from; copied into DIR/lm")
 
 
 def run(args) -> int:
@@ -142,6 +149,17 @@ def _run(args, log, guard: dict, stop) -> int:
         return 0
     if not args.features and not args.fasttext and fine_tune is None:
         raise ConfigError("give --features (LM features) and/or --fasttext (word vectors)")
+    if args.save_model:
+        from elmoc.io.output_paths import check_output_directory
+
+        if bool(args.features) != bool(args.lm_model):
+            raise ConfigError("--save-model of a run on --features needs the model directory they came from: add "
+                              "--lm-model DIR (results/models/<variant>, `elmoc export`)" if args.features else
+                              "--lm-model names the LM of --features (a fine-tuned run saves the LM of --lm); "
+                              "drop it")
+        check_output_directory(args.save_model, "task", {"--lm-model": args.lm_model, "--lm": args.lm})  # before hours of training
+    elif args.lm_model:
+        raise ConfigError("--lm-model goes with --save-model (the LM copied into the task model directory)")
     folder = run_dir(args.output)
     lock = OutputLock(folder).acquire()  # one run per folder
     handler = keep_log(folder / TASK_TEXT_LOG)
@@ -215,9 +233,10 @@ def _train(args, log, guard, stop, task, trainer, section, record, folder, start
         inputs = TaskInputs.create(sentences, vectors=args.fasttext, vocab=args.vocab, features=args.features,
                                    lowercase=task.lowercase_words)
     checkpoint = TaskCheckpoint(folder / CHECKPOINT, spec, stale=args.stale_checkpoint)
+    trained = []
     try:
         result = run_task(task, inputs, args.seed, trainer, data, device, checkpoint=checkpoint, stop=stop,
-                          stop_margin_s=args.stop_margin, started=start)
+                          stop_margin_s=args.stop_margin, started=start, finished=trained.append)
     except RunInterrupted:
         return EXIT_INTERRUPTED
     record.update(result)  # its "seconds": every attempt's wall time, set-up included
@@ -227,6 +246,13 @@ def _train(args, log, guard, stop, task, trainer, section, record, folder, start
                         **({"lm": args.lm, "fine_tune": fine_tune.record()} if fine_tune is not None else {})}
     log.info("%s/%s seed %d: dev %s %.4f, test %.4f (%.0f s)", args.task, args.variant, args.seed,
              task.metric_name, record["dev"], record["test"], record["seconds"])
+    if args.save_model:
+        from elmoc.tasks.config import complete_section
+        from elmoc.tasks.task_model import save_task_model
+
+        save_task_model(args.save_model, name=args.task, section=complete_section(section, f"tasks.{args.task}"),
+                        variant=args.variant, seed=args.seed, task=task, model=trained[0], inputs=inputs,
+                        lm_dir=args.lm_model or args.lm, result=result, eval_batch_size=trainer.eval_batch_size)
     from elmoc.records import write_task_record
 
     write_task_record(args.output, record)  # checked against the record type the tables read

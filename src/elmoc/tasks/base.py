@@ -62,6 +62,20 @@ What a subclass implements (instances are any Python objects the task likes):
 * :meth:`new_metric` ``() -> Metric``.
 * :meth:`length` ``(instance) -> int`` for length bucketing (default: 1).
 
+What a saved task model needs (:mod:`elmoc.tasks.task_model`, ``elmoc task --save-model`` and
+``elmoc predict``); the defaults serve a task whose model depends on its section alone:
+
+* :meth:`vocabularies` ``() -> dict`` (JSON): what :meth:`build_model` and :meth:`collate` derive
+  from the data files (NER's tags and characters, SRL's tags), saved beside the weights;
+  :meth:`use_vocabularies` ``(saved)`` sets them again, so the model is rebuilt without the data.
+* :meth:`read_input` ``(path) -> list``: the instances of a file in the task's own format
+  (default: ``path`` read as the test split), gold labels ignored.
+* :meth:`sentence_instance` ``(tokens) -> instance``: an unlabelled instance of one sentence,
+  for a ``sentences.txt`` input; None (the default) for a task whose instances are not one
+  sentence (a pair, a predicate, a document): it then reads its own format only.
+* :meth:`prediction_record` ``(instance, prediction) -> dict`` (JSON): one instance's tokens and
+  its prediction, labels as strings; ``prediction`` is one row of ``TaskOutput.predictions``.
+
 What the tables read (:mod:`elmoc.tables`), beyond the metrics JSON the runner writes:
 
 * ``elmoc majority-baseline`` (:func:`elmoc.tables.summary.majority_baseline`) calls
@@ -220,3 +234,29 @@ class Task:
 
     def new_metric(self) -> Metric:
         raise NotImplementedError
+
+    # -- a saved task model (elmoc.tasks.task_model) ------------------------------------------
+    def vocabularies(self) -> dict[str, Any]:
+        """What the model's shape and the batches depend on beyond the section (JSON); {} here."""
+        return {}
+
+    def use_vocabularies(self, saved: dict[str, Any]) -> None:
+        """Set what :meth:`vocabularies` returned, instead of reading the data files."""
+
+    def read_input(self, path: str | Path) -> list:
+        """Instances of ``path``, a file in the task's own format (read as the test split)."""
+        saved = self.paths
+        self.paths = {**saved, "test": str(path)}
+        try:
+            return self.read("test")
+        finally:
+            self.paths = saved
+
+    def sentence_instance(self, tokens: Sequence[str]) -> Any:
+        """An unlabelled instance of one sentence, or None when the task's instances are not single sentences."""
+        return None
+
+    def prediction_record(self, instance: Any, prediction: Any) -> dict[str, Any]:
+        """One output line of ``elmoc predict``: the instance's tokens and its prediction, labels as strings."""
+        raise ConfigError(f"task {self.registered_name!r} writes no predictions: its class needs a "
+                          "prediction_record method (tasks/base.py)")

@@ -435,3 +435,8 @@ class CorefTask(Task):
 
     def new_metric(self) -> CorefMetric:
         return CorefMetric()
+
+    def prediction_record(self, instance: CorefInstance, prediction: list[list[Span]]) -> dict[str, Any]:
+        """``{"doc_key", "sentences", "clusters"}``: clusters of inclusive document-level ``[start, end]`` token offsets."""
+        return {"doc_key": instance.doc_key, "sentences": [list(s) for s in instance.sentences],
+                "clusters": [[[int(a), int(b)] for a, b in cluster] for cluster in prediction]}

@@ -195,7 +195,8 @@ class NerTask(Task):
         self._chars = chars
 
     def build_model(self, inputs) -> CrfTagger:
-        self._vocabularies()
+        if self._labels is None:
+            self._vocabularies()
         o = dict(self.model_options)
         embedder = inputs.embedder(layer_norm=o.pop("layer_norm"), feature_dropout=o.pop("feature_dropout"),
                                    trainable_words=o.pop("trainable_words"))
@@ -220,3 +221,19 @@ class NerTask(Task):
 
     def new_metric(self) -> SpanF1:
         return SpanF1("tags")
+
+    def vocabularies(self) -> dict[str, Any]:
+        """``{"labels": [BIOUL tags], "chars": {char: id}}`` (read from the data when not set)."""
+        if self._labels is None:
+            self._vocabularies()
+        return {"labels": list(self._labels), "chars": dict(self._chars)}
+
+    def use_vocabularies(self, saved: dict[str, Any]) -> None:
+        self._labels, self._chars = list(saved["labels"]), dict(saved["chars"])
+
+    def sentence_instance(self, tokens: Sequence[str]) -> TaggedSentence:
+        return TaggedSentence(tuple(tokens), ("O",) * len(tokens))
+
+    def prediction_record(self, instance: TaggedSentence, prediction: Sequence[str]) -> dict[str, Any]:
+        """``{"tokens", "tags"}``: one BIOUL tag per token."""
+        return {"tokens": list(instance.tokens), "tags": list(prediction)}

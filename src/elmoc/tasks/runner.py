@@ -275,7 +275,8 @@ def evaluate(task: Task, model, instances: Sequence[Any], inputs: TaskInputs, ba
 def run_task(task: Task, inputs: TaskInputs, seed: int, trainer: TrainerConfig,
              data: dict[str, list] | None = None, device: torch.device | str = "cpu", *,
              checkpoint: TaskCheckpoint | None = None, stop: StopSignals | None = None,
-             stop_margin_s: float | None = None, started: float | None = None) -> dict[str, Any]:
+             stop_margin_s: float | None = None, started: float | None = None,
+             finished: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """Train on train, early-stop on dev, score test.
 
     Args:
@@ -293,6 +294,8 @@ def run_task(task: Task, inputs: TaskInputs, seed: int, trainer: TrainerConfig,
             longest checkpoint write + a step), :class:`elmoc.train.signals.Deadline`).
         started: when this attempt started (``time.time()``; None: now), so that the run's
             ``seconds`` count the caller's set-up (reading data, loading vectors) too.
+        finished: called with the trained model (the best epoch's weights) once test is scored
+            (``elmoc task --save-model`` writes it); not called on a stop.
 
     Returns:
         ``{"metric", "metric_label", "dev", "test", "extra_scores", "dev_all", "test_all", "num_train",
@@ -306,8 +309,11 @@ def run_task(task: Task, inputs: TaskInputs, seed: int, trainer: TrainerConfig,
         RunInterrupted: stopped by a signal or the time limit, the checkpoint saved.
     """
     with deterministic_mode(trainer.deterministic):
-        return TaskTrainer(task, inputs, seed, trainer, data, device, checkpoint, stop, stop_margin_s,
-                           started).run()
+        run = TaskTrainer(task, inputs, seed, trainer, data, device, checkpoint, stop, stop_margin_s, started)
+        result = run.run()
+    if finished is not None:
+        finished(run.model)
+    return result
 
 
 class TaskTrainer:

@@ -240,3 +240,8 @@ class SnliTask(Task):
 
     def new_metric(self) -> Accuracy:
         return Accuracy("label")
+
+    def prediction_record(self, instance: PairInstance, prediction: Any) -> dict[str, Any]:
+        """``{"premise", "hypothesis", "label"}``, the label one of :data:`LABELS`."""
+        return {"premise": list(instance.premise), "hypothesis": list(instance.hypothesis),
+                "label": LABELS[int(prediction)]}

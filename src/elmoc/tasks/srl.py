@@ -229,3 +229,14 @@ class SrlTask(Task):
 
     def new_metric(self) -> SrlMetric:
         return SrlMetric()
+
+    def vocabularies(self) -> dict[str, Any]:
+        """``{"labels": [BIO tags]}`` of the training data."""
+        return {"labels": list(self._labels())}
+
+    def use_vocabularies(self, saved: dict[str, Any]) -> None:
+        self.labels = list(saved["labels"])
+
+    def prediction_record(self, instance: SrlInstance, prediction: Sequence[str]) -> dict[str, Any]:
+        """``{"tokens", "predicate", "tags"}``: the predicate's token index (None: none) and one BIO tag per token."""
+        return {"tokens": list(instance.words), "predicate": instance.predicate_index, "tags": list(prediction)}

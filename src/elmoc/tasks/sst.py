@@ -379,3 +379,19 @@ class SstTask(Task):
 
     def new_metric(self) -> Accuracy:
         return Accuracy("label")
+
+    def read_input(self, path: str | Path) -> list[SentimentInstance]:
+        """The sentences of ``path`` in the section's format (a polarity file is read whole, not split)."""
+        if self.format == "json-tar":
+            raise ConfigError(f"{path}: a json-tar task model reads no tarball to predict on; give one sentence "
+                              "per line with --input-format sentences")
+        if self.format == "polarity":
+            return read_polarity(path, self.encoding)
+        return super().read_input(path)
+
+    def sentence_instance(self, tokens: Sequence[str]) -> SentimentInstance:
+        return SentimentInstance(tuple(tokens), 0)
+
+    def prediction_record(self, instance: SentimentInstance, prediction: Any) -> dict[str, Any]:
+        """``{"tokens", "label"}``: the class as the data numbers it (SST 0-4, a binary view 0/1)."""
+        return {"tokens": list(instance.tokens), "label": str(int(prediction))}
