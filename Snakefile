@@ -44,6 +44,7 @@ include: "workflow/rules/bench.smk"
 include: "workflow/rules/export.smk"
 include: "workflow/rules/distill.smk"
 include: "workflow/rules/prune.smk"
+include: "workflow/rules/finetune.smk"
 
 
 rule all:
