@@ -48,8 +48,8 @@ def test_each_task_variant_recipe_and_seed_is_one_fine_tuning_task_run(tmp_path)
     assert counts["total"] == 65 + 6 + 2 + 1, counts
     commands = task_commands(r.stdout, "finetune")
     outputs = sorted(option(c, "--output") for c in commands)
-    assert outputs == [f"results/finetune/sentiment/{v}/{recipe}/seed1.json"
-                       for v in ("elmo", "elmo-c") for recipe in ("frozen", "full", "ulmfit")]
+    assert outputs == sorted(f"results/finetune/sentiment/{v}/{recipe}/seed1.json"
+                             for v in ("elmo", "elmo-c") for recipe in ("frozen", "full", "ulmfit"))
     ulmfit = next(c for c in commands if option(c, "--output") == "results/finetune/sentiment/elmo-c/ulmfit/seed1.json")
     assert option(ulmfit, "--lm") == "results/models/elmo-c" and "--features" not in ulmfit
     assert option(ulmfit, "--fasttext") == "results/fasttext/cc.bin"  # the demo task's with_fasttext
