@@ -497,7 +497,7 @@ def check_fine_tune():
 def recipe_lm_finetune(recipe):
     """Whether the recipe starts from the LM fine-tuned on the task's text (the recipe's
     `lm_finetune`, else the block's)."""
-    entry = fine_tune_block()["recipes"][recipe] or {}
+    entry = fine_tune_block()["recipes"][recipe]
     return bool(entry.get("lm_finetune", fine_tune_block().get("lm_finetune", False)))
 
 
@@ -511,7 +511,7 @@ def finetune_lm_dir(task, variant, recipe):
 
 def finetune_section_json(wildcards):
     """The task section with `encoder: fine_tune` and the recipe's options as its `fine_tune:`."""
-    entry = fine_tune_block()["recipes"][wildcards.recipe] or {}
+    entry = fine_tune_block()["recipes"][wildcards.recipe]
     options = {k: v for k, v in entry.items() if k not in FINETUNE_WORKFLOW_KEYS}
     return section_json({**task_section(wildcards.task), "encoder": "fine_tune", "fine_tune": options})
 
