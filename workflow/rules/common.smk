@@ -201,7 +201,7 @@ def task_job_threads(wildcards):
 
 def task_job_params():
     """The params of an `elmoc task` job from resources.task_run (with the task's override): the
-    GPU wrapper, --device, --threads and --stop-margin (task_job_options)."""
+    GPU wrapper, --device, --threads and --stop-margin (TASK_JOB_OPTIONS)."""
     return {
         "with_gpus": lambda w: with_gpus(task_run_job(w.task)["gpus"]),
         "device": lambda w: device_for(task_run_job(w.task)["gpus"]),
