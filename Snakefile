@@ -45,6 +45,7 @@ include: "workflow/rules/export.smk"
 include: "workflow/rules/distill.smk"
 include: "workflow/rules/prune.smk"
 include: "workflow/rules/lm_finetune.smk"
+include: "workflow/rules/finetune.smk"
 
 
 rule all:

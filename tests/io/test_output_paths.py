@@ -228,6 +228,7 @@ def _argv_output_is_input(name: str, x: str, d: str) -> list[str]:
         "predict": ["predict", "--task-model", d, x, "--output", x],
         "pretrain-table": ["pretrain-table", "--inputs", x, "--output", x],
         "downstream-table": ["downstream-table", "--inputs", x, "--output", "t.md", "--runs-csv", x],
+        "finetune-table": ["finetune-table", "--inputs", x, "--output", "t.md", "--csv", x],
         "paper-tables": ["paper-tables", "--heldout", x, "--out-dir", x],
         "beyond-table": ["beyond-table", "--tasks", x, "--out-dir", x],
         "figures": ["figures", "--bench", x, "--out-dir", x],

@@ -173,19 +173,59 @@ def task_run_job(task):
     return job
 
 
-def task_run_rules():
-    """[(name, task wildcard regex or None, retries)] of the task_run rules. Snakemake's `retries` are per
-    rule, so a task whose override sets its own retries gets a rule of its own,
-    task_run_<task>; rule task_run runs every other task (all of them without such overrides)."""
+def task_job_rules(base, tasks):
+    """[(name, task wildcard regex or None, retries)] of the rules named ``base`` that run `elmoc task`
+    jobs for ``tasks`` (task_run; finetune_run). Snakemake's `retries` are per rule, so a task whose
+    resources.task_run.tasks override sets its own retries gets a rule of its own, ``<base>_<task>``;
+    rule ``base`` runs every other task (all of them without such overrides)."""
     default = RESOURCES["task_run"]["retries"]
-    own = [t for t, o in RESOURCES["task_run"]["tasks"].items() if (o or {}).get("retries", default) != default]
-    rules = [(f"task_run_{re.sub(r'[^0-9A-Za-z_]', '_', t)}", re.escape(t), task_run_job(t)["retries"]) for t in own]
-    others = [t for t in task_sections() if t not in own]
+    own = [t for t, o in RESOURCES["task_run"]["tasks"].items()
+           if (o or {}).get("retries", default) != default and t in tasks]
+    rules = [(f"{base}_{re.sub(r'[^0-9A-Za-z_]', '_', t)}", re.escape(t), task_run_job(t)["retries"]) for t in own]
+    others = [t for t in tasks if t not in own]
     if not own:
-        rules.append(("task_run", None, default))
+        rules.append((base, None, default))
     elif others:
-        rules.append(("task_run", "|".join(re.escape(t) for t in others), default))
+        rules.append((base, "|".join(re.escape(t) for t in others), default))
     return rules
+
+
+def task_run_rules():
+    """The task_run rules (task_job_rules) of every task section."""
+    return task_job_rules("task_run", task_sections())
+
+
+def task_job_threads(wildcards):
+    return task_run_job(wildcards.task)["threads"]
+
+
+def task_job_params():
+    """The params of an `elmoc task` job from resources.task_run (with the task's override): the
+    GPU wrapper, --device, --threads and --stop-margin (TASK_JOB_OPTIONS)."""
+    return {
+        "with_gpus": lambda w: with_gpus(task_run_job(w.task)["gpus"]),
+        "device": lambda w: device_for(task_run_job(w.task)["gpus"]),
+        "threads": task_job_threads,
+        "stop_margin": lambda w: task_run_job(w.task)["stop_margin_s"] or "auto",
+    }
+
+
+def task_job_resources():
+    """The resources of an `elmoc task` job from resources.task_run (with the task's override); SLURM
+    sends SIGUSR1 signal_lead_s before the time limit (replaces the SLURM profile's default)."""
+    return {
+        "gpu": lambda w: task_run_job(w.task)["gpus"],
+        "mem_mb": lambda w: task_run_job(w.task)["mem_mb"],
+        "runtime": lambda w: task_run_job(w.task)["runtime"],
+        "slurm_partition": lambda w: slurm_partition(task_run_job(w.task)["gpus"]),
+        "slurm_extra": lambda w: f"'--signal=USR1@{task_run_job(w.task)['signal_lead_s']}'",
+    }
+
+
+# The end of every `elmoc task` job's command line (the params of task_job_params): a stopped job
+# saves its checkpoint and exits 75; a changed input sets the old checkpoint aside.
+TASK_JOB_OPTIONS = (" --device {params.device} --threads {params.threads} --stop-margin {params.stop_margin}"
+                    " --stale-checkpoint set-aside --output {output} > {log} 2>&1")
 
 
 def check_resources():
@@ -378,28 +418,125 @@ def task_vectors_needed(task, variant):
     return task_has_data(task) and (variant == BASELINE or task_section(task)["with_fasttext"])
 
 
+def task_vector_inputs(task, variant):
+    """{"vectors": the fastText .bin, "vocab": tasks.vocab} of a run that reads word vectors, else {}."""
+    if not task_vectors_needed(task, variant):
+        return {}
+    inputs = {"vectors": config["tasks"].get("vectors", "results/fasttext/cc.bin")}
+    if config["tasks"].get("vocab"):
+        inputs["vocab"] = config["tasks"]["vocab"]
+    return inputs
+
+
 def task_run_inputs(wildcards):
     inputs = {"data": task_data_inputs(wildcards)}
     if not task_has_data(wildcards.task):
         return {}
     if wildcards.variant != BASELINE:
         inputs["features"] = f"results/features/{wildcards.variant}/{wildcards.task}.hdf5"
-    if task_vectors_needed(wildcards.task, wildcards.variant):
-        inputs["vectors"] = config["tasks"].get("vectors", "results/fasttext/cc.bin")
-        if config["tasks"].get("vocab"):
-            inputs["vocab"] = config["tasks"]["vocab"]
-    return inputs
+    return {**inputs, **task_vector_inputs(wildcards.task, wildcards.variant)}
+
+
+# `elmoc task` options naming an input of the job (rule input name -> option)
+TASK_INPUT_OPTIONS = {"features": "--features", "lm": "--lm", "vectors": "--fasttext", "vocab": "--vocab"}
 
 
 def task_run_args(wildcards, input):
+    """The options of `elmoc task` naming the job's inputs (--features or --lm, --fasttext, --vocab)."""
     args = []
-    if "features" in input.keys():
-        args += ["--features", input.features]
-    if "vectors" in input.keys():
-        args += ["--fasttext", input.vectors]
-    if "vocab" in input.keys():
-        args += ["--vocab", input.vocab]
+    for name, option in TASK_INPUT_OPTIONS.items():
+        if name in input.keys():
+            args += [option, getattr(input, name)]
     return " ".join(args)
+
+
+# --- functions of finetune.smk ---
+# The workflow's own keys of a fine_tune recipe (the rest is the task section's `fine_tune:` mapping).
+FINETUNE_WORKFLOW_KEYS = ("lm_finetune",)
+
+
+def fine_tune_block():
+    """Config `fine_tune` (absent: {}): recipes, variants, tasks, seeds, lm_finetune."""
+    return config.get("fine_tune") or {}
+
+
+def finetune_recipes():
+    return list(fine_tune_block().get("recipes") or {})
+
+
+def finetune_variants():
+    return list(fine_tune_block().get("variants") or [])
+
+
+def finetune_tasks():
+    return list(fine_tune_block().get("tasks") or [])
+
+
+def finetune_active():
+    """Whether the config asks for fine-tuning runs: a recipe, a variant and a task at least."""
+    return bool(finetune_recipes() and finetune_variants() and finetune_tasks())
+
+
+def finetune_seeds():
+    seeds = fine_tune_block().get("seeds")
+    return list(config["tasks"].get("seeds", [1, 2, 3]) if seeds is None else seeds)
+
+
+def check_fine_tune():
+    """fine_tune.tasks must be task sections, fine_tune.variants pretraining variants."""
+    if not finetune_active():
+        return
+    for key, names, known, where in (("tasks", finetune_tasks(), task_sections(), "tasks.<name> with a type"),
+                                      ("variants", finetune_variants(), variants(), "pretrain.variants")):
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise WorkflowError(f"config fine_tune.{key} names {unknown}, which are not in {where} ({known});"
+                                f" add them there or remove them from fine_tune.{key}")
+
+
+def recipe_lm_finetune(recipe):
+    """Whether the recipe starts from the LM fine-tuned on the task's text (the recipe's
+    `lm_finetune`, else the block's)."""
+    entry = fine_tune_block()["recipes"][recipe]
+    value = entry.get("lm_finetune", fine_tune_block().get("lm_finetune", False))
+    return value is True or isinstance(value, dict)  # a mapping: the options of `elmoc lm-finetune`
+
+
+def finetune_lm_dir(task, variant, recipe):
+    """The model directory of `elmoc task --lm`: the variant's export (rule export_model), or its LM
+    fine-tuned on the task's text (rule lm_finetune, workflow/rules/lm_finetune.smk)."""
+    if recipe_lm_finetune(recipe):
+        return f"results/lm_finetune/{variant}/{task}/model"
+    return f"results/models/{variant}"
+
+
+def finetune_section_json(wildcards):
+    """The task section with `encoder: fine_tune` and the recipe's options as its `fine_tune:`."""
+    entry = fine_tune_block()["recipes"][wildcards.recipe]
+    options = {k: v for k, v in entry.items() if k not in FINETUNE_WORKFLOW_KEYS}
+    return section_json({**task_section(wildcards.task), "encoder": "fine_tune", "fine_tune": options})
+
+
+def finetune_run_inputs(wildcards):
+    inputs = {"data": task_data_inputs(wildcards),
+              "lm": finetune_lm_dir(wildcards.task, wildcards.variant, wildcards.recipe)}
+    return {**inputs, **task_vector_inputs(wildcards.task, wildcards.variant)}
+
+
+def finetune_results():
+    """Every metrics JSON of the fine-tuning runs (results/finetune/{task}/{variant}/{recipe}/seed{seed}.json)."""
+    if not finetune_active():
+        return []
+    return expand("results/finetune/{task}/{variant}/{recipe}/seed{seed}.json", task=finetune_tasks(),
+                  variant=finetune_variants(), recipe=finetune_recipes(), seed=finetune_seeds())
+
+
+def finetune_feature_results():
+    """The feature-based runs the fine-tuned ones sit beside in the table (rule task_run)."""
+    if not finetune_active():
+        return []
+    return expand("results/tasks/{task}/{variant}/seed{seed}.json", task=finetune_tasks(),
+                  variant=finetune_variants(), seed=finetune_seeds())
 
 
 # --- functions of tables.smk ---

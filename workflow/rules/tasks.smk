@@ -58,22 +58,14 @@ for _rule_name, _tasks, _retries in task_run_rules():
             section=lambda w: section_json(task_section(w.task)),
             inputs=task_run_args,
             scale=config.get("scale", "demo"),
-            with_gpus=lambda w: with_gpus(task_run_job(w.task)["gpus"]),
-            device=lambda w: device_for(task_run_job(w.task)["gpus"]),
-            threads=lambda w: task_run_job(w.task)["threads"],
-            stop_margin=lambda w: task_run_job(w.task)["stop_margin_s"] or "auto",
+            **task_job_params(),
         log:
             "logs/tasks/{task}.{variant}.seed{seed}.log",
         benchmark:
             "logs/benchmarks/tasks/{task}.{variant}.seed{seed}.tsv"
-        threads: lambda w: task_run_job(w.task)["threads"]
+        threads: task_job_threads
         resources:
-            gpu=lambda w: task_run_job(w.task)["gpus"],
-            mem_mb=lambda w: task_run_job(w.task)["mem_mb"],
-            runtime=lambda w: task_run_job(w.task)["runtime"],
-            slurm_partition=lambda w: slurm_partition(task_run_job(w.task)["gpus"]),
-            # SIGUSR1 signal_lead_s before the time limit (replaces the SLURM profile's default)
-            slurm_extra=lambda w: f"'--signal=USR1@{task_run_job(w.task)['signal_lead_s']}'",
+            **task_job_resources(),
         # retried by the main Snakemake process only: under the SLURM executor the Snakemake
         # inside the job (remote mode) would rerun a stopped job in the same, ending allocation
         retries: 0 if workflow.remote_exec else _retries
@@ -82,5 +74,4 @@ for _rule_name, _tasks, _retries in task_run_rules():
         shell:
             "{params.with_gpus} {params.elmoc} task --task {wildcards.task} --section-json {params.section:q}"
             " --variant {wildcards.variant} --seed {wildcards.seed} --scale {params.scale} {params.inputs}"
-            " --device {params.device} --threads {params.threads} --stop-margin {params.stop_margin}"
-            " --stale-checkpoint set-aside --output {output} > {log} 2>&1"
+            + TASK_JOB_OPTIONS
