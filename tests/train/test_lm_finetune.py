@@ -208,3 +208,20 @@ def test_split_keeps_the_last_tenth_heldout(tmp_path):
     assert heldout == ["s22", "s23", "s24"] and train_part == [f"s{i}" for i in range(22)]
     path.write_text("a b\nc d\n")
     assert split_text(path) == (["a b"], ["c d"])
+
+
+def test_a_heldout_shorter_than_a_batch_gets_fewer_rows_not_an_error(work):
+    """A test fixture's task text (CI's rehearsal: 20 SST sentences, 2 heldout of one word each)
+    may hold fewer heldout tokens than the LM's heldout batch has rows: the job fine-tunes with
+    fewer heldout rows instead of failing."""
+    from elmoc.model_file import save_checkpoint
+
+    for run in runs(load_checkpoint(Path("lm/tiny/forward/model.pt"))["spec"]):
+        payload = load_checkpoint(Path(f"lm/tiny/{run}/model.pt"))
+        payload["spec"]["train"]["eval_batch_size"] = 8  # 8 rows need 9 heldout tokens
+        save_checkpoint(Path(f"lm/tiny/{run}/model.pt"), payload)
+    Path("short.txt").write_text("\n".join(TASK * 3 + ["no", "yes"]) + "\n")  # 14 lines: "no", "yes" heldout
+    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "short.txt", "--output", "ft/tiny/short/model",
+                 "--threads", "1", "--section-json", SECTION]) == 0
+    assert Path("ft/tiny/short/text/heldout.txt").read_text().split() == ["no", "yes"]
+    assert Path("ft/tiny/short/model/elmoc-model.json").is_file()

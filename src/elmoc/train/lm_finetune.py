@@ -155,6 +155,15 @@ def finetune_spec(spec: dict[str, Any], train_dir: Path, heldout: Path, settings
         train_section.pop(key, None)
     if settings.lr is not None:
         spec["optimizer"] = {"type": "adam", "lr": settings.lr}
+    # a short task text's heldout (a test fixture's last sentences) may hold fewer tokens than the
+    # spec's heldout batch has rows: fewer rows, not a failed job (each row needs 2 tokens at least)
+    rows = train_section.get("eval_batch_size") or train_section.get("batch_size") or 1
+    words = [line.split() for line in heldout.read_text(encoding="utf-8").splitlines()]
+    fits = max(1, sum(len(w) + 1 for w in words if w) - 1)  # every sentence + one boundary, a lower bound
+    if rows > fits:
+        log.info("%s: %d heldout tokens or more, fewer than %d rows: heldout batches of %d rows", heldout,
+                 fits + 1, rows, fits)
+        train_section["eval_batch_size"] = fits
     return spec
 
 
