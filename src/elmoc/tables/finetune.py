@@ -56,8 +56,9 @@ def run_mode(data: dict, path: Path) -> Mode:
     return Mode(f"{recipe} [{name}]", f"fine-tune: {recipe} [{name}]")
 
 
-def read_mode_runs(paths: Iterable[str | Path]) -> tuple[pd.DataFrame, dict[str, str], dict[str, str]]:
-    """(long table, mode key -> label, task key -> column label) of the metrics JSONs ``paths``.
+def read_mode_runs(paths: Iterable[str | Path]) -> tuple[pd.DataFrame, dict[str, str], dict[str, tuple[str, str]]]:
+    """(long table, mode key -> label, task key -> (column name, the metric's label)) of the metrics
+    JSONs ``paths``.
 
     The long table has one row per score (``task, variant, seed, mode, test, status, scale,
     seconds, path``; an extra score is task ``<task>:<name>``).  Two results of one task,
@@ -76,11 +77,12 @@ def read_mode_runs(paths: Iterable[str | Path]) -> tuple[pd.DataFrame, dict[str,
                "test": record.test, "status": record.status, "scale": record.scale, "seconds": record.seconds,
                "path": str(path)}
         rows.append(row)
-        labels.setdefault(record.task, f"{record.task} {record.metric_label}")
+        # short column names (task + metric name); a longer label is kept for the table's notes
+        labels.setdefault(record.task, (f"{record.task} {record.metric}", record.metric_label))
         for name, extra in record.extra_scores.items():
             task = extra_task(record.task, name)
             rows.append({**row, "task": task, "test": extra.test})
-            labels.setdefault(task, f"{record.task} {extra.label}")
+            labels.setdefault(task, (f"{record.task} {name}", extra.label))
     if not rows:
         raise InputFileError("(none)", "no task result files given")
     return pd.DataFrame(rows), modes, labels
@@ -111,7 +113,9 @@ def finetune_view(paths: Iterable[str | Path]) -> Table:
     tasks = task_order(long, only_seen=True)
     columns = ["Variant", "Mode"]
     for t in tasks:
-        columns += [labels[t], f"{labels[t]} time", f"{labels[t]} (paper, features)"]
+        name = labels[t][0]
+        columns += [name, f"{name} time", f"{name} (paper, features)"]
+    metrics = [f"{labels[t][0]}: {labels[t][1]}" for t in tasks if labels[t][1] and labels[t][1] not in labels[t][0]]
     order = [FEATURES] + [m for m in modes if m != FEATURES]
     rows = []
     for variant in dict.fromkeys(long.variant):
@@ -125,5 +129,6 @@ def finetune_view(paths: Iterable[str | Path]) -> Table:
                 row += [score_cell(task_runs, variant, t), mean_seconds(task_runs),
                         paper_cell(variant, t) if mode == FEATURES else None]
             rows.append(row)
-    return Table("finetune", "Features and fine-tuning side by side", CAPTION, columns, rows, NOTES,
+    notes = NOTES + ([f"Metrics: {'; '.join(metrics)}."] if metrics else [])
+    return Table("finetune", "Features and fine-tuning side by side", CAPTION, columns, rows, notes,
                  md_heading="#")
