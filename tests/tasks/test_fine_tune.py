@@ -263,3 +263,21 @@ def test_layers_of_a_transformer_stack_input_blocks_and_final_norm():
     assert by_part["input_layer.table"] == {0} and by_part["encoder.input_projection.weight"] == {0}
     assert by_part["encoder.blocks.0"] == {1} and by_part["encoder.blocks.1"] == {2}
     assert by_part["encoder.final_norm.weight"] == {2}  # after the blocks: the top layer's
+
+
+def test_bf16_on_a_device_without_it_runs_fp32_and_says_so(tmp_path, model_dir, monkeypatch, caplog):
+    """A GPU before Ampere has no bf16 autocast: the LM runs in fp32 (the same layers as an fp32
+    run) and one warning says so."""
+    from elmoc.tasks import fine_tune
+
+    _, _, sentences, fp32_inputs, _ = _setup("sst5", tmp_path, model_dir, "full")
+    _, _, _, inputs, _ = _setup("sst5", tmp_path, model_dir, "full", precision="bf16")
+    monkeypatch.setattr(fine_tune, "bf16_ok", lambda device: False)
+    embedder, reference = inputs.embedder(), fp32_inputs.embedder()
+    with caplog.at_level("WARNING", logger="elmoc.tasks.fine_tune"):
+        first = embedder.lm_layers(sentences[:2])
+        embedder.lm_layers(sentences[:2])
+    assert first.dtype == torch.float32
+    torch.testing.assert_close(first, reference.lm_layers(sentences[:2]), rtol=0, atol=0)
+    said = [r for r in caplog.records if "no bf16 autocast" in r.getMessage()]
+    assert len(said) == 1

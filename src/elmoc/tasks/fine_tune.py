@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import contextlib
 import dataclasses
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,8 @@ from elmoc.config_section import Section
 from elmoc.errors import ConfigError
 from elmoc.features.bilm import BiLM
 from elmoc.tasks.embedder import TaskInputs, TextBatch, TokenEmbedder
+
+log = logging.getLogger(__name__)
 
 RECIPES = ("ulmfit", "full", "frozen")
 PRECISIONS = ("fp32", "bf16")
@@ -205,8 +208,12 @@ class LMTokenEmbedder(TokenEmbedder):
             with torch.no_grad():
                 return self.lm.embed(tokens)[0].transpose(0, 1)
         device = next(self.lm.parameters()).device
-        cast = (torch.autocast(device.type, dtype=torch.bfloat16) if s.precision == "bf16" and bf16_ok(device)
-                else contextlib.nullcontext())
+        bf16 = s.precision == "bf16" and bf16_ok(device)
+        if s.precision == "bf16" and not bf16 and not getattr(self, "_said_fp32", False):
+            log.warning("fine_tune.precision bf16: %s has no bf16 autocast (a GPU before Ampere); the LM runs in "
+                        "fp32", device)
+            self._said_fp32 = True
+        cast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
         def run(*_: torch.Tensor) -> torch.Tensor:
             with cast:
