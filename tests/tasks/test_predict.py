@@ -170,14 +170,18 @@ def test_sst_predictions_give_the_runs_test_score_and_extract_numbers(in_lm):
     # the in-process features are the numbers `elmoc extract` wrote
     from elmoc.tasks.task_model import load_task_model
 
+    from elmoc.tasks.fine_tune import LMInputs
+
     loaded = load_task_model(saved)
-    store = loaded.inputs.store
+    # a features model runs its LM as the frozen fine-tuning recipe does, with the weights of lm/
+    assert isinstance(loaded.inputs, LMInputs) and loaded.inputs.fine_tune.recipe == "frozen"
     tokens = [list(x.tokens) for x in gold] + [["an", "unseen", "wordzz"]]
-    store.fill(tokens)
+    with torch.no_grad():
+        layers = loaded.model.embedder.lm_layers(tokens)  # (layers, batch, words, dim)
     with h5py.File("sst5/f.hdf5") as h5:
         index = json.loads(h5["sentence_to_index"][0])
-        for s in tokens[:-1]:
-            np.testing.assert_allclose(store.get(s), h5[index[" ".join(s)]][()], atol=1e-5)
+        for i, s in enumerate(tokens[:-1]):
+            np.testing.assert_allclose(layers[:, i, :len(s)].numpy(), h5[index[" ".join(s)]][()], atol=1e-5)
     # the token representations (word table rows and mixed layers) are the run's; an unseen word gets unk
     _, model, inputs = _run_model("sst5", saved, test_file)
     with torch.no_grad():

@@ -15,8 +15,11 @@ The directory (replaced whole by its writer, :func:`elmoc.io.output_paths.output
 
 The word table's numbers are in ``weights.pt`` (the embedder's ``words.weight``); a word outside
 ``words.json`` gets the unk row, as an unseen word did in training.  LM features are computed in
-process by the frozen bi-LM of ``lm/`` (:class:`FrozenLMFeatures`), the numbers ``elmoc extract``
-writes for the same sentences up to float rounding of other batch shapes.  :func:`task_inputs` is the
+process by the bi-LM of ``lm/`` run as fine-tuning runs it (:class:`~elmoc.tasks.fine_tune.LMInputs`):
+with the ``frozen`` recipe for a model trained on extracted features (the numbers ``elmoc extract``
+writes for the same sentences, up to float rounding of other batch shapes; the LM's weights, which such
+a model's ``weights.pt`` does not hold, are those of ``lm/``), with the run's recipe and its
+fine-tuned weights (in ``weights.pt``) for a fine-tuned one.  :func:`task_inputs` is the
 one place that turns the directory's ``encoder`` into the model's inputs.
 """
 from __future__ import annotations
@@ -32,7 +35,6 @@ import numpy as np
 import torch
 
 from elmoc.errors import ConfigError, InputFileError
-from elmoc.features.store import sentence_key
 from elmoc.tasks.base import Task, TaskModel
 from elmoc.tasks.embedder import TaskInputs
 
@@ -42,34 +44,6 @@ WORDS = "words.json"
 LM_DIR = "lm"
 FORMAT = 1
 NOT_A_TASK_MODEL = "not a task model directory (no task-model.json); write one with `elmoc task ... --save-model DIR`"
-
-
-class FrozenLMFeatures:
-    """The interface of :class:`~elmoc.features.store.FeatureStore` that :class:`TaskInputs` reads
-    (``num_layers``, ``dim``, ``get``), over features a frozen bi-LM computes for the sentences given
-    to :meth:`fill` (those of the instances about to be predicted; the previous ones are dropped).
-
-    Args:
-        bilm: a :class:`~elmoc.features.bilm.BiLM` (``load_bilm``), on the device it runs on.
-        batch_size: sentences per bi-LM batch.
-    """
-
-    def __init__(self, bilm, batch_size: int = 64):
-        self.bilm, self.batch_size = bilm.eval(), batch_size
-        self.num_layers, self.dim = int(bilm.num_layers), int(bilm.output_dim)
-        self._arrays: dict[str, np.ndarray] = {}
-
-    def fill(self, sentences: Sequence[Sequence[str]]) -> None:
-        """Compute the features of ``sentences`` (each distinct sentence once)."""
-        from elmoc.features.embed import sentence_features
-
-        distinct = list({sentence_key(s): list(s) for s in sentences}.values())
-        self._arrays = {sentence_key(distinct[i]): value
-                        for i, value in sentence_features(self.bilm, distinct, "all", self.batch_size)}
-
-    def get(self, tokens: Sequence[str]) -> np.ndarray:
-        """Features of one filled sentence, float32 (num_layers, len(tokens), dim)."""
-        return self._arrays[sentence_key(tokens)]
 
 
 def save_task_model(directory: str | Path, *, name: str, section: dict[str, Any], variant: str, seed: int,
@@ -149,15 +123,13 @@ class SavedTaskModel:
 
     def predict(self, instances: Sequence[Any], batch_size: int | None = None,
                 chunk: int = 2000) -> Iterator[dict[str, Any]]:
-        """One :meth:`Task.prediction_record` per instance, in input order; the LM features of
-        ``chunk`` instances at a time are computed, then those instances batched by length."""
+        """One :meth:`Task.prediction_record` per instance, in input order; ``chunk`` instances at a
+        time are batched by length (the bi-LM runs on each batch) and their records yielded."""
         from elmoc.tasks.runner import bucket_batches, to_device
 
         batch_size = batch_size or int(self.meta["eval_batch_size"])
         for start in range(0, len(instances), chunk):
             part = instances[start: start + chunk]
-            if self.inputs.store is not None:
-                self.inputs.store.fill(list(self.task.sentences(part)))
             records: list[dict | None] = [None] * len(part)
             with torch.no_grad():
                 for idx in bucket_batches([self.task.length(x) for x in part], batch_size, None):
@@ -186,8 +158,9 @@ def read_meta(directory: str | Path) -> dict[str, Any]:
 
 
 def task_inputs(directory: Path, meta: dict[str, Any], device: torch.device) -> TaskInputs:
-    """The inputs the saved model reads, by its ``encoder``: the word table's words (vectors from the
-    weights) and the frozen bi-LM of ``lm/``."""
+    """The inputs the saved model reads: the word table's words (vectors from the weights) and, when it
+    read LM layers, the bi-LM of ``lm/`` with the ``frozen`` recipe (``encoder: features``) or the
+    run's own (``fine_tune``)."""
     if meta["encoder"] not in ("features", "fine_tune"):
         raise InputFileError(directory / META, f"encoder {meta['encoder']!r} is not one this elmoc predicts with "
                              "(features, fine_tune); use the elmoc that wrote it")
@@ -196,24 +169,36 @@ def task_inputs(directory: Path, meta: dict[str, Any], device: torch.device) -> 
         words = json.loads((directory / WORDS).read_text(encoding="utf-8"))
         table = np.zeros((len(words), int(meta["word_vectors"]["dim"])), dtype=np.float32)
     lowercase = bool(meta["word_vectors"] and meta["word_vectors"]["lowercase"])
-    if meta["encoder"] == "fine_tune":  # the bi-LM of lm/ inside the model; its fine-tuned weights load with it
-        from elmoc.pretrained.loader import load_bilm
-        from elmoc.tasks.fine_tune import FineTuneSettings, LMInputs
+    if not meta["features"]:
+        return TaskInputs(table, words, None, lowercase)
+    from elmoc.pretrained.loader import load_bilm
+    from elmoc.tasks.fine_tune import FineTuneSettings, LMInputs
 
-        settings = FineTuneSettings.from_section(meta["section"].get("fine_tune"), f"{directory / META} fine_tune")
-        return LMInputs(load_bilm(directory / LM_DIR, device), settings, table, words, lowercase)
-    store = None
-    if meta["features"]:
-        from elmoc.pretrained.loader import load_bilm
+    # a features model: the frozen recipe is the feature path's numbers; a fine-tuned one: its own recipe
+    section = {"recipe": "frozen"} if meta["encoder"] == "features" else meta["section"].get("fine_tune")
+    settings = FineTuneSettings.from_section(section, f"{directory / META} fine_tune")
+    inputs = LMInputs(load_bilm(directory / LM_DIR, device), settings, table, words, lowercase)
+    want = (meta["features"]["num_layers"], meta["features"]["dim"])
+    if (inputs.num_lm_layers, inputs.feature_dim) != tuple(want):
+        raise InputFileError(directory / LM_DIR, f"gives {inputs.num_lm_layers} layers x {inputs.feature_dim} dims "
+                             f"but the task model was trained on {want[0]} x {want[1]}: save it again with the "
+                             "--lm-model its features were extracted from")
+    return inputs
 
-        bilm = load_bilm(directory / LM_DIR, device)
-        store = FrozenLMFeatures(bilm)
-        want = (meta["features"]["num_layers"], meta["features"]["dim"])
-        if (store.num_layers, store.dim) != tuple(want):
-            raise InputFileError(directory / LM_DIR, f"gives {store.num_layers} layers x {store.dim} dims but the task "
-                                 f"model was trained on {want[0]} x {want[1]}: save it again with the --lm-model "
-                                 "its features were extracted from")
-    return TaskInputs(table, words, store, lowercase)
+
+def lm_weights_of(model: TaskModel, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` with the bi-LM's entries it lacks taken from ``model``'s own LM (loaded from ``lm/``):
+    a model trained on extracted features saved no ``<embedder>.lm.*`` keys; a fine-tuned one saved
+    them all (its fine-tuned weights), and they are kept."""
+    from elmoc.tasks.fine_tune import LMTokenEmbedder
+
+    state = dict(state)
+    for name, module in model.named_modules():
+        if isinstance(module, LMTokenEmbedder):
+            prefix = f"{name}.lm." if name else "lm."
+            for key, value in module.lm.state_dict().items():
+                state.setdefault(prefix + key, value)
+    return state
 
 
 def saved_task(directory: str | Path) -> tuple[dict[str, Any], Task]:
@@ -238,7 +223,7 @@ def load_task_model(directory: str | Path, device: str | torch.device = "cpu") -
     state = load_weights_only(directory / WEIGHTS, what="a task model's weights",
                               fix="write the task model again with `elmoc task --save-model`")
     try:
-        model.load_state_dict(state)
+        model.load_state_dict(lm_weights_of(model, state))
     except RuntimeError as e:
         raise InputFileError(directory / WEIGHTS, f"does not fit the model the saved section builds "
                              f"({str(e).strip().splitlines()[0]}); write the task model again") from None
