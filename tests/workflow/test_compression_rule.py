@@ -55,3 +55,10 @@ def test_compression_table_rows_of_configured_students_and_prune_plans(tmp_path)
             "results/prune/elmo-c/magnitude/backward/round2/model.pt --output results/compressed/elmo-c/pruned-magnitude-0.9"
             in r.stdout)
     assert "export --forward results/prune/elmo-c/magnitude/forward/control/model.pt" in r.stdout
+    # every row's heldout value comes from its own training runs, one file per direction
+    command = next(line for line in r.stdout.splitlines() if "compression-table" in line)
+    for role, run in (("student-elmo-c-narrow", "distill/elmo-c-narrow/{}"), ("pruned-magnitude-0.9", "prune/elmo-c/magnitude/{}/round2"),
+                      ("pruned-structured-0.5", "prune/elmo-c/structured/{}/round1"),
+                      ("ticket", "prune/elmo-c/magnitude/{}/ticket"), ("ticket-control", "prune/elmo-c/magnitude/{}/control")):
+        for d in ("forward", "backward"):
+            assert f"--heldout {role}=results/{run.format(d)}/heldout.json" in command, (role, d)

@@ -585,6 +585,21 @@ def pruned_models(variant, role):
             for d, path in lm_models(variant).items()}
 
 
+def compressed_heldout(variant):
+    """(role, heldout.json) pairs of the smaller models (compressed_smaller_roles), one per training
+    run: a student's two directions (rule distill's outputs), a pruned round's, the ticket's and its
+    control's file beside each direction's model.pt (written by the prune job whose prune.json the
+    row's directory waits for, so present when the table runs)."""
+    pairs = []
+    for role, how in compressed_smaller_roles(variant).items():
+        if how[0] == "student":
+            files = [f"results/distill/{how[1]}/{d}/heldout.json" for d in DIRECTIONS]
+        else:
+            files = sorted({str(Path(m).parent / "heldout.json") for m in pruned_models(variant, role).values()})
+        pairs += [(role, f) for f in files]
+    return pairs
+
+
 def compression_tasks():
     """The tasks of the compression table: tasks.run with data."""
     return [t for t in task_names() if task_has_data(t)]

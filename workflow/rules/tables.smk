@@ -253,7 +253,8 @@ rule compression_table:
         pdf="results/tables/compression/{variant}.pdf",
     params:
         elmoc=ELMOC,
-        heldout=lambda w, input: " ".join(f"--heldout original={h}" for h in input.heldout),
+        heldout=lambda w, input: " ".join([f"--heldout original={h}" for h in input.heldout]
+        + [f"--heldout {role}={h}" for role, h in compressed_heldout(w.variant)]),
         tasks=lambda w: " ".join(compression_tasks()),
         sections=lambda w: section_json({t: task_section(t) for t in compression_tasks()}),
         seeds=" ".join(str(s) for s in config["tasks"].get("seeds", [1])),
