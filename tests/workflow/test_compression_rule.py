@@ -23,7 +23,8 @@ def test_compression_table_dry_run(tmp_path):
     command = next(line for line in r.stdout.splitlines() if "compression-table" in line)
     for part in ("--original results/models/elmo-c", "--models-under results/compressed/elmo-c",
                  "--heldout original=results/lm/elmo-c/forward/heldout.json", "--tasks sentiment",
-                 "--fasttext results/fasttext/cc.bin", "--work-dir results/compression-work/elmo-c"):
+                 "--fasttext results/fasttext/cc.bin", "--work-dir results/compression-work/elmo-c",
+                 "--threads 1"):  # resources.task_run.threads: the task runs' and the timing's
         assert part in command, part
     inputs = r.stdout.split("rule compression_table:")[1].split("output:")[0]
     assert "results/compressed/elmo-c/student-small" in inputs

@@ -251,6 +251,8 @@ rule compression_table:
         json="results/tables/compression/{variant}.json",
         png="results/tables/compression/{variant}.png",
         pdf="results/tables/compression/{variant}.pdf",
+    # the task runs' thread count (resources.task_run), for the timing too: one number for the whole table
+    threads: lambda w: max([task_run_job(t)["threads"] for t in compression_tasks()] or [1])
     params:
         elmoc=ELMOC,
         heldout=lambda w, input: " ".join([f"--heldout original={h}" for h in input.heldout]
@@ -267,7 +269,7 @@ rule compression_table:
     shell:
         "{params.elmoc} compression-table --original {input.original} --models-under results/compressed/{wildcards.variant}"
         " --sentences {input.sentences} {params.heldout} --tasks {params.tasks} --sections-json {params.sections:q}"
-        " --seeds {params.seeds} {params.vectors} --scale {params.scale}"
+        " --seeds {params.seeds} {params.vectors} --scale {params.scale} --threads {threads}"
         " --work-dir results/compression-work/{wildcards.variant} --out-dir results/tables/compression"
         " --name {wildcards.variant} > {log} 2>&1"
 
