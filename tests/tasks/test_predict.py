@@ -18,6 +18,7 @@ import torch
 
 from elmoc.cli import main
 from elmoc.data.vocab.vocabulary import SPECIALS, Vocabulary
+from elmoc.errors import InputFileError
 from elmoc.lm import LanguageModel
 from elmoc.metrics.span_f1 import SpanF1
 from elmoc.model_file import save_checkpoint
@@ -168,9 +169,8 @@ def test_sst_predictions_give_the_runs_test_score_and_extract_numbers(in_lm):
     assert _predict("--task-model", str(saved), "s.txt", "--output", "q.jsonl") == 0
     assert _records(Path("q.jsonl")) == out
     # the in-process features are the numbers `elmoc extract` wrote
-    from elmoc.tasks.task_model import load_task_model
-
     from elmoc.tasks.fine_tune import LMInputs
+    from elmoc.tasks.task_model import load_task_model
 
     loaded = load_task_model(saved)
     # a features model runs its LM as the frozen fine-tuning recipe does, with the weights of lm/
@@ -250,6 +250,12 @@ def test_a_fine_tuned_model_predicts_with_its_fine_tuned_lm(in_lm):
     tuned = dict(loaded.model.embedder.lm.named_parameters())
     original = dict(load_bilm("model").named_parameters())
     assert any(not torch.equal(tuned[k], original[k]) for k in original), "the LM predicted with is not fine-tuned"
+    # a fine-tuned model's weights without one of its LM entries are refused, not filled from lm/
+    state = torch.load(saved / "weights.pt", weights_only=True)
+    del state[next(k for k in state if ".lm." in k or k.startswith("lm."))]
+    torch.save(state, saved / "weights.pt")
+    with pytest.raises(InputFileError, match="does not fit the model"):
+        load_task_model(saved)
 
 
 def _one_line(capsys, *parts: str) -> None:

@@ -187,9 +187,9 @@ def task_inputs(directory: Path, meta: dict[str, Any], device: torch.device) -> 
 
 
 def lm_weights_of(model: TaskModel, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """``state`` with the bi-LM's entries it lacks taken from ``model``'s own LM (loaded from ``lm/``):
-    a model trained on extracted features saved no ``<embedder>.lm.*`` keys; a fine-tuned one saved
-    them all (its fine-tuned weights), and they are kept."""
+    """``state`` of a model trained on extracted features (it saved no ``<embedder>.lm.*`` keys) with
+    the bi-LM's entries taken from ``model``'s own LM, loaded from ``lm/``.  Not for a fine-tuned
+    model: its ``weights.pt`` holds its own LM weights, and one it lacks is an error, not a fill."""
     from elmoc.tasks.fine_tune import LMTokenEmbedder
 
     state = dict(state)
@@ -223,7 +223,7 @@ def load_task_model(directory: str | Path, device: str | torch.device = "cpu") -
     state = load_weights_only(directory / WEIGHTS, what="a task model's weights",
                               fix="write the task model again with `elmoc task --save-model`")
     try:
-        model.load_state_dict(lm_weights_of(model, state))
+        model.load_state_dict(lm_weights_of(model, state) if meta["encoder"] == "features" else state)
     except RuntimeError as e:
         raise InputFileError(directory / WEIGHTS, f"does not fit the model the saved section builds "
                              f"({str(e).strip().splitlines()[0]}); write the task model again") from None
