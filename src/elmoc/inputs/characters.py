@@ -39,9 +39,52 @@ def token_char_ids(token: str, max_chars: int = 50) -> list[int]:
         return _boundary(BOS_CHAR, max_chars)
     if token in (EOS, "</S>"):
         return _boundary(EOS_CHAR, max_chars)
-    data = token.encode("utf-8", "ignore")[: max_chars - 2]
+    return _spelled(token, max_chars)
+
+
+def _utf8(token: str) -> bytes:
+    """A token's UTF-8 bytes; lone surrogates dropped, except the ``surrogateescape`` ones that
+    :func:`decode_char_ids` makes of bytes that are not UTF-8 (a word cut inside a character
+    comes back as the same bytes)."""
+    try:
+        return token.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return token.encode("utf-8", "ignore")
+
+
+def _spelled(token: str, max_chars: int) -> list[int]:
+    data = _utf8(token)[: max_chars - 2]
     ids = [BOW_CHAR, *data, EOW_CHAR] + [PAD_CHAR] * (max_chars - 2 - len(data))
     return [i + 1 for i in ids]
+
+
+def allennlp_char_ids(token: str, max_chars: int = 50) -> list[int]:
+    """AllenNLP's ``ELMoCharacterMapper``: only ``<S>`` / ``</S>`` are sentence boundaries;
+    every other string, ``<s>`` and ``<pad>`` included, is spelled out."""
+    if token == "<S>":
+        return _boundary(BOS_CHAR, max_chars)
+    if token == "</S>":
+        return _boundary(EOS_CHAR, max_chars)
+    return _spelled(token, max_chars)
+
+
+def decode_char_ids(row: Sequence[int]) -> str | None:
+    """The token of one row of char ids (as :func:`allennlp_char_ids` writes them), None for
+    an all-zero padding row; ``ValueError`` for a row no token gives."""
+    if not any(row):
+        return None
+    ids = [i - 1 for i in row]
+    if ids[0] != BOW_CHAR or EOW_CHAR not in ids:
+        raise ValueError("it does not start with the begin-of-word id or has no end-of-word id")
+    end = ids.index(EOW_CHAR)
+    body = ids[1:end]
+    if any(i != PAD_CHAR for i in ids[end + 1:]):
+        raise ValueError("ids follow its end-of-word id")
+    if body in ([BOS_CHAR], [EOS_CHAR]):
+        return "<S>" if body == [BOS_CHAR] else "</S>"
+    if any(not 0 <= i < 256 for i in body):
+        raise ValueError("a character id is not a byte")
+    return bytes(body).decode("utf-8", "surrogateescape")
 
 
 def batch_char_ids(sentences: Sequence[Sequence[str]], max_chars: int = 50) -> torch.Tensor:

@@ -11,13 +11,15 @@ from typing import Any, Sequence
 
 import torch
 
-from elmoc.data.vocab.vocabulary import Vocabulary
+from elmoc.data.vocab.vocabulary import SPECIALS, Vocabulary
 from elmoc.directions import DIRECTIONS
+from elmoc.features.bilm import BiLM
 from elmoc.io.atomic import atomic_file
 from elmoc.io.output_paths import output_directory
 from elmoc.model_file import FORMAT as CHECKPOINT_FORMAT
 from elmoc.model_file import save_checkpoint
 from elmoc.pretrained.card import write_card
+from elmoc.pretrained.loader import build_bilm
 from elmoc.pretrained.writer import write_meta
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,18 @@ def _bilm_tf_parts(options: str | Path, weights: str | Path) -> tuple[dict, dict
         state.update({f"encoder.{k}": v for k, v in encoder.state_dict().items()})
         states[direction] = state
     return input_cfg, encoder_cfg, states
+
+
+def load_bilm_tf(options: str | Path, weights: str | Path, device: str | torch.device = "cpu") -> BiLM:
+    """The bi-LM of a bilm-tf ``options.json`` + weights HDF5, converted on the fly (no file is
+    written; :func:`convert_bilm_tf` writes a model directory instead).  It reads
+    ``<S> ... </S>`` around every sentence, as AllenNLP's ``Elmo`` feeds it."""
+    from elmoc.devices import resolve_device
+
+    input_cfg, encoder_cfg, states = _bilm_tf_parts(options, weights)
+    bilm = build_bilm({"input": input_cfg, "encoder": encoder_cfg}, states,
+                      {d: Path(weights) for d in DIRECTIONS}, Vocabulary(list(SPECIALS)), boundaries=True)
+    return bilm.to(resolve_device(device))
 
 
 def convert_bilm_tf(options: str | Path, weights: str | Path, output: str | Path, name: str = "elmo",
