@@ -15,7 +15,10 @@ DESCRIPTION = (
     "(so words outside the vocabulary get their vector without the .bin) into DIR, with a model "
     "card README.md. Load DIR with elmoc.Elmo.from_pretrained(DIR) or `elmoc embed --model DIR`. "
     "With --bilm-tf-options/--bilm-tf-weights the released ELMo is converted instead; with "
-    "--format checkpoints it becomes OUTPUT/{forward,backward}/model.pt for the workflow."
+    "--format checkpoints it becomes OUTPUT/{forward,backward}/model.pt for the workflow. "
+    "With --to bilm-tf a trained char-CNN ELMo-LSTM bi-LM (a retrained ELMo or a variant built the same way) "
+    "is written as bilm-tf's options.json + weights.hdf5 instead, which AllenNLP's Elmo and bilm-tf load; "
+    "models with another input (ELMo-C's FastText) have no such format and are refused."
 )
 
 
@@ -44,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --format checkpoints: write only this direction (default both)")
     parser.add_argument("--format", choices=("directory", "checkpoints"), default="directory",
                         help="checkpoints: write OUTPUT/{forward,backward}/model.pt (bilm-tf only)")
+    parser.add_argument("--to", choices=("elmoc", "bilm-tf"), default="elmoc",
+                        help="bilm-tf: write OUTPUT/options.json + OUTPUT/weights.hdf5 of a char-CNN ELMo-LSTM "
+                        "variant, for AllenNLP's Elmo and bilm-tf (default elmoc: a model directory)")
 
 
 OPTIONS = ("variant", "results", "forward", "backward", "fasttext_model", "char_cnn_model", "boundaries", "no_boundaries",
@@ -71,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
 
     if bool(args.bilm_tf_options) != bool(args.bilm_tf_weights):
         raise ConfigError("give both --bilm-tf-options and --bilm-tf-weights")
+    if args.bilm_tf_options and args.to == "bilm-tf":
+        raise ConfigError("--to bilm-tf exports a trained variant; --bilm-tf-options/--bilm-tf-weights already are "
+                          "bilm-tf's files")
     if args.bilm_tf_options:
         if args.format == "checkpoints":
             if not args.spec or not args.vocab:
@@ -87,6 +96,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.format != "directory":
         raise ConfigError("--format checkpoints applies to --bilm-tf-options/--bilm-tf-weights")
+    if args.to == "bilm-tf" and (args.fasttext_model or args.char_cnn_model or args.boundaries or args.no_boundaries):
+        raise ConfigError("--to bilm-tf writes the char-CNN and LSTM weights alone (AllenNLP always reads <S> ... "
+                          "</S>): drop --fasttext-model, --char-cnn-model and --boundaries")
     check_output_directory(args.output, NAME, {"--forward": args.forward, "--backward": args.backward,
                                                "--fasttext-model": args.fasttext_model,
                                                "--char-cnn-model": args.char_cnn_model})
@@ -98,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
         files = {"forward": args.forward, "backward": args.backward}  # no backward: checked by the loader
     else:
         raise ConfigError("give --variant (or --forward and --backward; --forward alone for a one-direction LM)")
+    if args.to == "bilm-tf":
+        bilm_tf.export_bilm_tf(files["forward"], files.get("backward"), args.output)
+        return 0
     from elmoc.commands.extract import boundaries_option
 
     if args.no_boundaries and args.boundaries not in (None, "false"):

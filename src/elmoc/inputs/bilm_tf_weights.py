@@ -101,3 +101,48 @@ def load_elmo_lstm(encoder: nn.Module, weights: str | Path, direction: int) -> N
             _copy(layer.state_linearity.weight, kernel[inp:].T)
             _copy(layer.state_linearity.bias, bias)
             _copy(layer.state_projection.weight, _read(h5, path, f"{prefix}/W_P_0", (cell, proj)).T)
+
+
+# --------------------------------------------------------------------------- the other way
+
+
+def _array(param: torch.Tensor) -> np.ndarray:
+    return param.detach().cpu().float().numpy()
+
+
+def char_cnn_datasets(layer: nn.Module) -> dict[str, np.ndarray]:
+    """The bilm-tf datasets of a ``CharCnnInput`` (the inverse of :func:`load_char_cnn`)."""
+    out = {"char_embed": _array(layer.char_embedding.weight)[1:]}  # the zero row 0 is not stored
+    for i, conv in enumerate(layer.convolutions):
+        out[f"CNN/W_cnn_{i}"] = _array(conv.weight).transpose(2, 1, 0)[None]
+        out[f"CNN/b_cnn_{i}"] = _array(conv.bias)
+    for k, highway in enumerate(layer.highways):
+        out[f"CNN_high_{k}/W_transform"] = _array(highway.nonlinear.weight).T
+        out[f"CNN_high_{k}/b_transform"] = _array(highway.nonlinear.bias)
+        out[f"CNN_high_{k}/W_carry"] = -_array(highway.gate.weight).T
+        out[f"CNN_high_{k}/b_carry"] = -_array(highway.gate.bias)
+    out["CNN_proj/W_proj"] = _array(layer.projection.weight).T
+    out["CNN_proj/b_proj"] = _array(layer.projection.bias)
+    return out
+
+
+def _tf_gates(block: np.ndarray, cell: int) -> np.ndarray:
+    """Ours (i, f, g, o) -> TF's (i, j=g, f, o) along the last axis."""
+    i, f, g, o = (block[..., k * cell : (k + 1) * cell] for k in range(4))
+    return np.concatenate([i, g, f, o], axis=-1)
+
+
+def elmo_lstm_datasets(encoder: nn.Module, direction: int) -> dict[str, np.ndarray]:
+    """The bilm-tf datasets of an ``elmo_lstm`` encoder as direction ``direction`` (0
+    forward, 1 backward): the inverse of :func:`load_elmo_lstm`."""
+    out = {}
+    for l, layer in enumerate(encoder.lstm_layers):
+        prefix = f"RNN_{direction}/RNN/MultiRNNCell/Cell{l}/LSTMCell"
+        cell = layer.cell_size
+        kernel = np.concatenate([_array(layer.input_linearity.weight).T, _array(layer.state_linearity.weight).T])
+        bias = _array(layer.state_linearity.bias).copy()
+        bias[cell : 2 * cell] -= 1.0  # TF adds forget_bias=1.0 at run time
+        out[f"{prefix}/W_0"] = _tf_gates(kernel, cell)
+        out[f"{prefix}/B"] = _tf_gates(bias, cell)
+        out[f"{prefix}/W_P_0"] = _array(layer.state_projection.weight).T
+    return out

@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 
 from elmoc.data.vocab.vocabulary import SPECIALS, Vocabulary
@@ -35,8 +36,8 @@ def _bilm_tf_parts(options: str | Path, weights: str | Path) -> tuple[dict, dict
     lstm = opts["lstm"]
     input_cfg = {"type": "char_cnn", "options": opts, "trainable": False}
     encoder_cfg = {"type": "elmo_lstm", "num_layers": int(lstm.get("n_layers", 2)), "cell_size": int(lstm["dim"]),
-                   "projection_size": int(lstm["projection_dim"]), "cell_clip": float(lstm.get("cell_clip", 3.0)),
-                   "proj_clip": float(lstm.get("proj_clip", 3.0)), "layer_norm": False, "recurrent_dropout": 0.0,
+                   "projection_size": int(lstm["projection_dim"]), "cell_clip": _clip(lstm.get("cell_clip", 3.0)),
+                   "proj_clip": _clip(lstm.get("proj_clip", 3.0)), "layer_norm": False, "recurrent_dropout": 0.0,
                    "residual": bool(lstm.get("use_skip_connections", True))}
     cnn = build("input", {**input_cfg, "weights": str(weights)})
     states = {}
@@ -59,6 +60,11 @@ def load_bilm_tf(options: str | Path, weights: str | Path, device: str | torch.d
     bilm = build_bilm({"input": input_cfg, "encoder": encoder_cfg}, states,
                       {d: Path(weights) for d in DIRECTIONS}, Vocabulary(list(SPECIALS)), boundaries=True)
     return bilm.to(resolve_device(device))
+
+
+def _clip(value: Any) -> float | None:
+    """An options.json clip value; null (or 0) = no clipping, as bilm-tf and AllenNLP read it."""
+    return float(value) if value else None
 
 
 def convert_bilm_tf(options: str | Path, weights: str | Path, output: str | Path, name: str = "elmo",
@@ -115,3 +121,78 @@ def bilm_tf_checkpoints(options: str | Path, weights: str | Path, output_dir: st
             f.write("\n")
     log.info("released bilm-tf ELMo %s -> %s/{forward,backward}/model.pt (format %s)", weights, output_dir,
              CHECKPOINT_FORMAT)
+
+
+ELMO_C_REFUSAL = ("no bilm-tf/AllenNLP format exists for input {kind!r}: bilm-tf and AllenNLP's Elmo read words "
+                  "only through a char-CNN, while this model reads a word table ({kind}: ELMo-C's frozen FastText "
+                  "vectors, fastText's n-grams for unseen words); export a model directory instead (elmoc export "
+                  "--output DIR) and load it with elmoc.Elmo.from_pretrained(DIR), or write AllenNLP-layout "
+                  "feature files with `elmoc embed`")
+
+
+def bilm_tf_refusal(bilm: BiLM, spec: dict[str, Any]) -> str | None:
+    """Why ``bilm`` has no bilm-tf form (one line), or None when it has one: a char-CNN input
+    shared by both directions and bilm-tf's LSTM (no LayerNorm, no input projection, the skip
+    connections AllenNLP always adds)."""
+    from elmoc.encoders.elmo_lstm import ElmoLstmEncoder
+    from elmoc.inputs.char_cnn import CharCnnInput
+
+    kind = (spec.get("input") or {}).get("type")
+    if not isinstance(bilm.forward_lm.input_layer, CharCnnInput):
+        return ELMO_C_REFUSAL.format(kind=kind)
+    if bilm.single:
+        return ("bilm-tf holds a forward and a backward LSTM; this model is one stack (a masked or one-direction "
+                "LM); export a model directory instead (elmoc export --output DIR)")
+    if not bilm.shared_input:
+        return ("bilm-tf holds one char-CNN shared by both directions; this model's forward and backward LMs "
+                "have different char-CNNs (trained separately): train a joint bi-LM (train.directions: joint, "
+                "as config/lm/elmo.yaml), or export a model directory instead")
+    encoder = bilm.forward_lm.encoder
+    if not isinstance(encoder, ElmoLstmEncoder):
+        return f"bilm-tf's encoder is its LSTM; this model's is {spec['encoder'].get('type')!r}: export a model directory instead"
+    if encoder.input_projection is not None or any(l.layer_norm is not None for l in encoder.lstm_layers):
+        return ("bilm-tf's LSTM has no LayerNorm and no input projection; this encoder has them (layer_norm: true "
+                "or an input_dim != projection_size): export a model directory instead")
+    if not encoder.residual:
+        return ("AllenNLP's Elmo always adds the skip connections from layer 1 up; this encoder has residual: "
+                "false, so AllenNLP would compute other layers: export a model directory instead")
+    return None
+
+
+def export_bilm_tf(forward: str | Path, backward: str | Path | None, output: str | Path) -> Path:
+    """Write ``options.json`` + ``weights.hdf5`` (bilm-tf's layout, AllenNLP's ``Elmo`` reads
+    them) of a trained char-CNN ELMo-LSTM bi-LM into the directory ``output``; any other
+    model is refused in one line (:func:`bilm_tf_refusal`).  The output layer is not part of
+    the format.  AllenNLP wraps every sentence in ``<S> ... </S>``; the layers are equal to
+    this model's run that way (``elmoc embed --model``'s default is the model's own)."""
+    import h5py
+
+    from elmoc.errors import ConfigError
+    from elmoc.inputs.bilm_tf_weights import char_cnn_datasets, elmo_lstm_datasets
+    from elmoc.pretrained.loader import load_checkpoints, read_checkpoints
+
+    _, spec = read_checkpoints(forward, backward)
+    bilm = load_checkpoints(forward, backward, closed_vocabulary=True, boundaries=True)
+    refusal = bilm_tf_refusal(bilm, spec)
+    if refusal:
+        raise ConfigError(f"--to bilm-tf: {refusal}")
+    cnn, encoder = bilm.forward_lm.input_layer, bilm.forward_lm.encoder
+    layer = encoder.lstm_layers[0]
+    options = json.loads(json.dumps(cnn.options))
+    options["char_cnn"]["n_characters"] = 262  # bilm-tf's inference value (its training one is 261)
+    options["lstm"] = {"dim": layer.cell_size, "projection_dim": layer.projection_size,
+                       "n_layers": len(encoder.lstm_layers), "cell_clip": layer.cell_clip, "proj_clip": layer.proj_clip,
+                       "use_skip_connections": True}
+    datasets = char_cnn_datasets(cnn)
+    for index, lm in enumerate((bilm.forward_lm, bilm.backward_lm)):
+        datasets.update(elmo_lstm_datasets(lm.encoder, index))
+    inputs = {"--forward": forward, "--backward": backward}
+    with output_directory(output, "export", inputs) as tmp:
+        with atomic_file(tmp / "options.json") as f:
+            json.dump(options, f, indent=2)
+            f.write("\n")
+        with h5py.File(tmp / "weights.hdf5", "w") as h5:
+            for name, value in sorted(datasets.items()):
+                h5.create_dataset(name, data=np.ascontiguousarray(value, dtype=np.float32))
+    log.info("wrote bilm-tf options.json + weights.hdf5 of %s to %s", forward, output)
+    return Path(output)
