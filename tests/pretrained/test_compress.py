@@ -26,6 +26,7 @@ from elmoc.encoders.int8_lstm import Int8ProjectedLstmLayer
 from elmoc.errors import InputFileError
 from elmoc.pretrained.compare import directory_size, feature_fidelity
 from elmoc.pretrained.compress import record_downstream
+from elmoc.io.tensor_files import read_state
 from elmoc.pretrained.formats import int8_modules, quantize_int8
 from elmoc.pretrained.loader import load_bilm
 from elmoc.registry import build
@@ -67,7 +68,7 @@ def test_each_format_round_trips(copies, fmt):
     card = (copy / "README.md").read_text()
     assert f"## Compressed copy: {fmt}" in card and "mean cosine to the source" in card
     assert card.startswith((source / "README.md").read_text().rstrip("\n"))
-    state = torch.load(copy / "forward.pt", weights_only=True)
+    state = read_state(copy / "forward.safetensors")
     if fmt in STORED:
         assert {v.dtype for v in state.values() if v.is_floating_point()} == {STORED[fmt]}
     else:
@@ -90,7 +91,7 @@ def test_elmo_module_and_embed_command_load_each_format(copies, fmt, tmp_path):
 
 def test_int8_copy_computes_with_its_stored_int8_weights(copies):
     bilm = load_bilm(copies / "int8")
-    state = torch.load(copies / "int8" / "backward.pt", weights_only=True)
+    state = read_state(copies / "int8" / "backward.safetensors")
     quantized = dict(int8_modules(bilm.backward_lm))
     assert len(quantized) == 11  # 3 per LSTM layer, 2 per highway layer, the char-CNN projection
     for name, module in quantized.items():
@@ -206,6 +207,10 @@ def test_crafted_weights_in_a_compressed_copy_run_no_code(copies, tmp_path):
         def __reduce__(self):
             return (os.system, (f"touch {marker}",))
 
+    (copy / "forward.safetensors").unlink()  # a copy written before: .pt weights, read weights-only
+    meta = json.loads((copy / "elmoc-model.json").read_text())
+    meta["files"] = [n.replace("forward.safetensors", "forward.pt") for n in meta["files"]]
+    (copy / "elmoc-model.json").write_text(json.dumps(meta))
     torch.save({"x": Evil()}, copy / "forward.pt")
     with pytest.raises(InputFileError, match="forward.pt: is not a model directory's weights file with weights only"):
         load_bilm(copy)

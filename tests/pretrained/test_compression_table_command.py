@@ -10,6 +10,8 @@ import pytest
 import torch
 from lm_tree_helpers import run_command
 
+from elmoc.io.tensor_files import read_state, save_tensors
+
 TREES = """(3 (2 The) (4 (3 film) (4 rocks)))
 (1 (2 It) (0 (2 is) (0 awful)))
 (4 (2 A) (4 (4 fine) (2 film)))
@@ -24,11 +26,11 @@ def setup(elmo_dir):
                                     "--threads", "1", "--rounds", "1"]) == 0
     pruned = root / "models" / "pruned-0.5"
     shutil.copytree(root / "elmo", pruned)
-    state = torch.load(pruned / "backward.pt", weights_only=True)
+    state = read_state(pruned / "backward.safetensors")
     for k, v in state.items():
         if v.dim() == 2 and "encoder" in k:
             state[k] = torch.where(v.abs() < v.abs().median(), torch.zeros_like(v), v)
-    torch.save(state, pruned / "backward.pt")
+    save_tensors(state, pruned / "backward.safetensors")
     for split in ("train", "dev", "test"):
         (root / f"{split}.txt").write_text(TREES)
     section = {"type": "sst", **{s: str(root / f"{s}.txt") for s in ("train", "dev", "test")},

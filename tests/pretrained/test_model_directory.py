@@ -39,7 +39,7 @@ def exported(lm_tree, tmp_path, monkeypatch):
 def test_embed_equals_extract_without_results_tree(exported):
     model = exported / "model"
     names = sorted(p.name for p in model.iterdir())
-    assert {"elmoc-model.json", "forward.pt", "backward.pt", "vocab.txt", "input_vectors.npy", "spec.yaml",
+    assert {"elmoc-model.json", "forward.safetensors", "backward.safetensors", "vocab.txt", "input_vectors.npy", "spec.yaml",
             "README.md", "fasttext_buckets.npy", "fasttext_words.txt"} <= set(names)
     assert "zebra" in (model / "fasttext_words.txt").read_text().split("\n")
     card = (model / "README.md").read_text()
@@ -111,11 +111,11 @@ def test_bad_model_directories_are_one_line(exported, tmp_path, capsys):
     meta = json.loads((exported / "model/elmoc-model.json").read_text())
     meta["format"] = "elmoc-model-v0"
     (broken / "elmoc-model.json").write_text(json.dumps(meta))
-    with pytest.raises(InputFileError, match=r"elmoc-model.json: format 'elmoc-model-v0' is not 'elmoc-model-v1'"):
+    with pytest.raises(InputFileError, match=r"elmoc-model.json: format 'elmoc-model-v0' is not one this elmoc reads \(elmoc-model-v1, elmoc-model-v2"):
         load_bilm(broken)
     with pytest.raises(InputFileError, match=r"nowhere: model directory not found"):
         load_bilm(tmp_path / "nowhere")
-    meta["format"], meta["oov_vectors"] = "elmoc-model-v1", "char_cnn_typo"  # no composer of the input has it
+    meta["format"], meta["oov_vectors"] = "elmoc-model-v2", "char_cnn_typo"  # no composer of the input has it
     (broken / "elmoc-model.json").write_text(json.dumps(meta))
     with pytest.raises(InputFileError, match=r"elmoc-model.json: oov_vectors 'char_cnn_typo' is not a composer of "
                        r"input 'fasttext'; export the model again"):

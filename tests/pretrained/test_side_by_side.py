@@ -9,6 +9,7 @@ import pytest
 import torch
 from lm_tree_helpers import run_command
 
+from elmoc.io.tensor_files import read_state, save_tensors
 from elmoc.pretrained.compare import directory_size
 from elmoc.pretrained.side_by_side import layer_pairs, measure_side_by_side, stored_parameters
 
@@ -21,12 +22,12 @@ def trio(elmo_dir):
                                     "--threads", "1", "--rounds", "1"]) == 0
     pruned = elmo_dir / "pruned-half"
     shutil.copytree(elmo_dir / "elmo", pruned)
-    state = torch.load(pruned / "forward.pt", weights_only=True)
+    state = read_state(pruned / "forward.safetensors")
     name = next(k for k, v in state.items() if v.dim() == 2 and "encoder" in k)
     weight = state[name].clone()
     weight.view(-1)[: weight.numel() // 2] = 0.0
     state[name] = weight
-    torch.save(state, pruned / "forward.pt")
+    save_tensors(state, pruned / "forward.safetensors")
     return elmo_dir, name, weight
 
 
@@ -47,7 +48,7 @@ def test_layer_pairs_by_depth_and_width():
 def test_stored_parameters_count_what_a_pruned_model_keeps(trio):
     root, name, weight = trio
     full, pruned, half = (stored_parameters(root / d) for d in ("elmo", "pruned-half", "float16"))
-    zeros_before = int((torch.load(root / "elmo" / "forward.pt", weights_only=True)[name] == 0).sum())
+    zeros_before = int((read_state(root / "elmo" / "forward.safetensors")[name] == 0).sum())
     assert pruned["parameters"] == full["parameters"] == half["parameters"]
     assert full["nonzero"] - pruned["nonzero"] == weight.numel() // 2 - zeros_before
     assert half["weights_bytes"] < 0.6 * full["weights_bytes"]

@@ -222,11 +222,12 @@ def fingerprint(directory) -> str:
     import hashlib
     from pathlib import Path
 
+    from elmoc.io.tensor_files import stored_file
     from elmoc.pretrained.loader import MODEL_FILE, read_model_meta, stacks_of
 
     directory = Path(directory)
     digest = hashlib.sha256()
-    for name in [MODEL_FILE] + [f"{s}.pt" for s in stacks_of(read_model_meta(directory))]:
+    for name in [MODEL_FILE] + [stored_file(directory, s).name for s in stacks_of(read_model_meta(directory))]:
         with open(directory / name, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)

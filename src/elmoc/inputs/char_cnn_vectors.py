@@ -13,7 +13,7 @@ direction's); :meth:`CharCnnVectors.source_beside` finds that file beside the ta
 ``--char-cnn-model`` names another.
 
 Files written by :meth:`save`: ``char_cnn.json`` (format, bilm-tf options) and
-``char_cnn.pt`` (the layer's state dict).
+``char_cnn.safetensors`` (the layer's state dict; directories written before have ``char_cnn.pt``).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from elmoc.errors import InputFileError
 from elmoc.io.atomic import atomic_file
 
 FORMAT = "elmoc-char-cnn-vectors-v1"
-FILES = ("char_cnn.json", "char_cnn.pt")
+FILES = ("char_cnn.json", "char_cnn.safetensors")  # or char_cnn.pt, written before
 
 
 class CharCnnVectors:
@@ -37,7 +37,7 @@ class CharCnnVectors:
     NAME = "char_cnn"
     OPTION = "--char-cnn-model"
     SOURCE = "ELMo char-CNN model"
-    NOTE = "the char-CNN vector of their characters (char_cnn.pt, the CNN that made the input table)"
+    NOTE = "the char-CNN vector of their characters (char_cnn.safetensors, the CNN that made the input table)"
     TABLE_STEM = "cnn"  # the table: results/vectors/cnn.npy
     SOURCE_VARIANT = "elmo"  # its source: results/lm/elmo/{joint,forward}/model.pt (the workflow's cnn_source)
 
@@ -101,22 +101,25 @@ class CharCnnVectors:
         with atomic_file(directory / "char_cnn.json") as f:
             json.dump({"format": FORMAT, "options": self.layer.options, "source": Path(self.source).name}, f)
             f.write("\n")
-        torch.save({k: v.detach().cpu() for k, v in self.layer.state_dict().items()}, directory / "char_cnn.pt")
+        from elmoc.io.tensor_files import save_tensors
+
+        save_tensors({k: v.detach().cpu() for k, v in self.layer.state_dict().items()}, directory / FILES[1])
 
     @classmethod
     def load(cls, directory: str | Path) -> "CharCnnVectors":
         from elmoc.registry import build
 
+        from elmoc.io.tensor_files import read_state, stored_file
+
         directory = Path(directory)
-        for name in FILES:
+        weights = stored_file(directory, "char_cnn")
+        for name in (FILES[0], weights.name):
             if not (directory / name).is_file():
                 raise InputFileError(directory / name, "missing from the model directory; export it again")
         meta = json.loads((directory / "char_cnn.json").read_text(encoding="utf-8"))
         if meta.get("format") != FORMAT:
             raise InputFileError(directory / "char_cnn.json", f"not format {FORMAT!r}; export the model again")
         layer = build("input", {"type": "char_cnn", "options": meta["options"], "trainable": False})
-        from elmoc.io.safe_load import load_weights_only  # weights only: a crafted file runs no code
-
-        layer.load_state_dict(load_weights_only(directory / "char_cnn.pt", what="a char-CNN weights file",
-                                                fix="export the model again"))
+        # safetensors (or, written before, a .pt read weights-only): a crafted file runs no code
+        layer.load_state_dict(read_state(weights, what="a char-CNN weights file", fix="export the model again"))
         return cls(layer, str(directory))

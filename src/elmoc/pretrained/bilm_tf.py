@@ -17,6 +17,7 @@ from elmoc.directions import DIRECTIONS
 from elmoc.features.bilm import BiLM
 from elmoc.io.atomic import atomic_file
 from elmoc.io.output_paths import output_directory
+from elmoc.io.tensor_files import SUFFIX, save_tensors
 from elmoc.model_file import FORMAT as CHECKPOINT_FORMAT
 from elmoc.model_file import save_checkpoint
 from elmoc.pretrained.card import write_card
@@ -80,7 +81,7 @@ def convert_bilm_tf(options: str | Path, weights: str | Path, output: str | Path
         if vocab:
             Vocabulary.from_external_file(vocab).save(tmp / "vocab.txt")
         for direction, state in states.items():
-            torch.save(state, tmp / f"{direction}.pt")
+            save_tensors(state, tmp / f"{direction}{SUFFIX}")
         spec = {"name": name, "description": f"released bilm-tf ELMo ({Path(weights).name})",
                 "input": input_cfg, "encoder": encoder_cfg}
         from elmoc.config import dump_yaml

@@ -14,6 +14,7 @@ import torch
 from elmoc import __version__
 from elmoc.features.bilm import BiLM
 from elmoc.io.atomic import atomic_file
+from elmoc.io.tensor_files import read_state, stored_file
 
 # a preset's paper-size figure in its description: "(76M)", "(196M at 793K words; ...)"
 PAPER_SIZE = re.compile(r"\s*\(\d+(?:\.\d+)?[KMB]\b[^()]*\)")
@@ -30,7 +31,7 @@ def write_card(tmp: Path, spec: dict, payloads: dict, heldout: dict, bilm: BiLM,
     (forward and backward, a masked LM's one stack, or a one-direction LM's forward LM)."""
     data = spec.get("data") or {}
     stacks = list(payloads)  # ["forward", "backward"], ["masked"] or ["forward"]
-    params = {d: sum(t.numel() for t in torch.load(tmp / f"{d}.pt", weights_only=True).values()) for d in stacks}
+    params = {d: sum(t.numel() for t in read_state(stored_file(tmp, d)).values()) for d in stacks}
     lines = [f"# {spec.get('name', 'model')}", "", card_description(spec.get("description")), "",
              "Load it with `elmoc.Elmo.from_pretrained(\"<this directory>\", num_output_representations=1)`",
              "or `elmoc embed --model <this directory> sentences.txt out.hdf5 --all`.", "",

@@ -27,10 +27,10 @@ from elmoc.directions import BACKWARD, DIRECTIONS, MASKED
 from elmoc.errors import InputFileError
 from elmoc.io.atomic import atomic_file
 from elmoc.io.output_paths import output_directory
-from elmoc.io.safe_load import load_weights_only
+from elmoc.io.tensor_files import SUFFIX, read_state, save_tensors, stored_file
 from elmoc.pretrained import formats
 from elmoc.pretrained.compare import compare_models
-from elmoc.pretrained.loader import MODEL_FILE, load_bilm, read_model_meta, stacks_of
+from elmoc.pretrained.loader import FORMAT, MODEL_FILE, load_bilm, read_model_meta, stacks_of
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +72,11 @@ def compress_model(source: str | Path, output: str | Path, fmt: str, sentences: 
         if not (source / name).is_file():
             raise InputFileError(source / name, "missing from the model directory; export it again")
     with output_directory(output, "compress", {"MODEL_DIR": source, "--measure": sentences_file}) as tmp:
-        tables = _copy_files(source, tmp, meta["files"], fmt)
+        tables, renamed = _copy_files(source, tmp, meta["files"], fmt)
         states = _compressed_states(source, fmt)
         for direction, state in states.items():
-            torch.save(state, tmp / f"{direction}.pt")
+            save_tensors(state, tmp / f"{direction}{SUFFIX}")
+            renamed[f"{direction}.pt"] = f"{direction}{SUFFIX}"  # a source written before has .pt weights
         record: dict[str, Any] = {
             "format": fmt, "compute": COMPUTE[fmt], "tables": tables,
             "source": {"name": meta.get("name"), "path": str(source.resolve()),
@@ -85,7 +86,8 @@ def compress_model(source: str | Path, output: str | Path, fmt: str, sentences: 
         }
         if fmt == "int8":
             record["int8_modules"] = sorted(set(_int8_weight_names(states)))
-        new_meta = {**meta, "compression": record}
+        new_meta = {**meta, "format": FORMAT, "files": sorted({renamed.get(n, n) for n in meta["files"]}),
+                    "compression": record}
         source_card = ((source / "README.md").read_text(encoding="utf-8") if (source / "README.md").is_file()
                        else f"# {meta.get('name', 'model')}\n")
         _write_meta(tmp, new_meta)
@@ -118,12 +120,13 @@ def record_downstream(directory: str | Path, key: str, entry: dict[str, Any]) ->
     _write_card(directory, card, meta["compression"])
 
 
-def _copy_files(source: Path, tmp: Path, names: Sequence[str], fmt: str) -> str | None:
+def _copy_files(source: Path, tmp: Path, names: Sequence[str], fmt: str) -> tuple[str | None, dict[str, str]]:
     """Copy the source's files except the weights, meta and card; float ``.npy`` tables
-    become float16, a char-CNN table composer (``char_cnn.pt``) the half format.
-    Returns the tables' stored dtype, or None without tables."""
-    tables = None
-    skip = {f"{d}.pt" for d in (*DIRECTIONS, MASKED)} | {MODEL_FILE, "README.md"}
+    become float16, a char-CNN table composer (``char_cnn.safetensors``, or an older
+    ``char_cnn.pt``, written as ``.safetensors``) the half format.
+    Returns the tables' stored dtype (None without tables) and the files renamed (old -> new)."""
+    tables, renamed = None, {}
+    skip = {f"{d}{suffix}" for d in (*DIRECTIONS, MASKED) for suffix in (".pt", SUFFIX)} | {MODEL_FILE, "README.md"}
     for name in names:
         if name in skip:
             continue
@@ -135,20 +138,21 @@ def _copy_files(source: Path, tmp: Path, names: Sequence[str], fmt: str) -> str 
                     np.save(f, np.asarray(array, dtype=np.float16))
                 tables = "float16"
                 continue
-        if name == "char_cnn.pt" and fmt in formats.HALF:
-            state = load_weights_only(src, what="a char-CNN weights file", fix="export the model again")
-            torch.save(formats.narrow(state, fmt), dst)
+        if name in ("char_cnn.pt", f"char_cnn{SUFFIX}"):
+            state = read_state(src, what="a char-CNN weights file", fix="export the model again")
+            save_tensors(formats.narrow(state, fmt) if fmt in formats.HALF else state, tmp / f"char_cnn{SUFFIX}")
+            renamed[name] = f"char_cnn{SUFFIX}"
             continue
         shutil.copyfile(src, dst)
-    return tables
+    return tables, renamed
 
 
 def _compressed_states(source: Path, fmt: str) -> dict[str, dict[str, torch.Tensor]]:
     """Every weights file's stored state in ``fmt``: both directions', a masked LM's one
     stack's or a one-direction LM's forward LM's (:func:`~elmoc.pretrained.loader.stacks_of`)."""
     stacks = stacks_of(read_model_meta(source))
-    where = {d: source / f"{d}.pt" for d in stacks}
-    states = {d: load_weights_only(where[d], what="a model directory's weights file", fix="export the model again")
+    where = {d: stored_file(source, d) for d in stacks}
+    states = {d: read_state(where[d], what="a model directory's weights file", fix="export the model again")
               for d in stacks}
     if fmt in formats.HALF:
         return {d: formats.narrow(s, fmt) for d, s in states.items()}

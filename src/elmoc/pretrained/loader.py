@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from elmoc.data.vocab.subword import SubwordEncoder
     from elmoc.inputs.base import Composer
 
-FORMAT = "elmoc-model-v1"
+FORMAT = "elmoc-model-v2"  # weights in .safetensors files (issue 53.3)
+READABLE = ("elmoc-model-v1", FORMAT)  # v1: the same with .pt weights files
 MODEL_FILE = "elmoc-model.json"
 SINGLE = "single"  # elmoc-model.json "stack": one bidirectional stack (a masked LM), weights in masked.pt;
 FORWARD_ONLY = "forward"  # "stack": one forward LM (train.directions: forward), weights in forward.pt;
@@ -156,10 +157,10 @@ def read_model_meta(directory: str | Path) -> dict[str, Any]:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InputFileError(path, f"not valid JSON ({e}); export the model again") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+    if not isinstance(meta, dict) or meta.get("format") not in READABLE:
         found = meta.get("format") if isinstance(meta, dict) else None
-        raise InputFileError(path, f"format {found!r} is not {FORMAT!r} (written by another elmoc version); "
-                             "export the model again with this version")
+        raise InputFileError(path, f"format {found!r} is not one this elmoc reads ({', '.join(READABLE)}; written by "
+                             "another elmoc version); export the model again with this version")
     for key in ("input", "encoder", "boundaries", "files"):
         if key not in meta:
             raise InputFileError(path, f"has no {key!r} entry; export the model again")
@@ -168,7 +169,7 @@ def read_model_meta(directory: str | Path) -> dict[str, Any]:
 
 def load_bilm(directory: str | Path, device: str | torch.device = "cpu", check_files: bool = True) -> BiLM:
     """The bi-LM of a model directory (nothing else is read)."""
-    from elmoc.io.safe_load import load_weights_only  # weights only: a crafted file runs no code
+    from elmoc.io.tensor_files import read_state, stored_file  # no pickle (an older .pt: weights only)
 
     directory = Path(directory)
     meta = read_model_meta(directory)
@@ -192,14 +193,14 @@ def load_bilm(directory: str | Path, device: str | torch.device = "cpu", check_f
         from elmoc.data.vocab.subword import SubwordEncoder
 
         subword_encoder = SubwordEncoder(directory / meta["tokenizer"])
-    where = {d: directory / f"{d}.pt" for d in stacks_of(meta)}
+    where = {d: stored_file(directory, d) for d in stacks_of(meta)}
     fmt = formats.stored_format(meta, directory / MODEL_FILE)  # float32, or a compressed copy's format
     if fmt == "int8" and resolve_device(device).type != "cpu":
         raise ConfigError(f"{directory}: an int8 model runs on the CPU only (torch's quantized kernels); use "
                           "--device cpu, or a float16/bfloat16 copy or the uncompressed model on the GPU")
     with formats.quiet_quantization():
-        states = {d: load_weights_only(where[d], what="a model directory's weights file",
-                                       fix="export the model again") for d in where}
+        states = {d: read_state(where[d], what="a model directory's weights file", fix="export the model again")
+                  for d in where}
     # compressed copies are widened to float32 to build (and compute, on the CPU)
     bilm = build_bilm({"input": input_cfg, "encoder": meta["encoder"]},
                       {d: formats.widen(s) for d, s in states.items()}, where, vocab, composer,

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from elmoc.io.safe_load import load_weights_only
+from elmoc.io.tensor_files import read_state, stored_file
 from elmoc.pretrained import formats
 from elmoc.pretrained.compare import directory_size, feature_fidelity
 from elmoc.pretrained.elmo import embed_sentences
@@ -31,10 +31,10 @@ def stored_parameters(directory: str | Path) -> dict[str, int]:
     directory = Path(directory)
     total = nonzero = size = 0
     for stack in stacks_of(read_model_meta(directory)):
-        path = directory / f"{stack}.pt"
+        path = stored_file(directory, stack)
         size += path.stat().st_size
         with formats.quiet_quantization():
-            state = load_weights_only(path, what="a model directory's weights file", fix="export the model again")
+            state = read_state(path, what="a model directory's weights file", fix="export the model again")
         for value in formats.widen(state).values():
             if value.is_floating_point():
                 total += value.numel()

@@ -23,6 +23,7 @@ from elmoc.features.oov import oov_vectors_for
 from elmoc.inputs.base import input_class
 from elmoc.io.atomic import atomic_file
 from elmoc.io.output_paths import output_directory
+from elmoc.io.tensor_files import SUFFIX, save_tensors
 from elmoc.pretrained.card import write_card
 from elmoc.pretrained.loader import (FORMAT, FORWARD_ONLY, MODEL_FILE, SINGLE, boundaries_by_kind, load_bilm,
                                     read_checkpoints)
@@ -115,7 +116,7 @@ def export_model(forward: str | Path, backward: str | Path | None, output: str |
             shutil.copyfile(tokenizer, tmp / "tokenizer.json")
             meta["tokenizer"] = "tokenizer.json"
         for direction, payload in payloads.items():
-            torch.save(_feature_state(payload["model"]), tmp / f"{direction}.pt")
+            save_tensors(_feature_state(payload["model"]), tmp / f"{direction}{SUFFIX}")
         from elmoc.config import dump_yaml
 
         dump_yaml(spec, tmp / "spec.yaml")
