@@ -131,7 +131,7 @@ def test_export_embed_and_elmo_read_one_forward_stack(trained, monkeypatch):
     assert r.returncode == 0, r.stderr
     meta = json.loads((root / "model_dir/elmoc-model.json").read_text())
     assert meta["stack"] == "forward" and meta["layers"] == BLOCKS + 1 and meta["dim"] == D_MODEL
-    assert "forward.pt" in meta["files"] and "backward.pt" not in meta["files"]
+    assert "forward.safetensors" in meta["files"] and "backward.safetensors" not in meta["files"]
     card = (root / "model_dir/README.md").read_text()
     assert "| | forward |" in card and "one forward LM" in card
     r = elmoc(root, "embed", "--model", "model_dir", "sents.txt", "embedded.hdf5", "--all", "--threads", "1")

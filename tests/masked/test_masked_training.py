@@ -136,7 +136,7 @@ def test_extraction_export_embed_and_elmo_read_one_bidirectional_stack(straight,
     assert r.returncode == 0, r.stderr
     meta = json.loads((root / "model_dir/elmoc-model.json").read_text())
     assert meta["stack"] == "single" and meta["layers"] == BLOCKS + 1 and meta["dim"] == D_MODEL
-    assert "masked.pt" in meta["files"] and "forward.pt" not in meta["files"]
+    assert "masked.safetensors" in meta["files"] and "forward.safetensors" not in meta["files"]
     assert "| | masked |" in (root / "model_dir/README.md").read_text()
     r = elmoc(root, "embed", "--model", "model_dir", "sents.txt", "embedded.hdf5", "--all", "--threads", "1")
     assert r.returncode == 0, r.stderr

@@ -43,3 +43,19 @@ def test_card_of_a_demo_sized_elmo_c_gives_its_real_sizes(lm_tree):
     assert card_description(preset) in card
     assert "| trainable parameters (whole LM in training) | 76,576 | 76,577 |" in card
     assert "| parameters (input + encoder, exported) | 1,298 | 1,298 |" in card
+
+
+def test_card_opens_with_the_exported_models_own_settings(lm_tree):
+    root = lm_tree("fasttext")
+    for direction in ("forward", "backward"):
+        path = root / "results/lm/tiny" / direction / "model.pt"
+        payload = load_checkpoint(path)
+        payload["spec"]["description"] = "ELMo-C: 2-layer LSTM 4096/512 (76M)"  # a preset's full-size words
+        save_checkpoint(path, payload)
+    assert run_command("export", ["--variant", "tiny", "--output", "model"]) == 0
+    card = (root / "model/README.md").read_text().split("\n")
+    assert card[2] == ("This model: `fasttext` input, `elmo_lstm` encoder (cell_size 10, num_layers 2, "
+                       "projection_size 6); 1,298 / 1,298 parameters (forward / backward, input + encoder); "
+                       "features of 3 layers x 12.")
+    assert card[4].startswith("Trained from the LM spec `tiny`, described as: \"ELMo-C: 2-layer LSTM 4096/512\" "
+                              "(the spec's words")

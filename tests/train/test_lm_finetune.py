@@ -165,7 +165,7 @@ def test_a_run_stopped_by_sigterm_resumes_bit_exact(work, monkeypatch, caplog):
         a, b = (load_checkpoint(work / d / name) for d in ("straight", "resumed"))
         assert a["model"].keys() == b["model"].keys()
         assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"]), name
-    for name in ("forward.pt", "backward.pt"):  # the exported directory's weights
+    for name in ("forward.safetensors", "backward.safetensors"):  # the exported directory's weights
         assert (work / "straight/model" / name).read_bytes() == (work / "resumed/model" / name).read_bytes()
     a, b = (json.loads((work / d / "backward/heldout.json").read_text()) for d in ("straight", "resumed"))
     assert (a["before"], a["after"], a["steps"]) == (b["before"], b["after"], b["steps"])

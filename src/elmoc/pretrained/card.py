@@ -32,7 +32,11 @@ def write_card(tmp: Path, spec: dict, payloads: dict, heldout: dict, bilm: BiLM,
     data = spec.get("data") or {}
     stacks = list(payloads)  # ["forward", "backward"], ["masked"] or ["forward"]
     params = {d: sum(t.numel() for t in read_state(stored_file(tmp, d)).values()) for d in stacks}
-    lines = [f"# {spec.get('name', 'model')}", "", card_description(spec.get("description")), "",
+    described = card_description(spec.get("description"))
+    lines = [f"# {spec.get('name', 'model')}", "", _summary(spec, bilm, params, stacks), "",
+             *([f"Trained from the LM spec `{spec.get('name', 'model')}`, described as: \"{described}\" (the spec's "
+                "words, which may name a preset's full-size settings; the sizes on this card are this model's)."]
+               if described else []), "",
              "Load it with `elmoc.Elmo.from_pretrained(\"<this directory>\", num_output_representations=1)`",
              "or `elmoc embed --model <this directory> sentences.txt out.hdf5 --all`.", "",
              "| | " + " | ".join(stacks) + " |", "|---|" + "---|" * len(stacks)]
@@ -63,6 +67,17 @@ def write_card(tmp: Path, spec: dict, payloads: dict, heldout: dict, bilm: BiLM,
               "", "```", command or " ".join(["elmoc", *sys.argv[1:]]), "```", ""]
     with atomic_file(tmp / "README.md") as f:
         f.write("\n".join(lines))
+
+
+def _summary(spec: dict, bilm: BiLM, params: dict[str, int], stacks: list[str]) -> str:
+    """One sentence about the model exported, from its own settings and weights."""
+    encoder = spec["encoder"]
+    sizes = ", ".join(f"{k} {v}" for k, v in sorted(encoder.items())
+                      if isinstance(v, int) and not isinstance(v, bool))
+    per_file = " / ".join(f"{params[d]:,}" for d in stacks)
+    return (f"This model: `{spec['input'].get('type')}` input, `{encoder.get('type')}` encoder ({sizes}); "
+            f"{per_file} parameters ({' / '.join(stacks)}, input + encoder); features of {bilm.num_layers} layers "
+            f"x {bilm.output_dim}.")
 
 
 def _stack_words(stacks: list[str]) -> str:
