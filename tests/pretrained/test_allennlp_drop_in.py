@@ -184,3 +184,22 @@ def write_reference() -> None:
 
 if __name__ == "__main__":
     write_reference()
+
+
+def test_readme_snippet_runs_with_the_urls_pointing_at_the_fixture(elmo_fixture_dir, repo_root, tmp_path,
+                                                                   monkeypatch):
+    import re
+
+    text = (repo_root / "README.md").read_text(encoding="utf-8").split("## Coming from AllenNLP", 1)[1]
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    urls = re.findall(r'"(https://[^"]+)"', code)
+    assert [u.rsplit("_", 1)[-1] for u in urls] == ["options.json", "weights.hdf5"]
+    code = code.replace(urls[0], (elmo_fixture_dir / "options.json").as_uri())
+    code = code.replace(urls[1], (elmo_fixture_dir / "lm_weights.hdf5").as_uri())
+    monkeypatch.setenv("ELMOC_CACHE", str(tmp_path / "cache"))
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    embeddings = scope["embeddings"]
+    assert [tuple(r.shape) for r in embeddings["elmo_representations"]] == [(2, 3, 32), (2, 3, 32)]
+    want = np.asarray(json.loads(REFERENCE.read_text())["representation"], dtype=np.float32)
+    np.testing.assert_allclose(embeddings["elmo_representations"][1].detach().numpy(), want, atol=1e-5, rtol=0)
