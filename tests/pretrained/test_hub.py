@@ -86,3 +86,6 @@ def test_unknown_names_and_bare_files_are_one_line(server, tmp_path, capsys):
         tar.add(served / "options.json", arcname="options.json")
     with pytest.raises(InputFileError, match="elmoc-model.json: missing: not an elmoc model directory"):
         hub.fetch_model((served / "junk.tar.gz").as_uri())
+    with pytest.raises(InputFileError, match=r"nowhere: not found: give a model directory \(elmoc export\), a "
+                       r"released ELMo's name \(original, medium, small\)"):
+        Elmo.from_pretrained(str(tmp_path / "nowhere"))

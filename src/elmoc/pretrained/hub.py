@@ -134,5 +134,8 @@ def model_directory(source: str | Path, cache: str | Path | None = None) -> Path
     """``source`` as a local model directory: a directory as it is, a released name or a URL
     fetched into the cache (:func:`fetch_model`)."""
     if isinstance(source, Path) or Path(source).is_dir() or not (source in RELEASED or is_url(source)):
-        return Path(source)  # the loader names what is wrong with a path
+        if not Path(source).exists():
+            raise InputFileError(source, "not found: give a model directory (elmoc export), a released ELMo's "
+                                 f"name ({', '.join(RELEASED)}) or the URL of a model directory's archive")
+        return Path(source)  # the loader names what is wrong with the directory
     return fetch_model(str(source), cache=cache)
