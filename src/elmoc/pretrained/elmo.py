@@ -202,7 +202,6 @@ class Elmo(nn.Module):
                 self._keep(new_states)
             seen = (ids != PAD_ID).to(device)  # every position the LM read, boundaries included
             index = torch.tensor(rows, device=device)
-            layers = layers.clone()
             if keep:
                 layers[:, index, : acts.shape[2]] = acts.transpose(0, 1)
                 mask[index, : acts.shape[2]] = seen
