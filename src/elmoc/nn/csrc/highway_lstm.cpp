@@ -48,7 +48,7 @@ void forward_loop(const at::Tensor& projected, const at::Tensor& mask, const sca
   scalar_t* TC = tanh_c.data_ptr<scalar_t>();
   for (int64_t t = 0; t < T; ++t) {
     at::Tensor a = acts.select(0, t);  // holds the input gates + bias of step t on entry
-    a.addmm_(hd_all.select(0, t), ws_t);
+    if (t > 0) a.addmm_(hd_all.select(0, t), ws_t);  // h_0 = 0: no recurrent product at the first step
     a.sigmoid_();
     scalar_t* at_ = A + t * B * H5;
     const scalar_t* c_prev = CA + t * B * H;
@@ -117,8 +117,26 @@ std::vector<at::Tensor> highway_forward(const at::Tensor& projected_in, const at
   // Candidate block (the fifth) doubled: one sigmoid serves all gates, tanh z = 2 sigmoid(2z) - 1.
   at::Tensor scale = at::ones({5 * H}, projected.options());
   scale.narrow(0, 4 * H, H).fill_(2);
-  at::Tensor acts = (projected.narrow(2, 0, 5 * H) + bias) * scale;  // fresh (T, B, 5H), contiguous
-  at::Tensor ws_t = (weight * scale.unsqueeze(1)).t();              // (H, 5H), a view MKL reads in place
+  at::Tensor ws_t = (weight * scale.unsqueeze(1)).t();  // (H, 5H), a view MKL reads in place
+  at::Tensor acts = at::empty({T, B, 5 * H}, projected.options());
+  const at::Tensor bias_c = bias.contiguous();
+  AT_DISPATCH_FLOATING_TYPES(projected.scalar_type(), "elmoc_highway_gates", [&] {
+    // acts = (input gates + bias) * scale, in one pass
+    const scalar_t* src = projected.data_ptr<scalar_t>();
+    const scalar_t* bs = bias_c.data_ptr<scalar_t>();
+    scalar_t* dst = acts.data_ptr<scalar_t>();
+    const int64_t H5 = 5 * H, H4 = 4 * H;
+    at::parallel_for(0, T * B, row_grain(H5), [&](int64_t r0, int64_t r1) {
+      for (int64_t row = r0; row < r1; ++row) {
+        const scalar_t* in = src + row * 6 * H;
+        scalar_t* out = dst + row * H5;
+        ELMOC_IVDEP
+        for (int64_t k = 0; k < H4; ++k) out[k] = in[k] + bs[k];
+        ELMOC_IVDEP
+        for (int64_t k = H4; k < H5; ++k) out[k] = 2 * (in[k] + bs[k]);
+      }
+    });
+  });
   at::Tensor dm;
   if (dropout.has_value() && dropout->defined()) dm = dropout->contiguous();
   auto opts = projected.options();
@@ -193,6 +211,7 @@ void backward_loop(const at::Tensor& grad_out, const at::Tensor& projected, cons
         }
       }
     });
+    if (t == 0) break;  // h_0 = 0 is no input: its gradient is not needed
     at::mm_out(dh_next, dproj.select(0, t).narrow(1, 0, H5), weight);  // (B, H) gradient of h_{t-1} * drop
     scalar_t* DHN = dh_next.data_ptr<scalar_t>();
     for (int64_t b = 0; b < B; ++b) {
@@ -225,9 +244,11 @@ std::vector<at::Tensor> highway_backward(const at::Tensor& grad_out_in, const at
     backward_loop<scalar_t>(grad_out, projected, mask, acts, c_all, tanh_c,
                             dm.defined() ? dm.data_ptr<scalar_t>() : nullptr, weight, dproj);
   });
-  // Recurrent weight and bias gradients: one product and one sum over all steps.
+  // Recurrent weight and bias gradients: one product and one sum over all steps (the weight's
+  // from step 1 on: the state entering step 0 is zero).
   at::Tensor dz = dproj.view({T * B, 6 * H}).narrow(1, 0, H5);
-  at::Tensor d_weight = at::mm(hd_all.narrow(0, 0, T).reshape({T * B, H}).t(), dz).t();
+  at::Tensor d_weight = T > 1 ? at::mm(hd_all.narrow(0, 1, T - 1).reshape({(T - 1) * B, H}).t(), dz.narrow(0, B, (T - 1) * B)).t()
+                              : at::zeros({H5, H}, acts.options());
   at::Tensor d_bias = dz.sum(0);
   return {dproj, d_weight, d_bias};
 }
