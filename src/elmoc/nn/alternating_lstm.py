@@ -45,21 +45,17 @@ from elmoc.nn.masking import reverse_padded
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("csrc") / "highway_lstm.cpp"
-_state: dict[str, Any] = native_build.new_state()
-
-
-def _build_flavour() -> tuple[str, list[str]]:
-    return native_build.build_flavour("elmoc_native_highway")
+_EXTENSION = native_build.Extension("elmoc_native_highway", SOURCE, "elmoc_highway", "native highway LSTM kernel", log)
 
 
 def native_ops() -> Any | None:
     """``torch.ops.elmoc_highway`` (built on the first call), or None when unavailable."""
-    return native_build.load_ops(_state, _build_flavour, SOURCE, "elmoc_highway", "native highway LSTM kernel", log)
+    return _EXTENSION.ops()
 
 
 def native_status() -> str:
     """A one-line description for logs and benchmark reports."""
-    return native_build.status_line(native_ops(), _state)
+    return _EXTENSION.status()
 
 
 # -- the Python time loop of the autograd function (the CUDA path) ---------------------------

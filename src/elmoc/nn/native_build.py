@@ -20,7 +20,9 @@ from typing import Any, Callable
 
 import torch
 
-__all__ = ["build_flavour", "disabled", "load_ops", "new_state", "status_line"]
+__all__ = ["Extension", "build_flavour", "disabled", "load_ops", "new_state", "status_line", "INCLUDE"]
+
+INCLUDE = Path(__file__).with_name("csrc")  # time_loops.h, shared by every time loop's source
 
 
 def new_state() -> dict[str, Any]:
@@ -63,7 +65,8 @@ def load_ops(state: dict[str, Any], flavour: Callable[[], tuple[str, list[str]]]
 
         name, flags = flavour()
         start = time.perf_counter()
-        load(name=name, sources=[str(source)], extra_cflags=flags, is_python_module=False, verbose=False)
+        load(name=name, sources=[str(source)], extra_cflags=flags, extra_include_paths=[str(INCLUDE)],
+             is_python_module=False, verbose=False)
         seconds = time.perf_counter() - start
         if seconds > 2.0:
             log.info("compiled the %s in %.0f s (cached for later runs)", what, seconds)
@@ -81,3 +84,20 @@ def load_ops(state: dict[str, Any], flavour: Callable[[], tuple[str, list[str]]]
 def status_line(ops: Any | None, state: dict[str, Any]) -> str:
     """A one-line description for logs and benchmark reports."""
     return "native C++ time loop" if ops is not None else f"Python time loop ({state['reason']})"
+
+
+class Extension:
+    """One C++ source built as extension ``base`` (plus the CPU flavour), registering
+    ``torch.ops.<namespace>``; ``what`` names it in log lines."""
+
+    def __init__(self, base: str, source: Path, namespace: str, what: str, log: logging.Logger):
+        self.base, self.source, self.namespace, self.what, self.log = base, source, namespace, what, log
+        self.state = new_state()
+
+    def ops(self) -> Any | None:
+        """The ops (built on the first call), or None when unavailable."""
+        return load_ops(self.state, lambda: build_flavour(self.base), self.source, self.namespace, self.what, self.log)
+
+    def status(self) -> str:
+        """A one-line description for logs and benchmark reports."""
+        return status_line(self.ops(), self.state)

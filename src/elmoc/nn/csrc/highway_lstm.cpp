@@ -16,24 +16,9 @@
 // Forward returns acts (T, B, 5H) = activated i, f, o, r and tanh(g); out (T, B, H);
 // c_all (T+1, B, H) carried cells; hd_all (T+1, B, H) carried states times the dropout mask
 // (the inputs of the recurrent products); tanh_c (T, B, H).
-#include <ATen/ATen.h>
-#include <ATen/Dispatch.h>
-#include <ATen/Parallel.h>
-#include <torch/library.h>
-
-#include <algorithm>
-#include <optional>
-#include <vector>
-
-#if defined(__GNUC__) && !defined(__clang__)
-#define ELMOC_IVDEP _Pragma("GCC ivdep")
-#else
-#define ELMOC_IVDEP
-#endif
+#include "time_loops.h"
 
 namespace {
-
-int64_t row_grain(int64_t width) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1)); }
 
 template <typename scalar_t>
 void forward_loop(const at::Tensor& projected, const at::Tensor& mask, const scalar_t* drop, const at::Tensor& ws_t,
@@ -46,6 +31,7 @@ void forward_loop(const at::Tensor& projected, const at::Tensor& mask, const sca
   scalar_t* CA = c_all.data_ptr<scalar_t>();
   scalar_t* HD = hd_all.data_ptr<scalar_t>();
   scalar_t* TC = tanh_c.data_ptr<scalar_t>();
+  const scalar_t no_clip = std::numeric_limits<scalar_t>::infinity();
   for (int64_t t = 0; t < T; ++t) {
     at::Tensor a = acts.select(0, t);  // holds the input gates + bias of step t on entry
     if (t > 0) a.addmm_(hd_all.select(0, t), ws_t);  // h_0 = 0: no recurrent product at the first step
@@ -54,51 +40,35 @@ void forward_loop(const at::Tensor& projected, const at::Tensor& mask, const sca
     const scalar_t* c_prev = CA + t * B * H;
     scalar_t* c_new = CA + (t + 1) * B * H;
     scalar_t* tc = TC + t * B * H;
-    at::parallel_for(0, B, row_grain(H5), [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
-        const scalar_t* i = at_ + b * H5;
-        const scalar_t* f = i + H;
-        scalar_t* g = at_ + b * H5 + 4 * H;
-        const scalar_t* cp = c_prev + b * H;
-        scalar_t* cn = c_new + b * H;
-        scalar_t* tr = tc + b * H;
-        ELMOC_IVDEP
-        for (int64_t k = 0; k < H; ++k) {
-          const scalar_t gk = 2 * g[k] - 1;
-          g[k] = gk;
-          const scalar_t ck = i[k] * gk + f[k] * cp[k];
-          cn[k] = ck;
-          tr[k] = 2 * ck;
-        }
-      }
+    for_rows(B, H5, [&](int64_t b) {
+      scalar_t* row = at_ + b * H5;  // i, f, o, r, g
+      cell_update_row(row, row + H, row + 4 * H, c_prev + b * H, c_new + b * H, tc + b * H, H, no_clip);
     });
     tanh_c.select(0, t).sigmoid_();
     const scalar_t* hd_prev = HD + t * B * H;
     scalar_t* hd_new = HD + (t + 1) * B * H;
     scalar_t* ot = O + t * B * H;
-    at::parallel_for(0, B, row_grain(4 * H), [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
-        const scalar_t* o = at_ + b * H5 + 2 * H;
-        const scalar_t* r = o + H;
-        const scalar_t* hw = P + (t * B + b) * H6 + 5 * H;
-        scalar_t* tr = tc + b * H;
-        scalar_t* orow = ot + b * H;
-        scalar_t* hn = hd_new + b * H;
-        if (!mk[t * B + b]) {  // masked step: carry the previous state, output 0
-          std::fill(orow, orow + H, scalar_t(0));
-          std::copy(hd_prev + b * H, hd_prev + (b + 1) * H, hn);
-          std::copy(c_prev + b * H, c_prev + (b + 1) * H, c_new + b * H);
-          continue;
-        }
-        const scalar_t* dr = drop ? drop + b * H : nullptr;
-        ELMOC_IVDEP
-        for (int64_t k = 0; k < H; ++k) {
-          const scalar_t th = 2 * tr[k] - 1;
-          tr[k] = th;
-          const scalar_t h = r[k] * (o[k] * th) + (1 - r[k]) * hw[k];
-          orow[k] = h;
-          hn[k] = dr ? h * dr[k] : h;
-        }
+    for_rows(B, 4 * H, [&](int64_t b) {
+      const scalar_t* o = at_ + b * H5 + 2 * H;
+      const scalar_t* r = o + H;
+      const scalar_t* hw = P + (t * B + b) * H6 + 5 * H;
+      scalar_t* tr = tc + b * H;
+      scalar_t* orow = ot + b * H;
+      scalar_t* hn = hd_new + b * H;
+      if (!mk[t * B + b]) {  // masked step: carry the previous state, output 0
+        std::fill(orow, orow + H, scalar_t(0));
+        std::copy(hd_prev + b * H, hd_prev + (b + 1) * H, hn);
+        std::copy(c_prev + b * H, c_prev + (b + 1) * H, c_new + b * H);
+        return;
+      }
+      const scalar_t* dr = drop ? drop + b * H : nullptr;
+      ELMOC_IVDEP
+      for (int64_t k = 0; k < H; ++k) {
+        const scalar_t th = 2 * tr[k] - 1;
+        tr[k] = th;
+        const scalar_t h = r[k] * (o[k] * th) + (1 - r[k]) * hw[k];
+        orow[k] = h;
+        hn[k] = dr ? h * dr[k] : h;
       }
     });
   }
@@ -126,15 +96,13 @@ std::vector<at::Tensor> highway_forward(const at::Tensor& projected_in, const at
     const scalar_t* bs = bias_c.data_ptr<scalar_t>();
     scalar_t* dst = acts.data_ptr<scalar_t>();
     const int64_t H5 = 5 * H, H4 = 4 * H;
-    at::parallel_for(0, T * B, row_grain(H5), [&](int64_t r0, int64_t r1) {
-      for (int64_t row = r0; row < r1; ++row) {
-        const scalar_t* in = src + row * 6 * H;
-        scalar_t* out = dst + row * H5;
-        ELMOC_IVDEP
-        for (int64_t k = 0; k < H4; ++k) out[k] = in[k] + bs[k];
-        ELMOC_IVDEP
-        for (int64_t k = H4; k < H5; ++k) out[k] = 2 * (in[k] + bs[k]);
-      }
+    for_rows(T * B, H5, [&](int64_t row) {
+      const scalar_t* in = src + row * 6 * H;
+      scalar_t* out = dst + row * H5;
+      ELMOC_IVDEP
+      for (int64_t k = 0; k < H4; ++k) out[k] = in[k] + bs[k];
+      ELMOC_IVDEP
+      for (int64_t k = H4; k < H5; ++k) out[k] = 2 * (in[k] + bs[k]);
     });
   });
   at::Tensor dm;
@@ -172,43 +140,41 @@ void backward_loop(const at::Tensor& grad_out, const at::Tensor& projected, cons
   scalar_t* DC = dc.data_ptr<scalar_t>();
   for (int64_t t = T - 1; t >= 0; --t) {
     const scalar_t* DH = dh.data_ptr<scalar_t>();
-    at::parallel_for(0, B, row_grain(8 * H), [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
-        scalar_t* dz = DP + (t * B + b) * H6;
-        if (!mk[t * B + b]) {  // masked step: dh and dc pass through, the gates get nothing
-          std::fill(dz, dz + H6, scalar_t(0));
-          continue;
-        }
-        const scalar_t* __restrict__ i = A + (t * B + b) * H5;
-        const scalar_t* __restrict__ f = i + H;
-        const scalar_t* __restrict__ o = i + 2 * H;
-        const scalar_t* __restrict__ r = i + 3 * H;
-        const scalar_t* __restrict__ g = i + 4 * H;
-        const scalar_t* __restrict__ th = TC + (t * B + b) * H;
-        const scalar_t* __restrict__ cp = CA + (t * B + b) * H;
-        const scalar_t* __restrict__ hw = P + (t * B + b) * H6 + 5 * H;
-        const scalar_t* __restrict__ go = GO + (t * B + b) * H;
-        const scalar_t* __restrict__ dhr = DH + b * H;
-        scalar_t* __restrict__ dcr = DC + b * H;
-        scalar_t* __restrict__ dzi = dz;
-        scalar_t* __restrict__ dzf = dz + H;
-        scalar_t* __restrict__ dzo = dz + 2 * H;
-        scalar_t* __restrict__ dzr = dz + 3 * H;
-        scalar_t* __restrict__ dzg = dz + 4 * H;
-        scalar_t* __restrict__ dhw = dz + 5 * H;
-        ELMOC_IVDEP
-        for (int64_t k = 0; k < H; ++k) {
-          const scalar_t dn = go[k] + dhr[k];  // gradient of this step's h
-          const scalar_t oth = o[k] * th[k];
-          const scalar_t dcn = dcr[k] + dn * r[k] * o[k] * (1 - th[k] * th[k]);
-          dzi[k] = dcn * g[k] * i[k] * (1 - i[k]);
-          dzf[k] = dcn * cp[k] * f[k] * (1 - f[k]);
-          dzo[k] = dn * r[k] * th[k] * o[k] * (1 - o[k]);
-          dzr[k] = dn * (oth - hw[k]) * r[k] * (1 - r[k]);
-          dzg[k] = dcn * i[k] * (1 - g[k] * g[k]);
-          dhw[k] = dn * (1 - r[k]);
-          dcr[k] = dcn * f[k];
-        }
+    for_rows(B, 8 * H, [&](int64_t b) {
+      scalar_t* dz = DP + (t * B + b) * H6;
+      if (!mk[t * B + b]) {  // masked step: dh and dc pass through, the gates get nothing
+        std::fill(dz, dz + H6, scalar_t(0));
+        return;
+      }
+      const scalar_t* __restrict__ i = A + (t * B + b) * H5;
+      const scalar_t* __restrict__ f = i + H;
+      const scalar_t* __restrict__ o = i + 2 * H;
+      const scalar_t* __restrict__ r = i + 3 * H;
+      const scalar_t* __restrict__ g = i + 4 * H;
+      const scalar_t* __restrict__ th = TC + (t * B + b) * H;
+      const scalar_t* __restrict__ cp = CA + (t * B + b) * H;
+      const scalar_t* __restrict__ hw = P + (t * B + b) * H6 + 5 * H;
+      const scalar_t* __restrict__ go = GO + (t * B + b) * H;
+      const scalar_t* __restrict__ dhr = DH + b * H;
+      scalar_t* __restrict__ dcr = DC + b * H;
+      scalar_t* __restrict__ dzi = dz;
+      scalar_t* __restrict__ dzf = dz + H;
+      scalar_t* __restrict__ dzo = dz + 2 * H;
+      scalar_t* __restrict__ dzr = dz + 3 * H;
+      scalar_t* __restrict__ dzg = dz + 4 * H;
+      scalar_t* __restrict__ dhw = dz + 5 * H;
+      ELMOC_IVDEP
+      for (int64_t k = 0; k < H; ++k) {
+        const scalar_t dn = go[k] + dhr[k];  // gradient of this step's h
+        const scalar_t oth = o[k] * th[k];
+        const scalar_t dcn = dcr[k] + dn * r[k] * o[k] * (1 - th[k] * th[k]);
+        dzi[k] = dcn * g[k] * i[k] * (1 - i[k]);
+        dzf[k] = dcn * cp[k] * f[k] * (1 - f[k]);
+        dzo[k] = dn * r[k] * th[k] * o[k] * (1 - o[k]);
+        dzr[k] = dn * (oth - hw[k]) * r[k] * (1 - r[k]);
+        dzg[k] = dcn * i[k] * (1 - g[k] * g[k]);
+        dhw[k] = dn * (1 - r[k]);
+        dcr[k] = dcn * f[k];
       }
     });
     if (t == 0) break;  // h_0 = 0 is no input: its gradient is not needed
