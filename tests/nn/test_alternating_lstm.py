@@ -182,6 +182,22 @@ def test_a_failing_compile_falls_back_to_the_eager_cell_with_a_warning(monkeypat
     _assert_close(fast, slow, torch.float64)
 
 
+@pytest.mark.slow  # inductor compiles the two cells for the CPU: 1-2 minutes on the 2-core box
+def test_the_cells_compile_and_the_compiled_loops_equal_the_reference_loop(monkeypatch, caplog):
+    """The CUDA path's ``torch.compile`` of the cells, here on the CPU: no graph break that fails,
+    no fallback to the eager cells, the same outputs and gradients."""
+    import logging
+
+    lstm, x, mask, weights = _case(torch.float64, True, True, layers=2)
+    loops = PythonLoops(compiled=True)
+    monkeypatch.setattr(alternating_lstm, "time_loops", lambda t: loops)
+    with caplog.at_level(logging.WARNING, logger="elmoc.nn.alternating_lstm"):
+        fast, _ = _run(lstm, x, mask, weights, lstm.forward)
+    assert not caplog.records  # compiled, not fallen back
+    slow, _ = _run(lstm, x, mask, weights, lstm.reference_forward)
+    _assert_close(fast, slow, torch.float64)
+
+
 @pytest.mark.gpu
 def test_cuda_path_with_compiled_cells_equals_the_cpu_reference():
     if not torch.cuda.is_available():
