@@ -145,6 +145,17 @@ def test_hand_written_backwards_pass_gradcheck(masked):
             (projected, weight, bias))
 
 
+def test_under_autocast_the_recurrence_stays_in_float32():
+    _require_native()
+    lstm, x, mask, weights = _case(torch.float32, True, True, layers=2)
+    plain, _ = _run(lstm, x, mask, weights, lstm.forward)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cast, _ = _run(lstm, x, mask, weights, lstm.forward)
+    assert cast[0].dtype == torch.float32
+    # only the input products ran in bfloat16 (8 bits of mantissa)
+    assert all((a.float() - b).abs().max() <= 0.05 * max(1.0, float(b.abs().max())) for a, b in zip(cast, plain))
+
+
 def test_native_path_is_taken_on_cpu_and_can_be_disabled(monkeypatch):
     _require_native()
     lstm, x, mask, weights = _case(torch.float32, True, True, layers=2)

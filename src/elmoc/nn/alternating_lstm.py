@@ -253,8 +253,14 @@ class HighwayLstmLayer(nn.Module):
         """:meth:`forward` on time-major tensors (x (T, B, D), mask (T, B)) through ``loops``."""
         projected = self.input_linear(x)  # (T, B, 6H), one product for all steps
         drop = self.dropout_mask(x, x.shape[1])
-        return _HighwayLstmFunction.apply(projected, mask, drop, self.state_linear.weight, self.state_linear.bias,
-                                          loops)
+        weight, bias = self.state_linear.weight, self.state_linear.bias
+        device_type = x.device.type
+        if torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type):
+            # The recurrence (and its memory cell, which accumulates over time) stays in the
+            # parameters' dtype under autocast; the input product ran in the autocast dtype.
+            with torch.autocast(device_type, enabled=False):
+                return _HighwayLstmFunction.apply(projected.to(weight.dtype), mask, drop, weight, bias, loops)
+        return _HighwayLstmFunction.apply(projected, mask, drop, weight, bias, loops)
 
     def reference_forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The plain autograd time loop in Python (the fallback and the tests' reference)."""
