@@ -31,6 +31,7 @@ seed gives the same masks whichever loop runs.
 """
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 from typing import Any, Callable
@@ -138,7 +139,8 @@ class PythonLoops:
         for t in range(steps):
             z = torch.addmm(gates_in[t], hd, weight.t())
             a, cell, tanh_c, out, hd = self.cells.forward(z, cell, hd, highway[t], maskf[t], drop)
-            acts.append(a), outs.append(out), cells.append(cell), hds.append(hd), tanhs.append(tanh_c)
+            for kept, value in zip((acts, outs, cells, hds, tanhs), (a, out, cell, hd, tanh_c)):
+                kept.append(value)
         return [torch.stack(x) for x in (acts, outs, cells, hds, tanhs)]
 
     def highway_backward(self, grad_out, projected, mask, acts, c_all, hd_all, tanh_c, drop, weight):
@@ -159,7 +161,10 @@ class PythonLoops:
         return torch.cat([dz, torch.stack(dhws)], dim=-1), d_weight, dz.sum((0, 1))
 
 
-_CUDA_LOOPS: list[PythonLoops] = []  # built on first use (torch.compile is lazy, but keep one)
+@functools.cache
+def _cuda_loops() -> PythonLoops:
+    """One set of compiled loops per process, so that each cell is compiled once."""
+    return PythonLoops(compiled=True)
 
 
 def time_loops(t: torch.Tensor) -> Any | None:
@@ -168,9 +173,7 @@ def time_loops(t: torch.Tensor) -> Any | None:
     if t.device.type == "cpu":
         return native_ops() if t.dtype in (torch.float32, torch.float64) else None
     if t.device.type == "cuda":
-        if not _CUDA_LOOPS:
-            _CUDA_LOOPS.append(PythonLoops(compiled=True))
-        return _CUDA_LOOPS[0]
+        return _cuda_loops()
     return None
 
 
