@@ -21,7 +21,11 @@ the trainer's batch sizes, epochs and patience, ``with_fasttext``) and the task 
    one length and, with a step linear in the length, the step at the mean length is the mean step;
 3. the aten operations of one step that launch a kernel (views excluded), counted with a
    dispatch mode: on a GPU each is at least one kernel launch, which bounds a step from below
-   whatever the GPU's speed (SRL's alternating LSTM runs its time loop in Python);
+   whatever the GPU's speed. The native time loops are counted by the aten operations they call
+   (SRL's highway LSTM: per step a product and two sigmoids forward, a product backward, their
+   pointwise work fused in C++), standing in for the CUDA path's product and one fused cell per
+   step each way; ``--compare-python-loop`` measures each task a second time with
+   ``ELMOC_NATIVE_LSTM=0`` (the Python reference loops, every op a kernel), side by side;
 4. this CPU's float32 matmul rate at the same thread count (measured just before and just
    after each task's timings, as the shared machine's load changes), against an H100's published
    dense FP32 peak (51 TFLOP/s PCIe, 67 TFLOP/s SXM; NVIDIA H100 datasheet; the task runner
@@ -40,13 +44,14 @@ the trainer's batch sizes, epochs and patience, ``with_fasttext``) and the task 
 whole script in seconds; its figures mean nothing.
 
 Usage: PYTHONPATH=src .venv/bin/python benchmarks/task_durations.py [--tasks sst5 snli ner srl coref]
-    [--steps 3] [--threads 1] [--json out.json] [--tiny]
+    [--steps 3] [--threads 1] [--json out.json] [--tiny] [--compare-python-loop]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import random
 import statistics
 import sys
@@ -419,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", type=Path, default=PAPER_CONFIG, help="workflow config with the task sections")
     p.add_argument("--tiny", action="store_true", help="every size shrunk: for the tests, the figures mean nothing")
     p.add_argument("--json", type=Path, help="write the figures here")
+    p.add_argument("--compare-python-loop", action="store_true",
+                   help="measure each task twice, the second time with ELMOC_NATIVE_LSTM=0 (the Python time loops)")
     args = p.parse_args(argv)
     if args.steps < 1:
         print("--steps must be at least 1", file=sys.stderr)
@@ -445,19 +452,32 @@ def main(argv: list[str] | None = None) -> int:
         print("task | batch | CPU step ms (collate + model) | kernels/step | eval batch | CPU eval ms (collate + model) | "
               "CPU GFLOP/s | factor | steps/epoch | dev batches | GPU h/epoch | epochs | GPU h per seed | 24 h jobs | "
               "runtime | retries")
+        runs = [(name, None) for name in args.tasks]
+        if args.compare_python_loop:
+            runs = [run for name in args.tasks for run in ((name, None), (f"{name} (Python loop)", "0"))]
         with tempfile.TemporaryDirectory(prefix="task-durations-") as tmp:
-            for name in args.tasks:
-                # the CPU's matmul rate just before and after the task's timings (the machine's load
-                # changes): the factor and the timings it divides see the same machine
-                before = matmul_gflops(size)
-                m = measure_task(name, sections[name], args.steps, args.tiny, Path(tmp))
-                gflops = (before + matmul_gflops(size)) / 2
+            for label, native_switch in runs:
+                name = label.split()[0]
+                saved = os.environ.get("ELMOC_NATIVE_LSTM")
+                if native_switch is not None:
+                    os.environ["ELMOC_NATIVE_LSTM"] = native_switch
+                try:
+                    # the CPU's matmul rate just before and after the task's timings (the machine's load
+                    # changes): the factor and the timings it divides see the same machine
+                    before = matmul_gflops(size)
+                    m = measure_task(name, sections[name], args.steps, args.tiny, Path(tmp))
+                    gflops = (before + matmul_gflops(size)) / 2
+                finally:
+                    if saved is None:
+                        os.environ.pop("ELMOC_NATIVE_LSTM", None)
+                    else:
+                        os.environ["ELMOC_NATIVE_LSTM"] = saved
                 factors = tuple(peak * 1e3 * eff / gflops for peak, eff in zip(H100_FP32_TFLOPS, GPU_EFFICIENCY))
                 e = estimate(m, DATASETS[name], factors)
-                result["tasks"][name] = {**m, **e, "cpu_matmul_gflops": gflops, "factors": factors,
-                                         "dataset": DATASETS[name]._asdict()}
+                result["tasks"][label] = {**m, **e, "cpu_matmul_gflops": gflops, "factors": factors,
+                                          "dataset": DATASETS[name]._asdict()}
                 ms = {k: 1e3 * m[k] for k in ("train_collate_s", "train_model_s", "eval_collate_s", "eval_model_s")}
-                print(f"{name} | {m['batch_size']} | {ms['train_collate_s'] + ms['train_model_s']:.0f} "
+                print(f"{label} | {m['batch_size']} | {ms['train_collate_s'] + ms['train_model_s']:.0f} "
                       f"({ms['train_collate_s']:.0f} + {ms['train_model_s']:.0f}) | {m['train_kernels']} | "
                       f"{m['eval_batch_size']} | {ms['eval_collate_s'] + ms['eval_model_s']:.0f} "
                       f"({ms['eval_collate_s']:.0f} + {ms['eval_model_s']:.0f}) | {gflops:.1f} | "

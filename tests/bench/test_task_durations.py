@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -81,3 +82,19 @@ def test_kernels_are_operations_that_write_memory_not_views():
         z.mul_(2)                  # 3: in place, writes
         (z * 3).sum()              # 4, 5
     assert counter.count == 5
+
+
+def test_compare_python_loop_measures_each_task_with_both_time_loops(tmp_path, monkeypatch):
+    from elmoc.nn import alternating_lstm
+
+    if alternating_lstm.native_ops() is None:
+        pytest.fail(f"native highway LSTM kernel did not build: {alternating_lstm.native_status()}")
+    monkeypatch.delenv("ELMOC_NATIVE_LSTM", raising=False)
+    out = tmp_path / "durations.json"
+    assert durations.main(["--tiny", "--steps", "1", "--tasks", "srl", "--compare-python-loop",
+                           "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["tasks"]
+    assert list(rows) == ["srl", "srl (Python loop)"]
+    # the native loop: a few operations per step; the Python loop: every pointwise op of every step
+    assert rows["srl (Python loop)"]["train_kernels"] > 2 * rows["srl"]["train_kernels"]
+    assert "ELMOC_NATIVE_LSTM" not in os.environ  # given back

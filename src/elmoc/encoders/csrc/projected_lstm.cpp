@@ -16,31 +16,11 @@
 // Forward overwrites gates with acts (T,B,4C) = activated i, f, tanh(g), o; c_all (T+1,B,C) and
 // h_all (T+1,B,P) = carried states; tanh_c, h_tilde (T,B,C); p_all (T,B,P) = clipped
 // projection.  Backward returns the gradient of the *unscaled* gates.
-#include <ATen/ATen.h>
-#include <ATen/Dispatch.h>
-#include <ATen/Parallel.h>
-#include <torch/library.h>
-
-#include <algorithm>
-#include <cmath>
-#include <limits>
-#include <optional>
-#include <tuple>
-#include <vector>
-
-// The inner loops read and write disjoint rows of different tensors (or disjoint gate
-// blocks of one row); tell GCC so, or it gives up vectorizing them.
-#if defined(__GNUC__) && !defined(__clang__)
-#define ELMOC_IVDEP _Pragma("GCC ivdep")
-#else
-#define ELMOC_IVDEP
-#endif
+#include "time_loops.h"
 
 namespace {
 
 constexpr double kLayerNormEps = 1e-5;  // torch.nn.LayerNorm's default (spec 1.1)
-
-int64_t row_grain(int64_t width) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1)); }
 
 template <typename scalar_t>
 const scalar_t* optional_ptr(const std::optional<at::Tensor>& t) {
@@ -87,24 +67,10 @@ void forward_loop(const at::Tensor& mask, const at::Tensor& ws_t, const at::Tens
     const scalar_t* c_prev = CA + t * B * C;
     scalar_t* c_new = CA + (t + 1) * B * C;
     scalar_t* tc = TC + t * B * C;
-    at::parallel_for(0, B, row_grain(C4), [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
-        scalar_t* i = at_ + b * C4;
-        const scalar_t* f = i + C;
-        scalar_t* g = i + 2 * C;
-        const scalar_t* cp = c_prev + b * C;
-        scalar_t* cn = c_new + b * C;
-        scalar_t* tr = tc + b * C;
-        ELMOC_IVDEP
-        for (int64_t k = 0; k < C; ++k) {
-          const scalar_t gk = 2 * g[k] - 1;
-          g[k] = gk;
-          scalar_t ck = i[k] * gk + f[k] * cp[k];
-          if (use_cc) ck = std::min(std::max(ck, -cc), cc);
-          cn[k] = ck;
-          tr[k] = 2 * ck;
-        }
-      }
+    const scalar_t clip = use_cc ? cc : std::numeric_limits<scalar_t>::infinity();
+    for_rows(B, C4, [&](int64_t b) {
+      scalar_t* row = at_ + b * C4;  // i, f, g, o
+      cell_update_row(row, row + C, row + 2 * C, c_prev + b * C, c_new + b * C, tc + b * C, C, clip);
     });
     tanh_c.select(0, t).sigmoid_();
     scalar_t* ht = HT + t * B * C;

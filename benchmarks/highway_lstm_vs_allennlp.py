@@ -1,0 +1,171 @@
+"""SRL's encoder beside AllenNLP's: elmoc's ``AlternatingHighwayLstm`` against AllenNLP 2.10.1's
+``StackedAlternatingLstm`` (issue 45), forward and backward, same sizes, same threads.
+
+AllenNLP's side is its SRL encoder as its SRL configuration builds it: the Seq2SeqEncoder
+registered as ``alternating_lstm`` (``StackedAlternatingLstm`` behind ``PytorchSeq2SeqWrapper``,
+which sorts, packs and unpacks), highway on, recurrent dropout 0.1, 8 layers of 300 over the
+1,124-wide input (ELMo's 1,024 and the 100-wide predicate embedding), in training mode. elmoc's
+side is ``elmoc.nn.alternating_lstm.AlternatingHighwayLstm`` at the same sizes, in training mode,
+with whichever time loop it picks on this machine (printed; the C++ loop on a CPU with a compiler).
+
+Each side is one long-lived worker process in its own environment (AllenNLP's venv is built as
+``benchmarks/allennlp-venv.txt`` says), with ``torch.set_num_threads`` and ``OMP_NUM_THREADS`` /
+``MKL_NUM_THREADS`` set to ``--threads``. Both build their model and one batch (``--batch``
+sequences of ``--length`` tokens, or lengths drawn in ``length +- spread``; the same input values
+from the same NumPy seed), run one warm-up step, then time one step per request: forward, a
+weighted sum of the outputs, backward to the input and every parameter. The driver asks each
+worker in turn, alternating which goes first, for ``--rounds`` rounds and reports the best
+(least) wall and CPU seconds of each side and their ratios.
+
+Usage:
+    PYTHONPATH=src .venv/bin/python benchmarks/highway_lstm_vs_allennlp.py \
+        --allennlp-python /tmp/allennlp-venv/bin/python [--threads 1] [--rounds 5] [--batch 80] [--length 26]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _batch(args):
+    """(inputs (B, T, D) float32, mask (B, T) bool, output weights (B, T, H)) from ``args.seed``."""
+    import numpy as np
+    import torch
+
+    rng = np.random.default_rng(args.seed)
+    lengths = (np.full(args.batch, args.length) if not args.spread else
+               rng.integers(args.length - args.spread, args.length + args.spread + 1, args.batch))
+    steps = int(lengths.max())
+    x = torch.from_numpy(rng.standard_normal((args.batch, steps, args.input_dim), dtype=np.float32))
+    mask = torch.from_numpy(np.arange(steps)[None, :] < lengths[:, None])
+    weights = torch.from_numpy(rng.standard_normal((args.batch, steps, args.hidden), dtype=np.float32))
+    return x.requires_grad_(), mask, weights
+
+
+def _encoder(args):
+    """(the encoder, a description) of this worker's side."""
+    if args.worker == "allennlp":
+        sys.path.insert(0, str(HERE))
+        from allennlp_elmo import _import_torchvision_or_placeholder
+
+        _import_torchvision_or_placeholder()
+        import allennlp
+        from allennlp.modules.seq2seq_encoders import Seq2SeqEncoder
+
+        encoder = Seq2SeqEncoder.by_name("alternating_lstm")(
+            input_size=args.input_dim, hidden_size=args.hidden, num_layers=args.layers,
+            recurrent_dropout_probability=args.dropout, use_highway=True)
+        return encoder, f"AllenNLP {allennlp.__version__} alternating_lstm (StackedAlternatingLstm)"
+    from elmoc.nn.alternating_lstm import AlternatingHighwayLstm, native_status
+
+    encoder = AlternatingHighwayLstm(args.input_dim, args.hidden, args.layers, args.dropout)
+    return encoder, f"elmoc AlternatingHighwayLstm ({native_status()})"
+
+
+def worker(args) -> int:
+    """Build, warm up, then time one step per line read from stdin ('step'); 'quit' ends."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    encoder, what = _encoder(args)
+    encoder.train()
+    x, mask, weights = _batch(args)
+
+    def step():
+        encoder.zero_grad(set_to_none=True)
+        x.grad = None
+        (encoder(x, mask) * weights).sum().backward()
+
+    step()
+    print(json.dumps({"ready": what, "torch": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
+    for line in sys.stdin:
+        if line.strip() != "step":
+            break
+        cpu, wall = time.process_time(), time.perf_counter()
+        step()
+        print(json.dumps({"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}), flush=True)
+    return 0
+
+
+def _start(python: str, side: str, args) -> tuple[subprocess.Popen, dict]:
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
+    if side == "elmoc":
+        env["PYTHONPATH"] = str(HERE.parent / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    sizes = ["--batch", str(args.batch), "--length", str(args.length), "--spread", str(args.spread),
+             "--input-dim", str(args.input_dim), "--hidden", str(args.hidden), "--layers", str(args.layers),
+             "--dropout", str(args.dropout), "--threads", str(args.threads), "--seed", str(args.seed)]
+    proc = subprocess.Popen([python, str(Path(__file__).resolve()), "--worker", side, *sizes], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if not line:
+        raise SystemExit(f"highway_lstm_vs_allennlp: error: the {side} worker ({python}) exited "
+                         f"with {proc.wait()} before it was ready; see its messages above")
+    return proc, json.loads(line)
+
+
+def _step(proc: subprocess.Popen) -> dict:
+    proc.stdin.write("step\n")
+    proc.stdin.flush()
+    return json.loads(proc.stdout.readline())
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--allennlp-python", help="python of the AllenNLP 2.10.1 venv (benchmarks/allennlp-venv.txt)")
+    p.add_argument("--worker", choices=("elmoc", "allennlp"), help=argparse.SUPPRESS)
+    p.add_argument("--batch", type=int, default=80, help="sequences per batch (AllenNLP's SRL config: 80)")
+    p.add_argument("--length", type=int, default=26, help="tokens per sequence (mean SRL length, default 26)")
+    p.add_argument("--spread", type=int, default=0, help="lengths drawn in length +- spread (default 0: all equal)")
+    p.add_argument("--input-dim", type=int, default=1124, help="ELMo 1024 + predicate embedding 100")
+    p.add_argument("--hidden", type=int, default=300)
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--dropout", type=float, default=0.1, help="recurrent dropout (AllenNLP's SRL config: 0.1)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=5, help="timed steps per side, alternating which goes first")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", type=Path, help="write the figures here")
+    args = p.parse_args(argv)
+    if args.worker:
+        return worker(args)
+    if not args.allennlp_python:
+        p.error("--allennlp-python is required (the AllenNLP venv's python)")
+    sides = {}
+    try:
+        for side, python in (("elmoc", sys.executable), ("allennlp", args.allennlp_python)):
+            sides[side] = _start(python, side, args)
+        times: dict[str, list[dict]] = {side: [] for side in sides}
+        for r in range(args.rounds):
+            order = ("elmoc", "allennlp") if r % 2 == 0 else ("allennlp", "elmoc")
+            for side in order:
+                times[side].append(_step(sides[side][0]))
+    finally:
+        for proc, _ in sides.values():
+            if proc.poll() is None:
+                proc.stdin.close()
+                proc.wait()
+    best = {side: {k: min(t[k] for t in times[side]) for k in ("wall_s", "cpu_s")} for side in times}
+    result = {"sizes": {k: getattr(args, k) for k in ("batch", "length", "spread", "input_dim", "hidden", "layers",
+                                                      "dropout", "threads", "rounds", "seed")},
+              "sides": {side: {**sides[side][1], "best": best[side], "steps": times[side]} for side in sides},
+              "allennlp_over_elmoc": {k: best["allennlp"][k] / best["elmoc"][k] for k in ("wall_s", "cpu_s")}}
+    for side in sides:
+        print(f"{side}: {sides[side][1]['ready']}; best of {args.rounds}: {best[side]['wall_s']:.3f} s wall, "
+              f"{best[side]['cpu_s']:.3f} s CPU per forward + backward")
+    ratio = result["allennlp_over_elmoc"]
+    print(f"AllenNLP / elmoc: {ratio['wall_s']:.2f}x wall, {ratio['cpu_s']:.2f}x CPU "
+          f"(batch {args.batch}, length {args.length}, {args.layers} x {args.hidden}, threads {args.threads})")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
