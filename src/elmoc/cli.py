@@ -16,6 +16,7 @@ import faulthandler
 import importlib
 import io
 import logging
+import os
 import pkgutil
 import sys
 
@@ -53,7 +54,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         p = sub.add_parser(module.NAME, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
         if every or module.NAME == named:
             module.add_arguments(p)
-        p.set_defaults(_run=module.run, _paths=_declared_paths(module, p))
+        p.set_defaults(_run=module.run, _paths=_declared_paths(module, p), _module=module)
     return parser
 
 
@@ -66,11 +67,39 @@ def _declared_paths(module, parser: argparse.ArgumentParser) -> dict[str, list[t
 
 
 def _refuse_outputs_among_inputs(args: argparse.Namespace) -> None:
-    from elmoc.io.output_paths import refuse_outputs_among_inputs
+    """The one rule of issue 42, before any work: the command's complete input set (its
+    declared INPUTS and what ``implicit_inputs(args)`` adds: files read through a spec, a
+    checkpoint, a model directory or a task section) and its complete output set (OUTPUTS
+    and ``implicit_outputs(args)``, e.g. lm-finetune's work folder); an output that is,
+    holds or lies inside an input is refused, and so is an existing output folder that
+    holds another command's output (its manifest, or run files that are not the runs the
+    command resumes, ``RESUMES``)."""
+    from elmoc.io.output_paths import refuse_foreign_output_folder, refuse_outputs_among_inputs
 
-    paths = args._paths
-    refuse_outputs_among_inputs(args.command, {label: getattr(args, dest) for label, dest in paths["outputs"]},
-                                {label: getattr(args, dest) for label, dest in paths["inputs"]})
+    module, paths = args._module, args._paths
+    inputs = {label: getattr(args, dest) for label, dest in paths["inputs"]}
+    outputs = {label: getattr(args, dest) for label, dest in paths["outputs"]}
+    if not any(v not in (None, "", [], False) for v in outputs.values()):
+        return
+    implicit_outputs = getattr(module, "implicit_outputs", None)
+    if implicit_outputs is not None:
+        outputs.update(implicit_outputs(args))
+    implicit_inputs = getattr(module, "implicit_inputs", None)
+    if implicit_inputs is not None:
+        inputs.update(implicit_inputs(args))
+    refuse_outputs_among_inputs(args.command, outputs, inputs)
+    runs = getattr(module, "RESUMES", ())
+    for label, value in outputs.items():
+        for path in ([value] if isinstance(value, (str, os.PathLike)) else value or ()):
+            if path:
+                refuse_foreign_output_folder(args.command, label, path, getattr(module, "MANIFEST_OWNERS", ()),
+                                             run_owner=_run_owner if runs else None, runs=runs)
+
+
+def _run_owner(folder):
+    from elmoc.commands._paths import run_owner
+
+    return run_owner(folder)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,16 @@ DESCRIPTION = (
 
 INPUTS = ('spec', 'teacher')  # args naming files read; an output among them is refused (cli)
 OUTPUTS = ('output_dir',)
+RESUMES = ("distill",)  # a teacher's or another training run's folder is never resumed or replaced (cli)
+
+
+def implicit_inputs(args: argparse.Namespace) -> dict:
+    """The student spec's files, and the teacher's run (its checkpoint.pt, heldout.json, logs),
+    vocabulary and spec files."""
+    from elmoc.commands._paths import lm_file_inputs, spec_file_inputs
+
+    return {**spec_file_inputs(args.spec, "--spec"), **lm_file_inputs(args.teacher, "--teacher")}
+
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -25,6 +25,14 @@ INPUTS = ("model",)  # args naming files read; an output among them is refused (
 OUTPUTS = ("output_dir",)
 
 
+def implicit_inputs(args: argparse.Namespace) -> dict:
+    """The run --model belongs to, its vocabulary and its spec's files."""
+    from elmoc.commands._paths import lm_file_inputs
+
+    return lm_file_inputs(args.model, "--model")
+
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from elmoc.config_section import add_section_argument
 

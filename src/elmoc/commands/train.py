@@ -40,6 +40,15 @@ DESCRIPTION = (
 
 INPUTS = ('spec',)  # args naming files read; an output among them is refused (cli)
 OUTPUTS = ('output_dir',)
+RESUMES = ("train",)  # the runs whose checkpoint.pt/model.pt it may resume or replace in --output-dir (cli)
+
+
+def implicit_inputs(args: argparse.Namespace) -> dict:
+    """The files the spec names (vocabulary, corpus, vectors table, tokenizer): inputs too."""
+    from elmoc.commands._paths import spec_file_inputs
+
+    return spec_file_inputs(args.spec, "--spec")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", required=True, help="LM spec YAML (results/lm/<variant>/spec.yaml)")

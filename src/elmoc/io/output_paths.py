@@ -70,9 +70,12 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def refuse_outputs_among_inputs(command: str, outputs: Paths, inputs: Paths) -> None:
-    """Raise :class:`OutputError` when an output is the same file as an input, or an
-    existing file directly in an input folder (``vocab --corpus DIR --out DIR/shard_000.txt``,
-    ``embed --model M in.txt M/forward.pt``): the command reads that folder's files.
+    """Raise :class:`OutputError` when an output is, holds or lies inside one of the
+    command's inputs (issue 42's one rule): the same file (same inode, or the same
+    resolved path: symlinks and respellings alike), a folder holding an input (``train
+    --output-dir`` around its ``--spec``, ``lm-finetune``'s work folder around the variant's
+    runs), or a path inside an input folder (``vocab --corpus DIR --out DIR/shard_000.txt``,
+    ``predict --task-model TM --output TM/lm/forward.pt``): the command reads that folder.
 
     Args:
         command: the subcommand's name, for the message.
@@ -85,9 +88,44 @@ def refuse_outputs_among_inputs(command: str, outputs: Paths, inputs: Paths) -> 
             if same_file(out, inp):
                 raise OutputError(out, f"{out_label} is the same file as the input {in_label} ({inp}); "
                                   f"`elmoc {command}` would overwrite its own input: write the output elsewhere")
-            if out.is_file() and inp.is_dir() and out.resolve().parent == inp.resolve():
-                raise OutputError(out, f"{out_label} is a file in the input folder {in_label} ({inp}); "
+            if inp.is_dir() and _inside(out, inp):
+                what = "a file in" if out.is_file() and out.resolve().parent == inp.resolve() else "inside"
+                raise OutputError(out, f"{out_label} is {what} the input folder {in_label} ({inp}); "
                                   f"`elmoc {command}` would overwrite its own input: write the output elsewhere")
+            if _inside(inp, out):
+                raise OutputError(out, f"{out_label} holds the input {in_label} ({inp}); `elmoc {command}` writes "
+                                  "there and would overwrite or delete it: write the output elsewhere")
+
+
+RUN_FILES = ("model.pt", "checkpoint.pt")
+"""A training run's files (``elmoc train``, ``distill``, a task run): an output folder holding one
+belongs to the command that wrote it."""
+
+
+def refuse_foreign_output_folder(command: str, label: str, path: PathLike, owners: Iterable[str] = (),
+                                 run_owner=None, runs: Iterable[str] = ()) -> None:
+    """Refuse an existing output folder that holds another command's output: a
+    :data:`MANIFEST` naming a command outside ``{command, *owners}``, or run files
+    (:data:`RUN_FILES`) that ``run_owner(folder)`` does not attribute to one of ``runs``
+    (the commands whose runs ``command`` resumes in place; none: any run file is foreign)."""
+    path = Path(path)
+    if not path.is_dir():
+        return
+    owner = output_owner(path) if (path / MANIFEST).exists() else None
+    if (path / MANIFEST).exists() and owner not in {command, *owners}:
+        what = f"an output of `elmoc {owner}`" if owner else f"an output of another command ({MANIFEST})"
+        raise OutputError(path, f"{label} is {what}; `elmoc {command}` would write into it and overwrite what it "
+                          "holds: give a new folder")
+    held = [name for name in RUN_FILES if (path / name).is_file()]
+    if not held:
+        return
+    runs = tuple(runs)
+    found = run_owner(path) if (run_owner is not None and runs) else None
+    if found in runs or (runs and found is None):  # its own run, or unreadable: the resume names what is wrong
+        return
+    whose = f"`elmoc {found}`'s" if found else "a training run's"
+    raise OutputError(path, f"{label} holds {whose} {' and '.join(held)}; `elmoc {command}` would overwrite them: "
+                      "give a new folder (nothing there was changed)")
 
 
 def check_output_directory(path: PathLike, command: str, inputs: Paths | None = None) -> None:
@@ -216,6 +254,6 @@ def remove_stale_temps(path: PathLike, directories: bool = False, companions: tu
     return removed
 
 
-__all__ = ["MANIFEST", "OutputError", "Terminated", "check_output_directory", "hold",
-           "output_directory", "output_owner", "refuse_outputs_among_inputs", "remove_stale_temps", "same_file",
-           "sigterm_as_interrupt", "temp_patterns"]
+__all__ = ["MANIFEST", "RUN_FILES", "OutputError", "Terminated", "check_output_directory", "hold",
+           "output_directory", "output_owner", "refuse_foreign_output_folder", "refuse_outputs_among_inputs",
+           "remove_stale_temps", "same_file", "sigterm_as_interrupt", "temp_patterns"]
