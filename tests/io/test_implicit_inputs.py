@@ -1,0 +1,217 @@
+"""Never destroy what the user has, round two (issue 42): every command resolves its complete
+input set (explicit flags and what it reads through a spec, a checkpoint, a model directory or
+a task section) and refuses an output that is, holds or lies inside one of them, before any
+work; and an output folder holding another command's output or runs.
+
+A tiny variant is trained once per module (lm/tiny/{spec.yaml, forward/, backward/}, over
+vocab.txt, vec.npy and corpus/), exported (models/tiny), and every command that reads it is
+walked with each of its inputs as the output: directly, through a symlink, and as the folder
+that holds it.  Each refusal is one line, exit 1, and nothing under the work folder changes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from tiny_corpus import sentences, tiny_spec, write_workdir
+
+from elmoc.cli import main
+
+TASK = ["the cat sat on a mat", "a dog ran after the red ball", "the old bird sang over a green tree"]
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.is_symlink() and "links" not in p.relative_to(root).parts}
+
+
+def _one_line(capsys, *words: str) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for word in words:
+        assert word in err, err
+    return err
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """The trained variant, its export, a task config with data files and a task-model folder."""
+    root = tmp_path_factory.mktemp("implicit")
+    rng = np.random.default_rng(0)
+    spec = tiny_spec("tiny", {"type": "cosine", "vectors": "vec.npy"}, batch_size=2, bptt=5, checkpoint_every=4,
+                     log_every=10, max_steps=4)
+    write_workdir(root, [sentences(rng, 12)], sentences(np.random.default_rng(1), 4), spec, rng)
+    (root / "lm/tiny").mkdir(parents=True)
+    shutil.copy(root / "spec.yaml", root / "lm/tiny/spec.yaml")
+    (root / "task.txt").write_text("\n".join(TASK) + "\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        mp.setenv("ELMOC_NATIVE_LSTM", "0")
+        for run in ("forward", "backward"):
+            assert main(["train", "--spec", "spec.yaml", "--direction", run, "--output-dir", f"lm/tiny/{run}",
+                         "--threads", "1"]) == 0
+        assert main(["export", "--forward", "lm/tiny/forward/model.pt", "--backward", "lm/tiny/backward/model.pt",
+                     "--output", "models/tiny"]) == 0
+    (root / "lm/tiny/forward/checkpoint.pt").write_bytes((root / "lm/tiny/forward/model.pt").read_bytes())
+    data = root / "data/sst"
+    data.mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        (data / f"{split}.txt").write_text("3\tthe cat sat on a mat\n")
+    (root / "config.yaml").write_text(yaml.safe_dump({"tasks": {"sst5": {
+        "type": "sst", "train": "data/sst/train.txt", "dev": "data/sst/dev.txt", "test": "data/sst/test.txt"}}}))
+    (root / "feats.hdf5").write_bytes(b"features")
+    (root / "tm/lm").mkdir(parents=True)
+    (root / "tm/lm/forward.pt").write_bytes(b"the task model's LM")
+    (root / "tm/weights.pt").write_bytes(b"the task model's weights")
+    student = {**spec, "name": "student"}
+    (root / "student.yaml").write_text(yaml.safe_dump(student))
+    return root
+
+
+RUN = "lm/tiny/forward"
+LM_IMPLICIT = ["vocab.txt", "vec.npy", "corpus/train", "corpus/train/shard_000.txt", "corpus/heldout.txt"]
+FWD_RUN = [f"{RUN}/model.pt", f"{RUN}/checkpoint.pt", f"{RUN}/heldout.json", f"{RUN}/train_log.jsonl"]
+
+# command -> (argv with OUT for the output, the inputs it reads: explicit first, then implicit)
+WALK = {
+    "extract": (["extract", "--forward", f"{RUN}/model.pt", "--backward", "lm/tiny/backward/model.pt",
+                 "--sentences", "task.txt", "--output", "OUT"],
+                [*FWD_RUN, "lm/tiny/backward/model.pt", "task.txt", *LM_IMPLICIT]),
+    "export": (["export", "--forward", f"{RUN}/model.pt", "--backward", "lm/tiny/backward/model.pt", "--output", "OUT"],
+               [*FWD_RUN, "lm/tiny/backward/model.pt", *LM_IMPLICIT]),
+    "cnn-table": (["cnn-table", "--checkpoint", f"{RUN}/model.pt", "--vocab", "vocab.txt", "--out", "OUT"],
+                  [*FWD_RUN, *LM_IMPLICIT]),
+    "prune": (["prune", "--model", f"{RUN}/model.pt", "--direction", "forward", "--output-dir", "OUT"],
+              [*FWD_RUN, *LM_IMPLICIT]),
+    "distill": (["distill", "--spec", "student.yaml", "--teacher", f"{RUN}/model.pt", "--direction", "forward",
+                 "--output-dir", "OUT"], ["student.yaml", *FWD_RUN, *LM_IMPLICIT]),
+    "train": (["train", "--spec", "spec.yaml", "--direction", "forward", "--output-dir", "OUT"],
+              ["spec.yaml", *LM_IMPLICIT]),
+    "lm-finetune": (["lm-finetune", "--lm-dir", "lm/tiny", "--text", "task.txt", "--output", "OUT"],
+                    ["lm/tiny", "lm/tiny/spec.yaml", *FWD_RUN, "lm/tiny/backward/model.pt", "task.txt",
+                     *LM_IMPLICIT]),
+    "embed": (["embed", "task.txt", "OUT", "--model", "models/tiny", "--top"],
+              ["task.txt", "models/tiny", "models/tiny/forward.pt"]),
+    "compress": (["compress", "models/tiny", "--output", "OUT", "--format", "float16", "--measure", "task.txt"],
+                 ["models/tiny", "models/tiny/forward.pt", "task.txt"]),
+    "task": (["task", "--task", "sst5", "--config", "config.yaml", "--variant", "v", "--features", "feats.hdf5",
+              "--output", "OUT"],
+             ["config.yaml", "feats.hdf5", "data/sst/train.txt", "data/sst/dev.txt", "data/sst/test.txt"]),
+    "predict": (["predict", "task.txt", "--task-model", "tm", "--output", "OUT"],
+                ["task.txt", "tm", "tm/weights.pt", "tm/lm", "tm/lm/forward.pt"]),
+    "vocab": (["vocab", "--corpus", "corpus/train", "--out", "OUT"], ["corpus/train", "corpus/train/shard_000.txt"]),
+}
+
+
+def _cases():
+    for name, (_, inputs) in WALK.items():
+        for inp in inputs:
+            yield name, inp
+
+
+@pytest.mark.parametrize("how", ["direct", "symlink", "parent"])
+@pytest.mark.parametrize("name,inp", list(_cases()))
+def test_every_input_as_the_output_is_refused_and_nothing_changes(world, name, inp, how, monkeypatch, capsys):
+    monkeypatch.chdir(world)
+    monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")
+    before = _tree(world)
+    links = world / "links"
+    links.mkdir(exist_ok=True)
+    if how == "direct":
+        out = inp
+    elif how == "symlink":
+        out = str(links / f"{name}-{inp.replace('/', '_')}")
+        if os.path.lexists(out):
+            os.unlink(out)
+        os.symlink(world / inp, out)
+    else:
+        out = str(Path(inp).parent) if Path(inp).parent != Path(".") else "."
+        if out == ".":
+            pytest.skip("the work folder itself: covered by the input folders inside it")
+    argv = [out if a == "OUT" else a for a in WALK[name][0]]
+    assert main(argv) == 1, argv
+    _one_line(capsys, f"elmoc {name}: error:")
+    assert _tree(world) == before
+    assert not [p for p in world.rglob(".*.tmp*")]
+
+
+# ------------------------------------------------------------------ the cases of issue 42
+
+
+def test_case1_lm_finetune_into_the_variant_folder_is_refused(world, monkeypatch, capsys):
+    """Before: `lm-finetune --lm-dir V --output V/model` overwrote V/forward/model.pt, exit 0."""
+    monkeypatch.chdir(world)
+    before = _tree(world)
+    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "task.txt", "--output", "lm/tiny/model"]) == 1
+    _one_line(capsys, "elmoc lm-finetune: error:", "inside the input folder --lm-dir")
+    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "task.txt", "--output", "lm/model"]) == 1
+    _one_line(capsys, "elmoc lm-finetune: error:", "--output's parent (the work folder) holds the input --lm-dir")
+    assert _tree(world) == before and not Path("lm/tiny/model").exists() and not Path("lm/model").exists()
+
+
+@pytest.mark.parametrize("advice", [[], ["--no-resume"]])
+def test_case2_distill_onto_the_teachers_run_is_refused_with_or_without_no_resume(world, monkeypatch, capsys,
+                                                                                  advice):
+    """Before: refused "trained with another spec ... rerun with --no-resume"; following that advice
+    overwrote the teacher's model.pt, checkpoint.pt and heldout.json, exit 0."""
+    monkeypatch.chdir(world)
+    monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")
+    before = _tree(world)
+    assert main(["distill", "--spec", "student.yaml", "--teacher", f"{RUN}/model.pt", "--direction", "forward",
+                 "--output-dir", RUN, "--max-steps", "2", *advice]) == 1
+    err = _one_line(capsys, "elmoc distill: error:", "--teacher")
+    assert "--no-resume" not in err
+    assert _tree(world) == before
+
+
+def test_no_resume_never_discards_another_commands_run(world, tmp_path, monkeypatch, capsys):
+    """--no-resume may discard only a checkpoint the same command wrote: `train --no-resume` onto a
+    distillation's folder, and `distill --no-resume` onto another training run, are refused."""
+    monkeypatch.chdir(world)
+    monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")
+    other = tmp_path / "other-run"
+    shutil.copytree(world / "lm/tiny/backward", other)
+    before, kept = _tree(world), _tree(other)
+    assert main(["distill", "--spec", "student.yaml", "--teacher", f"{RUN}/model.pt", "--direction", "forward",
+                 "--output-dir", str(other), "--no-resume", "--max-steps", "2"]) == 1
+    _one_line(capsys, "elmoc distill: error:", "`elmoc train`'s model.pt and checkpoint.pt")
+    assert _tree(other) == kept
+    distilled = tmp_path / "distilled"
+    distilled.mkdir()
+    payload = {"format": "elmoc-lm-v1", "spec": {"distill": {"teacher": "t"}}, "direction": "forward"}
+    import torch
+
+    torch.save(payload, distilled / "checkpoint.pt")
+    kept = _tree(distilled)
+    assert main(["train", "--spec", "spec.yaml", "--direction", "forward", "--output-dir", str(distilled),
+                 "--no-resume"]) == 1
+    _one_line(capsys, "elmoc train: error:", "`elmoc distill`'s checkpoint.pt")
+    assert _tree(distilled) == kept and _tree(world) == before
+
+
+@pytest.mark.parametrize("target", ["vocab.txt", "vec.npy", f"{RUN}/checkpoint.pt"])
+def test_case3_extract_onto_a_file_it_reads_implicitly(world, monkeypatch, capsys, target):
+    """Before: the recorded vocabulary (no --vocab), the spec's vectors and the checkpoint.pt beside
+    --forward were overwritten with HDF5, exit 0."""
+    monkeypatch.chdir(world)
+    before = _tree(world)
+    assert main(["extract", "--forward", f"{RUN}/model.pt", "--backward", "lm/tiny/backward/model.pt",
+                 "--sentences", "task.txt", "--output", target]) == 1
+    _one_line(capsys, "elmoc extract: error:", "same file as the input")
+    assert _tree(world) == before
+
+
+def test_case4_task_output_onto_its_dev_file_and_predict_into_the_task_models_lm(world, monkeypatch, capsys):
+    monkeypatch.chdir(world)
+    before = _tree(world)
+    assert main(["task", "--task", "sst5", "--config", "config.yaml", "--variant", "v", "--features", "feats.hdf5",
+                 "--output", "data/sst/dev.txt"]) == 1
+    _one_line(capsys, "elmoc task: error:", "tasks.sst5's dev")
+    assert main(["predict", "task.txt", "--task-model", "tm", "--output", "tm/lm/forward.pt"]) == 1
+    _one_line(capsys, "elmoc predict: error:", "inside the input folder --task-model")
+    assert _tree(world) == before
