@@ -144,8 +144,18 @@ def keep_log(path):
     the output folder (Snakemake deletes a job's log file each time it starts the job).
     Returns the handler (``logging.getLogger().removeHandler`` it to stop)."""
     import logging
+    import sys
 
-    handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+    from elmoc.io.atomic import out_of_space
+
+    class FileHandler(logging.FileHandler):
+        def handleError(self, record):  # noqa: N802 (logging's name)
+            # a full disk: this line is lost, and the command's own error names the file and says
+            # what survived (no "--- Logging error ---" traceback per line before it)
+            if not out_of_space(sys.exc_info()[1] or RuntimeError()):
+                super().handleError(record)
+
+    handler = FileHandler(path, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S"))
     logging.getLogger().addHandler(handler)
     return handler

@@ -1,0 +1,86 @@
+"""Issue 42, cases 5 to 7: HDF5 writers and the trainer's appends on a full disk, inputs checked
+against what they are (direction, sizes, formats), and the smaller cases.  Each test failed
+before its fix."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from elmoc.cli import main
+
+WORDS = "the cat sat on a mat dog ran after red ball old bird sang over green tree".split()
+
+
+def _error_line(capsys, command: str) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Exception ignored" not in err and "Logging error" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith(f"elmoc {command}: ")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def _many(path: Path, n: int = 3000) -> Path:
+    rng = random.Random(0)
+    path.write_text("".join(" ".join(rng.choices(WORDS, k=12)) + "\n" for _ in range(n)))
+    return path
+
+
+@pytest.mark.parametrize("command", ["embed", "extract"])
+def test_case5_hdf5_writers_on_a_full_disk_are_one_line_and_leave_nothing(world, tmp_path, small_disk, fill_disk,
+                                                                         monkeypatch, capsys, command):
+    """Before: a segfault (exit 139) after hundreds of h5py traceback lines, the temporary left."""
+    monkeypatch.chdir(world)
+    disk = small_disk(512)
+    out = disk / "out.h5"
+    out.write_bytes(b"the previous features")
+    fill_disk(disk, 96 * 1024)
+    many = _many(tmp_path / "many.txt")
+    argv = {"embed": ["embed", str(many), str(out), "--model", "models/tiny", "--all"],
+            "extract": ["extract", "--forward", "lm/tiny/forward/model.pt", "--backward", "lm/tiny/backward/model.pt",
+                        "--sentences", str(many), "--output", str(out)]}[command]
+    assert main(argv) == 1
+    line = _error_line(capsys, command)
+    assert line.startswith(f"elmoc {command}: error: {out}: could not be written: no space left on its filesystem ("), line
+    assert "KiB free" in line and "its previous version is untouched" in line, line
+    assert out.read_bytes() == b"the previous features"
+    assert sorted(p.name for p in disk.iterdir()) == ["filler", "out.h5"]
+
+
+def test_case5_a_log_append_on_a_full_disk_names_the_log_its_filesystem_and_the_intact_checkpoint(
+        world, small_disk, fill_disk, monkeypatch, capsys):
+    """Before: `elmoc train: error: .: could not be written: ... (74.5 GiB free)`: the attempt
+    record's append replaced the trainer's error, and named the current directory."""
+    import elmoc.train.loop as loop
+
+    monkeypatch.chdir(world)
+    monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")
+    run = small_disk(1024) / "run"
+    real = loop.append_record
+
+    def fill_after_the_checkpoint(path, record):
+        if (run / "checkpoint.pt").is_file():
+            fill_disk(run.parent, 0)
+            record = {**record, "padding": "x" * 8192}  # more than the log file's last page holds
+        real(path, record)
+
+    monkeypatch.setattr(loop, "append_record", fill_after_the_checkpoint)
+    handlers = list(logging.getLogger().handlers)
+    try:
+        assert main(["train", "--spec", "spec.yaml", "--direction", "forward", "--output-dir", str(run),
+                     "--max-steps", "8", "--threads", "1"]) == 1
+    finally:
+        for handler in set(logging.getLogger().handlers) - set(handlers):
+            logging.getLogger().removeHandler(handler)
+            with contextlib.suppress(OSError):
+                handler.close()
+    line = _error_line(capsys, "train")
+    assert line.startswith(f"elmoc train: error: {run / 'train_log.jsonl'}: could not be written: no space left "
+                           "on its filesystem ("), line
+    assert "GiB free" not in line, line  # the small disk's, not the current directory's
+    assert re.search(rf"the previous checkpoint {re.escape(str(run / 'checkpoint.pt'))} \(step \d+\) is intact; "
+                     "free some space and rerun the same command to resume from it$", line), line
