@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from elmoc.cli import main
 
@@ -84,3 +85,74 @@ def test_case5_a_log_append_on_a_full_disk_names_the_log_its_filesystem_and_the_
     assert "GiB free" not in line, line  # the small disk's, not the current directory's
     assert re.search(rf"the previous checkpoint {re.escape(str(run / 'checkpoint.pt'))} \(step \d+\) is intact; "
                      "free some space and rerun the same command to resume from it$", line), line
+
+
+def test_case6_prune_refuses_a_direction_the_model_is_not(world, tmp_path, monkeypatch, capsys):
+    """Before: `prune --model forward/model.pt --direction backward` trained three rounds on reversed
+    text and labelled them backward."""
+    monkeypatch.chdir(world)
+    out = tmp_path / "pruned"
+    assert main(["prune", "--model", "lm/tiny/forward/model.pt", "--direction", "backward",
+                 "--output-dir", str(out)]) == 1
+    line = _error_line(capsys, "prune")
+    assert "lm/tiny/forward/model.pt: is the forward run's LM, not backward: give --direction forward" in line, line
+    assert not out.exists()
+
+
+def _spec(world: Path, tmp_path: Path, name: str, **changes) -> Path:
+    spec = yaml.safe_load((world / "spec.yaml").read_text())
+    for key, value in changes.items():
+        section, _, field = key.partition("__")
+        if field:
+            spec[section] = {**spec[section], field: value}
+        elif value is None:
+            spec.pop(section, None)
+        else:
+            spec[section] = value
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_case6_distill_refuses_a_student_larger_than_its_teacher(world, tmp_path, monkeypatch, capsys):
+    """Before: accepted without a word.  Distillation here compresses: a larger student is refused,
+    before the output folder exists."""
+    monkeypatch.chdir(world)
+    monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")
+    big = _spec(world, tmp_path, "big", encoder__cell_size=32, encoder__projection_size=16)
+    out = tmp_path / "student"
+    assert main(["distill", "--spec", str(big), "--teacher", "lm/tiny/forward/model.pt", "--direction", "forward",
+                 "--output-dir", str(out)]) == 1
+    line = _error_line(capsys, "distill")
+    assert "the student's encoder has" in line and "more than the teacher's" in line, line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["train", "distill"])
+def test_case7_a_refused_config_leaves_no_folder_lock_attempt_or_log(world, tmp_path, monkeypatch, capsys, command):
+    """Before: the output folder was made with .train.lock, a "crashed" attempts.jsonl line and a log."""
+    monkeypatch.chdir(world)
+    monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")
+    bad = _spec(world, tmp_path, "novocab", vocab=None)
+    out = tmp_path / "run"
+    teacher = ["--teacher", "lm/tiny/forward/model.pt"] if command == "distill" else []
+    assert main([command, "--spec", str(bad), *teacher, "--direction", "forward", "--output-dir", str(out)]) == 1
+    line = _error_line(capsys, command)
+    assert "the spec names no vocab file" in line, line
+    assert not out.exists()
+
+
+def test_case7_re_export_warns_before_deleting_a_file_the_user_added(world, tmp_path, monkeypatch, caplog):
+    """Before: replaced without a word (documented: the folder is replaced whole)."""
+    monkeypatch.chdir(world)
+    out = tmp_path / "model"
+    argv = ["export", "--forward", "lm/tiny/forward/model.pt", "--backward", "lm/tiny/backward/model.pt",
+            "--output", str(out)]
+    assert main(argv) == 0
+    (out / "notes.txt").write_text("mine\n")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert main(argv) == 0
+    warned = [r.getMessage() for r in caplog.records if "notes.txt" in r.getMessage()]
+    assert len(warned) == 1 and "not written by `elmoc export`" in warned[0] and "deletes it" in warned[0], warned
+    assert not [r for r in caplog.records if "README.md" in r.getMessage()]  # its own files: no warning

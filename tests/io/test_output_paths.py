@@ -46,7 +46,7 @@ def test_output_folder_accepts_absent_empty_and_its_own(tmp_path):
     check_output_directory(tmp_path / "empty", "export")
     with output_directory(tmp_path / "mine", "export") as tmp:
         (tmp / "a.txt").write_text("1")
-    assert json.loads((tmp_path / "mine" / MANIFEST).read_text()) == {"command": "export"}
+    assert json.loads((tmp_path / "mine" / MANIFEST).read_text()) == {"command": "export", "files": ["a.txt"]}
     check_output_directory(tmp_path / "mine", "export")  # a rerun replaces its own output
     with output_directory(tmp_path / "mine", "export") as tmp:
         (tmp / "b.txt").write_text("2")

@@ -56,4 +56,43 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.teacher).is_file():
         raise InputFileError(args.teacher, "not found; train the teacher first (`elmoc train`, or the workflow's "
                              "pretrain rule) and give its model.pt of this direction")
-    return train.run(args, trainer=partial(DistillationTrainer, teacher=args.teacher, distill=settings))
+    return train.run(args, trainer=partial(DistillationTrainer, teacher=args.teacher, distill=settings),
+                     preflight=partial(check_student, args))
+
+
+def check_student(args: argparse.Namespace, spec: dict, vocab) -> None:
+    """Before the output folder exists: the teacher is an LM of --direction (or a joint bi-LM) and
+    the student is no larger than it.  Distillation here compresses: a
+    student whose encoder has more parameters than the teacher's is refused (to train a larger
+    LM, train it with `elmoc train`; docs/safety.md)."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from elmoc.errors import ConfigError
+    from elmoc.model_file import direction_payload, load_checkpoint
+    from elmoc.params import count_parameters
+
+    if args.direction not in ("forward", "backward"):
+        return  # the trainer says a student is trained one direction at a time
+    teacher = direction_payload(load_checkpoint(args.teacher, mmap=True), args.direction, args.teacher)
+    teacher_size = sum(v.numel() for k, v in teacher["model"].items() if k.startswith("encoder."))
+    tables = {}  # each frozen table's width, from its header (the table itself is read by the trainer)
+    for table in _vectors(spec):
+        if str(table).endswith(".npy") and Path(table).is_file():
+            tables[table] = int(np.load(table, mmap_mode="r").shape[-1])
+    student_size = count_parameters(spec, len(vocab), table_dims=tables, ignore_files=True)["encoder"]
+    if student_size > teacher_size:
+        raise ConfigError(f"{args.spec}: the student's encoder has {student_size:,} parameters, more than the "
+                          f"teacher's ({args.teacher}: {teacher_size:,}); distillation trains a smaller LM: give "
+                          "the student fewer or narrower layers (to train a larger LM, use `elmoc train`)")
+
+
+def _vectors(node) -> list[str]:
+    """Every ``vectors`` file a spec names (its frozen tables)."""
+    if isinstance(node, dict):
+        own = [node["vectors"]] if isinstance(node.get("vectors"), str) else []
+        return own + [v for value in node.values() for v in _vectors(value)]
+    if isinstance(node, list):
+        return [v for value in node for v in _vectors(value)]
+    return []

@@ -83,8 +83,10 @@ def _seconds_or_auto(text: str) -> float | None:
     return value
 
 
-def run(args: argparse.Namespace, trainer=None) -> int:
-    """``trainer``: the loop's Trainer class or factory (``elmoc distill`` passes its own)."""
+def run(args: argparse.Namespace, trainer=None, preflight=None) -> int:
+    """``trainer``: the loop's Trainer class or factory (``elmoc distill`` passes its own);
+    ``preflight(spec, vocab)``: the caller's own checks of the config, run with train's before
+    the output folder is touched (a refused config leaves no folder, lock, attempt or log)."""
     import os
     import signal
     from pathlib import Path
@@ -100,6 +102,8 @@ def run(args: argparse.Namespace, trainer=None) -> int:
         if os.environ.get("RANK", "0") == "0":  # the process that writes the folder, before torch starts
             spec_text = _check_spec_direction(args)  # a wrong direction is refused before the folder exists
             _refuse_spec_among_outputs(args)
+        prepared = _prepare(args, preflight)  # every rank; a bad config is refused before the folder exists
+        if os.environ.get("RANK", "0") == "0":
             OutputLock(args.output_dir).acquire()  # held until this process exits
             keep_log(Path(args.output_dir) / TRAIN_TEXT_LOG)
             attempts = AttemptLog(args.output_dir, lambda: checkpoint_step(Path(args.output_dir)),
@@ -109,7 +113,7 @@ def run(args: argparse.Namespace, trainer=None) -> int:
             if os.environ.get(EXIT_DIR_ENV):  # with-gpus records the whole job's outcome, every rank's
                 announce_attempt(os.environ[EXIT_DIR_ENV], attempts)
                 attempts = None
-        status = _train(args, trainer)
+        status = _train(args, trainer, prepared)
     except KeyboardInterrupt:
         record_exit(EXIT_SIGINT, "interrupted")
         if attempts is not None:
@@ -197,23 +201,32 @@ def checkpoint_step(out_dir) -> int | None:
         return None
 
 
-def _train(args: argparse.Namespace, trainer=None) -> int:
+def _prepare(args: argparse.Namespace, preflight=None) -> tuple:
+    """``(spec, settings, lm_data(...))`` of the run, the config checked (the spec's train section,
+    its data and vocabulary, and the caller's ``preflight``) before the output folder exists."""
+    from elmoc.train.settings import TrainSettings
+
+    spec = _load_spec(args.spec)
+    if args.max_steps is not None:
+        spec.setdefault("train", {})["max_steps"] = args.max_steps
+    settings = TrainSettings.from_config(spec.get("train", {}))
+    data = lm_data(spec, args.spec, args.direction, settings)
+    if preflight is not None:
+        preflight(spec, data[0])
+    return spec, settings, data
+
+
+def _train(args: argparse.Namespace, trainer, prepared: tuple) -> int:
     from pathlib import Path
 
     import torch
 
     from elmoc.train.loop import train
-    from elmoc.train.settings import TrainSettings
     from elmoc.train.signals import EXIT_INTERRUPTED
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    spec = _load_spec(args.spec)
-    if args.max_steps is not None:
-        spec.setdefault("train", {})["max_steps"] = args.max_steps
-    settings = TrainSettings.from_config(spec.get("train", {}))
-    vocab, vocab_path, make_batches, make_heldout, steps_per_epoch = lm_data(spec, args.spec, args.direction,
-                                                                             settings)
+    spec, settings, (vocab, vocab_path, make_batches, make_heldout, steps_per_epoch) = prepared
     result = train(spec, vocab, Path(args.output_dir), make_batches, make_heldout,
                    direction=args.direction, vocab_path=str(vocab_path), device=args.device,
                    resume=not args.no_resume, steps_per_epoch=steps_per_epoch, spec_path=args.spec,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -35,6 +36,8 @@ try:  # POSIX; elsewhere no temporary counts as held and none is removed
     import fcntl
 except ImportError:  # pragma: no cover
     fcntl = None
+
+log = logging.getLogger(__name__)
 
 MANIFEST = ".elmoc-output.json"
 """Written into every folder made by :func:`output_directory`: ``{"command": NAME}``."""
@@ -177,10 +180,29 @@ def output_directory(path: PathLike, command: str, inputs: Paths | None = None) 
     folder (:func:`check_output_directory`, again at write time), removes temporaries of
     earlier killed runs, yields the temp folder and writes :data:`MANIFEST` into it last."""
     check_output_directory(path, command, inputs)
+    for added in files_added(path):
+        log.warning("%s: not written by `elmoc %s` (added to its earlier output); replacing the folder deletes "
+                    "it: stop now (Ctrl-C) and move it elsewhere to keep it", Path(path) / added, command)
     remove_stale_temps(path, directories=True)
     with atomic_directory(path) as tmp:
         yield tmp
-        (tmp / MANIFEST).write_text(json.dumps({"command": command}) + "\n", encoding="utf-8")
+        written = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if not p.is_dir())
+        (tmp / MANIFEST).write_text(json.dumps({"command": command, "files": written}) + "\n", encoding="utf-8")
+
+
+def files_added(path: PathLike) -> list[str]:
+    """Files in the earlier output folder ``path`` that its :data:`MANIFEST` does not list (the
+    user's additions, which replacing the folder deletes); none when the manifest lists no files."""
+    path = Path(path)
+    try:
+        recorded = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    listed = recorded.get("files") if isinstance(recorded, dict) else None
+    if not isinstance(listed, list):
+        return []
+    return sorted(p.relative_to(path).as_posix() for p in path.rglob("*")
+                  if not p.is_dir() and p.name != MANIFEST and p.relative_to(path).as_posix() not in listed)
 
 
 # ---------------------------------------------------------------- temporaries of killed runs
