@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import logging
+
+log = logging.getLogger(__name__)
 
 NAME = "distill"
 HELP = "train a smaller student LM (one direction) to reproduce a trained teacher's representations"
@@ -62,9 +65,10 @@ def run(args: argparse.Namespace) -> int:
 
 def check_student(args: argparse.Namespace, spec: dict, vocab) -> None:
     """Before the output folder exists: the teacher is an LM of --direction (or a joint bi-LM) and
-    the student is no larger than it.  Distillation here compresses: a
-    student whose encoder has more parameters than the teacher's is refused (to train a larger
-    LM, train it with `elmoc train`; docs/safety.md)."""
+    the student is no larger than it.  Distillation here compresses: a student whose encoder is
+    of the teacher's type with more parameters is refused (to train a larger LM, use `elmoc
+    train`); one of another type (a Transformer student of an LSTM teacher) may need more, and is
+    warned about (docs/safety.md)."""
     from pathlib import Path
 
     import numpy as np
@@ -82,7 +86,12 @@ def check_student(args: argparse.Namespace, spec: dict, vocab) -> None:
         if str(table).endswith(".npy") and Path(table).is_file():
             tables[table] = int(np.load(table, mmap_mode="r").shape[-1])
     student_size = count_parameters(spec, len(vocab), table_dims=tables, ignore_files=True)["encoder"]
-    if student_size > teacher_size:
+    kinds = (spec.get("encoder") or {}).get("type"), (teacher["spec"].get("encoder") or {}).get("type")
+    if student_size > teacher_size and kinds[0] != kinds[1]:  # another architecture: it may have to be larger
+        log.warning("%s: the student's %s encoder has %s parameters, more than the teacher's %s encoder (%s: %s): "
+                    "the distilled LM will not be smaller", args.spec, kinds[0], f"{student_size:,}", kinds[1],
+                    args.teacher, f"{teacher_size:,}")
+    elif student_size > teacher_size:
         raise ConfigError(f"{args.spec}: the student's encoder has {student_size:,} parameters, more than the "
                           f"teacher's ({args.teacher}: {teacher_size:,}); distillation trains a smaller LM: give "
                           "the student fewer or narrower layers (to train a larger LM, use `elmoc train`)")

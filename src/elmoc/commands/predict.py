@@ -57,9 +57,8 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     _, task = saved_task(args.task_model)
-    if (args.input_format or ("sentences" if task.sentence_instance(["probe"]) is not None else "task")) \
-            == "sentences":
-        check_sentences_file(args.input_file, args.max_line_tokens)
+    if task.sentence_instance(["probe"]) is not None and args.input_format in (None, "sentences"):
+        check_sentences_file(args.input_file, args.max_line_tokens)  # (other tasks refuse sentences)
     instances = read_instances(task, args.input_file, args.input_format)  # bad input: refused before the LM loads
     saved = load_task_model(args.task_model, resolve_device(args.device))
     with sigterm_as_interrupt():  # SIGTERM as Ctrl-C: the temporary is deleted, exit 143
