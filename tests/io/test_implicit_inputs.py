@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from test_output_paths import _one_line_error as _one_line
+
 from elmoc.cli import main
 
 
@@ -24,12 +26,6 @@ def _tree(root: Path) -> dict[str, bytes]:
             if p.is_file() and not p.is_symlink() and "links" not in p.relative_to(root).parts}
 
 
-def _one_line(capsys, *words: str) -> str:
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for word in words:
-        assert word in err, err
-    return err
 
 
 RUN = "lm/tiny/forward"
@@ -174,3 +170,62 @@ def test_case4_task_output_onto_its_dev_file_and_predict_into_the_task_models_lm
     assert main(["predict", "task.txt", "--task-model", "tm", "--output", "tm/lm/forward.pt"]) == 1
     _one_line(capsys, "elmoc predict: error:", "inside the input folder --task-model")
     assert _tree(world) == before
+
+
+# ------------------------------------------------------------------ every command, through a symlink and a parent
+
+
+def _generic_commands():
+    from test_output_paths import _command_modules
+
+    return sorted(m.NAME for m in _command_modules() if m.OUTPUTS and m.INPUTS)
+
+
+@pytest.mark.parametrize("how", ["symlink", "parent"])
+@pytest.mark.parametrize("name", _generic_commands())
+def test_every_command_refuses_its_input_through_a_symlink_or_as_the_folder_holding_it(name, how, tmp_path,
+                                                                                        monkeypatch, capsys):
+    """The command lines of test_output_paths (an input given again as the output), with the output
+    respelled: a symlink to the input, or the folder that holds it."""
+    from test_output_paths import _argv_output_is_input
+
+    monkeypatch.chdir(tmp_path)
+    Path("sub").mkdir()
+    Path("sub/in.txt").write_text("the precious input\n")
+    Path("dir").mkdir()
+    (Path("dir") / "shard_000.txt").write_text("a b c\n")
+    argv = _argv_output_is_input(name, "sub/in.txt", "dir")
+    target = "sub/in.txt" if argv.count("sub/in.txt") >= 2 else "dir"
+    assert argv.count(target) >= 2, argv
+    if how == "symlink":
+        os.symlink(tmp_path / target, "lnk")
+        out = str(tmp_path / "lnk")
+    else:
+        out = str(Path(target).parent)
+        if out == ".":
+            pytest.skip("the input folder's parent is the work folder (refused as the current directory)")
+    index = len(argv) - 1 - argv[::-1].index(target)
+    argv[index] = out
+    before = {str(p): p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file() and not p.is_symlink()}
+    assert main(argv) == 1, argv
+    err = _one_line(capsys, f"elmoc {name}: error:")
+    assert any(why in err for why in ("same file as the input", "holds the input", "inside the input folder")), err
+    assert {str(p): p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file() and not p.is_symlink()} \
+        == before
+
+
+def test_an_output_folder_holding_another_commands_output_is_refused(world, tmp_path, monkeypatch, capsys):
+    """A model directory (manifest of `elmoc export`) as a training run's folder, a training run as
+    prune's or lm-finetune's work folder: refused, nothing changed."""
+    monkeypatch.chdir(world)
+    monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")
+    other = tmp_path / "backward-copy"
+    shutil.copytree(world / "lm/tiny/backward", other)
+    before, kept = _tree(world), _tree(other)
+    assert main(["train", "--spec", "spec.yaml", "--direction", "forward", "--output-dir", "models/tiny"]) == 1
+    _one_line(capsys, "elmoc train: error:", "an output of `elmoc export`")
+    assert main(["prune", "--model", f"{RUN}/model.pt", "--direction", "forward", "--output-dir", str(other)]) == 1
+    _one_line(capsys, "elmoc prune: error:", "holds a training run's model.pt")
+    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "task.txt", "--output", str(other / "model")]) == 1
+    _one_line(capsys, "elmoc lm-finetune: error:", "--output's parent (the work folder) holds a training run's")
+    assert _tree(world) == before and _tree(other) == kept

@@ -46,7 +46,8 @@ def test_case5_hdf5_writers_on_a_full_disk_are_one_line_and_leave_nothing(world,
                         "--sentences", str(many), "--output", str(out)]}[command]
     assert main(argv) == 1
     line = _error_line(capsys, command)
-    assert line.startswith(f"elmoc {command}: error: {out}: could not be written: no space left on its filesystem ("), line
+    assert line.startswith(f"elmoc {command}: error: {out}: could not be written: no space left on its "
+                           "filesystem ("), line
     assert "KiB free" in line and "its previous version is untouched" in line, line
     assert out.read_bytes() == b"the previous features"
     assert sorted(p.name for p in disk.iterdir()) == ["filler", "out.h5"]

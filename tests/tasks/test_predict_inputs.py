@@ -33,6 +33,11 @@ def test_case6_snli_jsonl_and_conll_are_not_sentences(in_lm, capsys):
     Path("pairs.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
     assert _predict("--task-model", str(saved), "pairs.jsonl", "--output", "pairs-out.jsonl") == 1
     _one_line(capsys, "elmoc predict: error: pairs.jsonl:1: is JSON lines", "--input-format task")
+    before = Path("pairs.jsonl").read_bytes()  # the advice followed: refused in one line, nothing lost
+    assert _predict("--task-model", str(saved), "--input-format", "task", "pairs.jsonl", "--output",
+                    "pairs-out.jsonl") == 1
+    _one_line(capsys, "pairs.jsonl:1", "not task sst's input format")
+    assert Path("pairs.jsonl").read_bytes() == before
     Path("ner.txt").write_text("-DOCSTART- -X- O O\n\nEU NNP B-NP B-ORG\n", encoding="utf-8")
     assert _predict("--task-model", str(saved), "ner.txt", "--output", "pairs-out.jsonl") == 1
     _one_line(capsys, "ner.txt:1: is a CoNLL file")
