@@ -161,12 +161,20 @@ def test_case3_extract_onto_a_file_it_reads_implicitly(world, monkeypatch, capsy
     assert _tree(world) == before
 
 
-def test_case4_task_output_onto_its_dev_file_and_predict_into_the_task_models_lm(world, monkeypatch, capsys):
+def test_case4_task_output_onto_its_dev_file(world, monkeypatch, capsys):
+    """Before: the dataset was overwritten by the metrics JSON, exit 0."""
     monkeypatch.chdir(world)
     before = _tree(world)
     assert main(["task", "--task", "sst5", "--config", "config.yaml", "--variant", "v", "--features", "feats.hdf5",
                  "--output", "data/sst/dev.txt"]) == 1
     _one_line(capsys, "elmoc task: error:", "tasks.sst5's dev")
+    assert _tree(world) == before
+
+
+def test_case4_predict_into_the_task_models_lm(world, monkeypatch, capsys):
+    """Before: only the task model's direct children were protected: its LM was overwritten."""
+    monkeypatch.chdir(world)
+    before = _tree(world)
     assert main(["predict", "task.txt", "--task-model", "tm", "--output", "tm/lm/forward.pt"]) == 1
     _one_line(capsys, "elmoc predict: error:", "inside the input folder --task-model")
     assert _tree(world) == before
