@@ -2,9 +2,13 @@
 
 Every module in :mod:`elmoc.commands` is a subcommand: it defines ``NAME``,
 ``HELP`` (one line), ``add_arguments(parser)``, ``run(args) -> int`` and ``INPUTS`` /
-``OUTPUTS``: the ``args`` attributes that name the files it reads and writes; before
-``run`` starts, an output that is the same file as an input is refused in one line
-(:func:`elmoc.io.output_paths.refuse_outputs_among_inputs`).  Command
+``OUTPUTS``: the ``args`` attributes that name the files it reads and writes; optionally
+``implicit_inputs(args)`` / ``implicit_outputs(args)`` (``{label: path or paths}``: what it
+reads through a spec, a checkpoint, a model directory or a task section, or writes beside its
+output), ``RESUMES`` (the commands whose run files it may resume in its output folder) and
+``MANIFEST_OWNERS``.  Before ``run`` starts, an output that is, holds or lies inside an input,
+or an output folder holding another command's output, is refused in one line
+(:func:`_refuse_outputs_among_inputs`, issue 42's one rule).  Command
 modules import heavy libraries (torch, fasttext) inside ``run`` so that
 ``elmoc --help`` stays fast.  Workflow rules call these subcommands, so every
 stage also runs without Snakemake.

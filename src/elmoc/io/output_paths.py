@@ -2,13 +2,18 @@
 
 Every command checks its paths here before any work starts:
 
-* :func:`refuse_outputs_among_inputs`: an output path that is the same file as one of
-  the command's inputs (same inode, or the same resolved path) is refused, so that
-  ``elmoc embed --model M --top in.txt in.txt`` cannot overwrite the sentences.
+* :func:`refuse_outputs_among_inputs`: an output path that is, holds or lies inside one of
+  the command's inputs (same inode, or the same resolved path; issue 42) is refused, so that
+  ``elmoc embed --model M --top in.txt in.txt`` cannot overwrite the sentences nor
+  ``lm-finetune --lm-dir V --output V/model`` the variant's runs.  :mod:`elmoc.cli` calls it
+  before every command with the command's complete input set (declared and implicit).
+* :func:`refuse_foreign_output_folder`: an existing output folder holding another command's
+  output (its :data:`MANIFEST`) or run files the command does not resume.
 * :func:`check_output_directory`: a command that writes a whole folder (``export``,
   ``compress``, ``fetch``, ``corpus``) replaces it only when it is absent, empty, or
   an earlier output of the *same* command, recognised by the :data:`MANIFEST` file
-  that :func:`output_directory` writes into every folder it makes; a folder that
+  that :func:`output_directory` writes into every folder it makes (with the files it wrote:
+  a file added since is named in a warning before the folder is replaced); a folder that
   holds one of the command's inputs, or the current directory, is refused too.
 * :func:`remove_stale_temps`: the temporaries of :mod:`elmoc.io.atomic` that a
   killed run (SIGKILL, a node crash) left beside an output, removed by the next run.
