@@ -1,6 +1,7 @@
 """Fixtures of tests/io: ``world``, a tiny trained variant and what reads it (issue 42)."""
 from __future__ import annotations
 
+import logging
 import shutil
 
 import numpy as np
@@ -24,12 +25,16 @@ def world(tmp_path_factory):
     (root / "lm/tiny").mkdir(parents=True)
     shutil.copy(root / "spec.yaml", root / "lm/tiny/spec.yaml")
     (root / "task.txt").write_text("\n".join(TASK) + "\n")
+    handlers = list(logging.getLogger().handlers)
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)
         mp.setenv("ELMOC_NATIVE_LSTM", "0")
         for run in ("forward", "backward"):
             assert main(["train", "--spec", "spec.yaml", "--direction", run, "--output-dir", f"lm/tiny/{run}",
                          "--threads", "1"]) == 0
+    for handler in set(logging.getLogger().handlers) - set(handlers):  # train.log: later tests must not grow it
+        logging.getLogger().removeHandler(handler)
+        handler.close()
         assert main(["export", "--forward", "lm/tiny/forward/model.pt", "--backward", "lm/tiny/backward/model.pt",
                      "--output", "models/tiny"]) == 0
     (root / "lm/tiny/forward/checkpoint.pt").write_bytes((root / "lm/tiny/forward/model.pt").read_bytes())
