@@ -3,7 +3,9 @@
 Every module in :mod:`elmoc.commands` is a subcommand: it defines ``NAME``,
 ``HELP`` (one line), ``add_arguments(parser)``, ``run(args) -> int`` and ``INPUTS`` /
 ``OUTPUTS``: the ``args`` attributes that name the files it reads and writes; optionally
-``implicit_inputs(args)`` / ``implicit_outputs(args)`` (``{label: path or paths}``: what it
+``outputs(args)`` (what those outputs write, when it is less than the whole path: ``export
+--format checkpoints`` writes two files per run in its folder), ``implicit_inputs(args)`` /
+``implicit_outputs(args)`` (``{label: path or paths}``: what it
 reads through a spec, a checkpoint, a model directory or a task section, or writes beside its
 output), ``RESUMES`` (the commands whose run files it may resume in its output folder) and
 ``MANIFEST_OWNERS``.  Before ``run`` starts, an output that is, holds or lies inside an input,
@@ -85,6 +87,8 @@ def _refuse_outputs_among_inputs(args: argparse.Namespace) -> None:
     outputs = {label: getattr(args, dest) for label, dest in paths["outputs"]}
     if not any(v not in (None, "", [], False) for v in outputs.values()):
         return
+    if getattr(module, "outputs", None) is not None:  # what the options name is written more precisely
+        outputs = module.outputs(args)
     implicit_outputs = getattr(module, "implicit_outputs", None)
     if implicit_outputs is not None:
         outputs.update(implicit_outputs(args))

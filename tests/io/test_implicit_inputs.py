@@ -237,3 +237,21 @@ def test_an_output_folder_holding_another_commands_output_is_refused(world, tmp_
     assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "task.txt", "--output", str(other / "model")]) == 1
     _one_line(capsys, "elmoc lm-finetune: error:", "--output's parent (the work folder) holds a training run's")
     assert _tree(world) == before and _tree(other) == kept
+
+
+def test_export_checkpoints_writes_beside_its_spec(world, tmp_path, monkeypatch, capsys):
+    """The workflow's released_lm rule: `export --format checkpoints --spec results/lm/V/spec.yaml
+    --output results/lm/V` writes only V/{direction}/model.pt and heldout.json, beside the spec: not
+    refused as "holds the input --spec"; an output file that is the spec still is."""
+    from elmoc.cli import build_parser, _refuse_outputs_among_inputs
+
+    monkeypatch.chdir(world)
+    args = build_parser(argv := ["export", "--bilm-tf-options", "o.json", "--bilm-tf-weights", "w.hdf5",
+                                 "--format", "checkpoints", "--spec", "lm/tiny/spec.yaml", "--vocab", "vocab.txt",
+                                 "--direction", "forward", "--output", "lm/tiny"]).parse_args(argv)
+    _refuse_outputs_among_inputs(args)  # no error
+    args = build_parser(argv).parse_args([*argv[:-1], "lm"])
+    _refuse_outputs_among_inputs(args)
+    bad = build_parser(argv).parse_args([*argv[:8], "lm/tiny/forward/model.pt", *argv[9:]])
+    with pytest.raises(Exception, match="same file as the input --spec"):
+        _refuse_outputs_among_inputs(bad)

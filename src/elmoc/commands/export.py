@@ -23,6 +23,18 @@ INPUTS = ('forward', 'backward', 'fasttext_model', 'char_cnn_model', 'bilm_tf_op
 OUTPUTS = ('output',)
 
 
+def outputs(args: argparse.Namespace) -> dict:
+    """What is written: the folder --output, replaced whole; with --format checkpoints only the
+    files {direction}/model.pt and heldout.json in it (the workflow's results/lm/elmo, beside its
+    spec.yaml, which is an input)."""
+    from pathlib import Path
+
+    if args.format != "checkpoints":
+        return {"--output": args.output}
+    return {f"--output's {run}/{name}": str(Path(args.output) / run / name)
+            for run in ([args.direction] if args.direction else DIRECTIONS) for name in ("model.pt", "heldout.json")}
+
+
 def implicit_inputs(args: argparse.Namespace) -> dict:
     """The variant's run files (--variant) and what each LM file names (vocabulary, vectors, corpus)."""
     from pathlib import Path
