@@ -171,9 +171,13 @@ class AttemptLog:
         record = {"exit": exit_kind, "status": int(status), "error": error, "step": self.checkpoint_step(),
                   "spec": self.fingerprint, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "pid": os.getpid(),
                   "host": socket.gethostname()}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+        except OSError as e:  # a full disk: the command's own error (what survived, what to do) is the one
+            # that counts; an append failing here must not replace it with a line naming no file
+            log.warning("%s: could not record this attempt (%s)", self.path, e.strerror or e)
 
 
 def announce_attempt(exit_dir: str | Path, log_: AttemptLog) -> None:

@@ -2,9 +2,15 @@
 
 Every module in :mod:`elmoc.commands` is a subcommand: it defines ``NAME``,
 ``HELP`` (one line), ``add_arguments(parser)``, ``run(args) -> int`` and ``INPUTS`` /
-``OUTPUTS``: the ``args`` attributes that name the files it reads and writes; before
-``run`` starts, an output that is the same file as an input is refused in one line
-(:func:`elmoc.io.output_paths.refuse_outputs_among_inputs`).  Command
+``OUTPUTS``: the ``args`` attributes that name the files it reads and writes; optionally
+``outputs(args)`` (what those outputs write, when it is less than the whole path: ``export
+--format checkpoints`` writes two files per run in its folder), ``implicit_inputs(args)`` /
+``implicit_outputs(args)`` (``{label: path or paths}``: what it
+reads through a spec, a checkpoint, a model directory or a task section, or writes beside its
+output), ``RESUMES`` (the commands whose run files it may resume in its output folder) and
+``MANIFEST_OWNERS``.  Before ``run`` starts, an output that is, holds or lies inside an input,
+or an output folder holding another command's output, is refused in one line
+(:func:`_refuse_outputs_among_inputs`, issue 42's one rule).  Command
 modules import heavy libraries (torch, fasttext) inside ``run`` so that
 ``elmoc --help`` stays fast.  Workflow rules call these subcommands, so every
 stage also runs without Snakemake.
@@ -16,6 +22,7 @@ import faulthandler
 import importlib
 import io
 import logging
+import os
 import pkgutil
 import sys
 
@@ -53,7 +60,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         p = sub.add_parser(module.NAME, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
         if every or module.NAME == named:
             module.add_arguments(p)
-        p.set_defaults(_run=module.run, _paths=_declared_paths(module, p))
+        p.set_defaults(_run=module.run, _paths=_declared_paths(module, p), _module=module)
     return parser
 
 
@@ -66,11 +73,41 @@ def _declared_paths(module, parser: argparse.ArgumentParser) -> dict[str, list[t
 
 
 def _refuse_outputs_among_inputs(args: argparse.Namespace) -> None:
-    from elmoc.io.output_paths import refuse_outputs_among_inputs
+    """The one rule of issue 42, before any work: the command's complete input set (its
+    declared INPUTS and what ``implicit_inputs(args)`` adds: files read through a spec, a
+    checkpoint, a model directory or a task section) and its complete output set (OUTPUTS
+    and ``implicit_outputs(args)``, e.g. lm-finetune's work folder); an output that is,
+    holds or lies inside an input is refused, and so is an existing output folder that
+    holds another command's output (its manifest, or run files that are not the runs the
+    command resumes, ``RESUMES``)."""
+    from elmoc.io.output_paths import refuse_foreign_output_folder, refuse_outputs_among_inputs
 
-    paths = args._paths
-    refuse_outputs_among_inputs(args.command, {label: getattr(args, dest) for label, dest in paths["outputs"]},
-                                {label: getattr(args, dest) for label, dest in paths["inputs"]})
+    module, paths = args._module, args._paths
+    inputs = {label: getattr(args, dest) for label, dest in paths["inputs"]}
+    outputs = {label: getattr(args, dest) for label, dest in paths["outputs"]}
+    if not any(v not in (None, "", [], False) for v in outputs.values()):
+        return
+    if getattr(module, "outputs", None) is not None:  # what the options name is written more precisely
+        outputs = module.outputs(args)
+    implicit_outputs = getattr(module, "implicit_outputs", None)
+    if implicit_outputs is not None:
+        outputs.update(implicit_outputs(args))
+    implicit_inputs = getattr(module, "implicit_inputs", None)
+    if implicit_inputs is not None:
+        inputs.update(implicit_inputs(args))
+    refuse_outputs_among_inputs(args.command, outputs, inputs)
+    runs = getattr(module, "RESUMES", ())
+    for label, value in outputs.items():
+        for path in ([value] if isinstance(value, (str, os.PathLike)) else value or ()):
+            if path:
+                refuse_foreign_output_folder(args.command, label, path, getattr(module, "MANIFEST_OWNERS", ()),
+                                             run_owner=_run_owner if runs else None, runs=runs)
+
+
+def _run_owner(folder):
+    from elmoc.commands._paths import run_owner
+
+    return run_owner(folder)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,7 +52,7 @@ CASES = {
                  "--section-json", {"lm_wieght": 1}], "lm_wieght", "lm_weight"),
     "prune": (["prune", "--model", "m.pt", "--direction", "forward", "--output-dir", "OUT", "--section-json",
                {"levls": [0.5]}], "levls", "levels"),
-    "lm-finetune": (["lm-finetune", "--lm-dir", "lm", "--text", "t.txt", "--output", "OUT", "--section-json",
+    "lm-finetune": (["lm-finetune", "--lm-dir", "../lm", "--text", "../t.txt", "--output", "OUT", "--section-json",
                      {"epoch": 2}], "epoch", "epochs"),
     "config-dump": (["config-dump", "--output", "OUT", "--section-json",
                      {"scale": "demo", "pretrian": {}}], "pretrian", "pretrain"),

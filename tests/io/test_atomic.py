@@ -82,6 +82,7 @@ def test_a_full_disk_elsewhere_is_one_line_too(monkeypatch, capsys, tmp_path):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "v.txt"))
 
     monkeypatch.setattr(vocabulary, "build_vocabulary", full)
-    assert main(["vocab", "--corpus", str(tmp_path), "--out", str(tmp_path / "v.txt")]) == 1
+    (tmp_path / "corpus").mkdir()
+    assert main(["vocab", "--corpus", str(tmp_path / "corpus"), "--out", str(tmp_path / "v.txt")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{tmp_path / 'v.txt'}: could not be written: no space left" in err[0], err

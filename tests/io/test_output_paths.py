@@ -46,7 +46,7 @@ def test_output_folder_accepts_absent_empty_and_its_own(tmp_path):
     check_output_directory(tmp_path / "empty", "export")
     with output_directory(tmp_path / "mine", "export") as tmp:
         (tmp / "a.txt").write_text("1")
-    assert json.loads((tmp_path / "mine" / MANIFEST).read_text()) == {"command": "export"}
+    assert json.loads((tmp_path / "mine" / MANIFEST).read_text()) == {"command": "export", "files": ["a.txt"]}
     check_output_directory(tmp_path / "mine", "export")  # a rerun replaces its own output
     with output_directory(tmp_path / "mine", "export") as tmp:
         (tmp / "b.txt").write_text("2")
@@ -120,9 +120,10 @@ def test_export_refuses_a_training_folder_and_any_other_folder(tmp_path, capsys)
         (other / direction / "model.pt").write_text(direction)
     before = _tree(tmp_path)
     fwd, bwd = str(other / "forward/model.pt"), str(other / "backward/model.pt")
-    for output in (run, run.parent, tmp_path / "keep"):
+    for output, why in ((run, "holds a training run's model.pt and checkpoint.pt"), (run.parent, "not empty"),
+                        (tmp_path / "keep", "not empty")):
         assert main(["export", "--forward", fwd, "--backward", bwd, "--output", str(output)]) == 1
-        _one_line_error(capsys, "elmoc export: error:", str(output), "not empty")
+        _one_line_error(capsys, "elmoc export: error:", str(output), why)
     assert main(["export", "--forward", fwd, "--backward", bwd, "--output", str(other)]) == 1
     _one_line_error(capsys, "holds the input --forward")
     assert _tree(tmp_path) == before
@@ -294,7 +295,7 @@ def test_train_refuses_a_spec_among_its_output_files(tmp_path, capsys):
     (tmp_path / "run/model.pt").write_text("input: {}\n")
     assert main(["train", "--spec", str(tmp_path / "run/model.pt"), "--direction", "forward",
                  "--output-dir", str(tmp_path / "run")]) == 1
-    _one_line_error(capsys, "elmoc train: error:", "--output-dir's model.pt is the same file as the input --spec")
+    _one_line_error(capsys, "elmoc train: error:", "--output-dir holds the input --spec")
     assert (tmp_path / "run/model.pt").read_text() == "input: {}\n"
 
 

@@ -15,6 +15,14 @@ DESCRIPTION = (
 INPUTS = ('checkpoint', 'vocab')  # args naming files read; an output among them is refused (cli)
 OUTPUTS = ('out',)
 
+
+def implicit_inputs(args) -> dict:
+    """The run of --checkpoint, its vocabulary and its spec's files."""
+    from elmoc.commands._paths import lm_file_inputs
+
+    return lm_file_inputs(args.checkpoint, "--checkpoint")
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--checkpoint", required=True,
                         help="trained ELMo LM: the forward direction's model.pt, or a joint bi-LM's "

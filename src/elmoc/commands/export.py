@@ -25,6 +25,35 @@ DESCRIPTION = (
 INPUTS = ('forward', 'backward', 'fasttext_model', 'char_cnn_model', 'bilm_tf_options', 'bilm_tf_weights', 'vocab', 'spec')  # args naming files read; an output among them is refused (cli)
 OUTPUTS = ('output',)
 
+
+def outputs(args: argparse.Namespace) -> dict:
+    """What is written: the folder --output, replaced whole; with --format checkpoints only the
+    files {direction}/model.pt and heldout.json in it (the workflow's results/lm/elmo, beside its
+    spec.yaml, which is an input)."""
+    from pathlib import Path
+
+    if args.format != "checkpoints":
+        return {"--output": args.output}
+    return {f"--output's {run}/{name}": str(Path(args.output) / run / name)
+            for run in ([args.direction] if args.direction else DIRECTIONS) for name in ("model.pt", "heldout.json")}
+
+
+def implicit_inputs(args: argparse.Namespace) -> dict:
+    """The variant's run files (--variant) and what each LM file names (vocabulary, vectors, corpus)."""
+    from pathlib import Path
+
+    from elmoc.commands._paths import lm_file_inputs
+
+    files = {"--forward": args.forward, "--backward": args.backward}
+    if args.variant:
+        for run in sorted((Path(args.results) / "lm" / args.variant).glob("*/*.pt")):
+            files[f"--variant's {run.parent.name}/{run.name}"] = str(run)
+    found = {label: path for label, path in files.items() if path and label.startswith("--variant")}
+    for label, path in files.items():
+        found.update(lm_file_inputs(path, label))
+    return found
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", required=True, help="directory to write: absent, empty or an earlier output of this command (replaced atomically)")
     parser.add_argument("--variant", help="trained variant under --results (results/lm/VARIANT)")

@@ -24,6 +24,15 @@ INPUTS = ('forward', 'backward', 'sentences', 'vocab', 'fasttext_model', 'char_c
 OUTPUTS = ('output',)
 
 
+def implicit_inputs(args: argparse.Namespace) -> dict:
+    """What the LM files read or keep beside them: the vocabulary recorded in the checkpoint
+    (when no --vocab), the spec's vectors table and corpus, the run's checkpoint.pt."""
+    from elmoc.commands._paths import lm_file_inputs
+
+    return {**lm_file_inputs(args.forward, "--forward"), **lm_file_inputs(args.backward, "--backward")}
+
+
+
 BOUNDARY_CHOICES = ("auto", "true", "false")
 
 

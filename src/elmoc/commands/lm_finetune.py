@@ -19,6 +19,29 @@ DESCRIPTION = (
 
 INPUTS = ("lm_dir", "text")  # args naming files read; an output among them is refused (cli)
 OUTPUTS = ("output",)
+MANIFEST_OWNERS = ("export",)  # --output is a model directory as `elmoc export` writes it
+
+
+def implicit_outputs(args: argparse.Namespace) -> dict:
+    """The work folder (--output's parent): text/ and one run folder per run are written there."""
+    from pathlib import Path
+
+    return {"--output's parent (the work folder)": str(Path(args.output).absolute().parent)}
+
+
+def implicit_inputs(args: argparse.Namespace) -> dict:
+    """The variant's spec.yaml, each run's model.pt and what it names (vocabulary, corpus, vectors)."""
+    from pathlib import Path
+
+    from elmoc.commands._paths import lm_file_inputs, spec_file_inputs
+
+    lm_dir = Path(args.lm_dir)
+    found = {"--lm-dir's spec.yaml": str(lm_dir / "spec.yaml"), **spec_file_inputs(lm_dir / "spec.yaml", "--lm-dir")}
+    for model in sorted(lm_dir.glob("*/model.pt")):
+        found[f"--lm-dir's {model.parent.name}/model.pt"] = str(model)
+        found.update(lm_file_inputs(model, f"--lm-dir's {model.parent.name}/model.pt"))
+    return found
+
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -20,6 +20,7 @@ DESCRIPTION = (
 
 INPUTS = ("input_file", "task_model")  # args naming files read; an output among them is refused (cli)
 OUTPUTS = ("output",)
+MAX_LINE_TOKENS = 1000  # a sentence longer than this is refused (--max-line-tokens)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "for single-sentence tasks, else task)")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="instances per batch (default: the run's trainer.eval_batch_size)")
+    parser.add_argument("--max-line-tokens", type=int, default=MAX_LINE_TOKENS, metavar="N",
+                        help=f"refuse a sentence longer than N tokens (default {MAX_LINE_TOKENS}: a longer line is "
+                             "a document or several sentences, and the task model's memory grows with its square)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
 
@@ -53,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     _, task = saved_task(args.task_model)
+    if task.sentence_instance(["probe"]) is not None and args.input_format in (None, "sentences"):
+        check_sentences_file(args.input_file, args.max_line_tokens)  # (other tasks refuse sentences)
     instances = read_instances(task, args.input_file, args.input_format)  # bad input: refused before the LM loads
     saved = load_task_model(args.task_model, resolve_device(args.device))
     with sigterm_as_interrupt():  # SIGTERM as Ctrl-C: the temporary is deleted, exit 143
@@ -61,3 +67,38 @@ def run(args: argparse.Namespace) -> int:
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
     return 0
 
+
+
+def check_sentences_file(path: str, max_tokens: int) -> None:
+    """Refuse, in one line, a sentences file that is another format (a JSON object per line: SNLI's
+    ``.jsonl``; CoNLL columns) or holds a line of more than ``max_tokens`` tokens, before any model
+    loads: such a file would be labelled, fragment by fragment, with exit 0, or exhaust the memory."""
+    import json
+
+    from elmoc.errors import InputFileError
+
+    try:
+        f = open(path, encoding="utf-8", errors="replace")
+    except OSError:
+        return  # read_instances names a missing file
+    with f:
+        for number, line in enumerate(f, 1):
+            text = line.strip()
+            if number <= 20 and text.startswith("{"):
+                try:
+                    record = json.loads(text)
+                except ValueError:
+                    record = None
+                if isinstance(record, dict):
+                    raise InputFileError(path, "is JSON lines (another task's file, e.g. SNLI's .jsonl), not one "
+                                         "tokenized sentence per line; give the sentences, or --input-format task "
+                                         "for a file in this task model's own format", number)
+            if number <= 20 and (text.startswith("-DOCSTART-") or text.startswith("#begin document")):
+                raise InputFileError(path, "is a CoNLL file (another task's format), not one tokenized sentence per "
+                                     "line; give the sentences, or --input-format task for a file in this task "
+                                     "model's own format", number)
+            count = len(text.split())
+            if count > max_tokens:
+                raise InputFileError(path, f"has {count:,} tokens on one line, more than --max-line-tokens "
+                                     f"{max_tokens:,} (one sentence per line: split the document into sentences, or "
+                                     "raise --max-line-tokens if the machine has the memory)", number)

@@ -25,6 +25,14 @@ INPUTS = ("model",)  # args naming files read; an output among them is refused (
 OUTPUTS = ("output_dir",)
 
 
+def implicit_inputs(args: argparse.Namespace) -> dict:
+    """The run --model belongs to, its vocabulary and its spec's files."""
+    from elmoc.commands._paths import lm_file_inputs
+
+    return lm_file_inputs(args.model, "--model")
+
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from elmoc.config_section import add_section_argument
 
@@ -44,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from elmoc.attempts import OutputLock
     from elmoc.commands.train import lm_data
     from elmoc.config_section import Section
+    from elmoc.errors import InputFileError
     from elmoc.model_file import load_checkpoint
     from elmoc.train.prune_loop import PruneSettings, prune
     from elmoc.train.settings import TrainSettings
@@ -52,8 +61,12 @@ def run(args: argparse.Namespace) -> int:
     settings = PruneSettings.from_section(Section.parse(args.section_json or "{}", "prune", PruneSettings.KEYS))
     if args.threads:
         torch.set_num_threads(args.threads)
+    payload = load_checkpoint(args.model, mmap=True)
+    if payload.get("direction") != args.direction:  # reversed text would be trained and labelled the other way
+        raise InputFileError(args.model, f"is the {payload.get('direction')} run's LM, not {args.direction}: give "
+                             f"--direction {payload.get('direction')}, or the {args.direction} run's model.pt")
+    spec = payload["spec"]
     OutputLock(args.output_dir).acquire()  # held until this process exits
-    spec = load_checkpoint(args.model, mmap=True)["spec"]
     vocab, vocab_path, make_batches, make_heldout, _ = lm_data(
         spec, args.model, args.direction, TrainSettings.from_config(spec.get("train", {})))
     result = prune(Path(args.model), Path(args.output_dir), settings, vocab, make_batches, make_heldout,

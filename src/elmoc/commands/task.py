@@ -41,6 +41,19 @@ DESCRIPTION = (
 INPUTS = ('config', 'features', 'fasttext', 'vocab', 'lm', 'lm_model')  # args naming files read; an output among them is refused (cli)
 OUTPUTS = ('output', 'save_model')
 
+
+def implicit_inputs(args) -> dict:
+    """The task section's data files (train, dev, test, ...) and every other file it names."""
+    from elmoc.commands._paths import spec_inputs
+    from elmoc.tasks.config import task_section_from_args
+
+    try:
+        section, _ = task_section_from_args(args)
+    except Exception:  # noqa: BLE001 (a bad config is refused by the run, in one line)
+        return {}
+    return spec_inputs(section, f"tasks.{args.task}")
+
+
 def add_arguments(parser) -> None:
     from elmoc.commands.train import _seconds_or_auto
     from elmoc.tasks.config import add_task_section_arguments

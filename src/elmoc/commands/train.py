@@ -40,6 +40,15 @@ DESCRIPTION = (
 
 INPUTS = ('spec',)  # args naming files read; an output among them is refused (cli)
 OUTPUTS = ('output_dir',)
+RESUMES = ("train",)  # the runs whose checkpoint.pt/model.pt it may resume or replace in --output-dir (cli)
+
+
+def implicit_inputs(args: argparse.Namespace) -> dict:
+    """The files the spec names (vocabulary, corpus, vectors table, tokenizer): inputs too."""
+    from elmoc.commands._paths import spec_file_inputs
+
+    return spec_file_inputs(args.spec, "--spec")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", required=True, help="LM spec YAML (results/lm/<variant>/spec.yaml)")
@@ -74,8 +83,10 @@ def _seconds_or_auto(text: str) -> float | None:
     return value
 
 
-def run(args: argparse.Namespace, trainer=None) -> int:
-    """``trainer``: the loop's Trainer class or factory (``elmoc distill`` passes its own)."""
+def run(args: argparse.Namespace, trainer=None, preflight=None) -> int:
+    """``trainer``: the loop's Trainer class or factory (``elmoc distill`` passes its own);
+    ``preflight(spec, vocab)``: the caller's own checks of the config, run with train's before
+    the output folder is touched (a refused config leaves no folder, lock, attempt or log)."""
     import os
     import signal
     from pathlib import Path
@@ -91,6 +102,8 @@ def run(args: argparse.Namespace, trainer=None) -> int:
         if os.environ.get("RANK", "0") == "0":  # the process that writes the folder, before torch starts
             spec_text = _check_spec_direction(args)  # a wrong direction is refused before the folder exists
             _refuse_spec_among_outputs(args)
+        prepared = _prepare(args, preflight)  # every rank; a bad config is refused before the folder exists
+        if os.environ.get("RANK", "0") == "0":
             OutputLock(args.output_dir).acquire()  # held until this process exits
             keep_log(Path(args.output_dir) / TRAIN_TEXT_LOG)
             attempts = AttemptLog(args.output_dir, lambda: checkpoint_step(Path(args.output_dir)),
@@ -100,7 +113,7 @@ def run(args: argparse.Namespace, trainer=None) -> int:
             if os.environ.get(EXIT_DIR_ENV):  # with-gpus records the whole job's outcome, every rank's
                 announce_attempt(os.environ[EXIT_DIR_ENV], attempts)
                 attempts = None
-        status = _train(args, trainer)
+        status = _train(args, trainer, prepared)
     except KeyboardInterrupt:
         record_exit(EXIT_SIGINT, "interrupted")
         if attempts is not None:
@@ -135,8 +148,18 @@ def keep_log(path):
     the output folder (Snakemake deletes a job's log file each time it starts the job).
     Returns the handler (``logging.getLogger().removeHandler`` it to stop)."""
     import logging
+    import sys
 
-    handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+    from elmoc.io.atomic import out_of_space
+
+    class FileHandler(logging.FileHandler):
+        def handleError(self, record):  # noqa: N802 (logging's name)
+            # a full disk: this line is lost, and the command's own error names the file and says
+            # what survived (no "--- Logging error ---" traceback per line before it)
+            if not out_of_space(sys.exc_info()[1] or RuntimeError()):
+                super().handleError(record)
+
+    handler = FileHandler(path, mode="a", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S"))
     logging.getLogger().addHandler(handler)
     return handler
@@ -178,23 +201,32 @@ def checkpoint_step(out_dir) -> int | None:
         return None
 
 
-def _train(args: argparse.Namespace, trainer=None) -> int:
+def _prepare(args: argparse.Namespace, preflight=None) -> tuple:
+    """``(spec, settings, lm_data(...))`` of the run, the config checked (the spec's train section,
+    its data and vocabulary, and the caller's ``preflight``) before the output folder exists."""
+    from elmoc.train.settings import TrainSettings
+
+    spec = _load_spec(args.spec)
+    if args.max_steps is not None:
+        spec.setdefault("train", {})["max_steps"] = args.max_steps
+    settings = TrainSettings.from_config(spec.get("train", {}))
+    data = lm_data(spec, args.spec, args.direction, settings)
+    if preflight is not None:
+        preflight(spec, data[0])
+    return spec, settings, data
+
+
+def _train(args: argparse.Namespace, trainer, prepared: tuple) -> int:
     from pathlib import Path
 
     import torch
 
     from elmoc.train.loop import train
-    from elmoc.train.settings import TrainSettings
     from elmoc.train.signals import EXIT_INTERRUPTED
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    spec = _load_spec(args.spec)
-    if args.max_steps is not None:
-        spec.setdefault("train", {})["max_steps"] = args.max_steps
-    settings = TrainSettings.from_config(spec.get("train", {}))
-    vocab, vocab_path, make_batches, make_heldout, steps_per_epoch = lm_data(spec, args.spec, args.direction,
-                                                                             settings)
+    spec, settings, (vocab, vocab_path, make_batches, make_heldout, steps_per_epoch) = prepared
     result = train(spec, vocab, Path(args.output_dir), make_batches, make_heldout,
                    direction=args.direction, vocab_path=str(vocab_path), device=args.device,
                    resume=not args.no_resume, steps_per_epoch=steps_per_epoch, spec_path=args.spec,

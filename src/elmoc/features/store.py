@@ -18,6 +18,7 @@ are read dataset by dataset on demand (the SST all-subtrees case).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from pathlib import Path
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 INDEX_KEY = "sentence_to_index"
 INDEX_SUFFIX = ".index"  # the sentence index is built in TMP.index beside the temp HDF5 file, then stored
+FLUSH_EVERY = 256  # datasets written between two flushes of the feature file (a full disk raises there)
 
 
 def sentence_key(tokens: Sequence[str]) -> str:
@@ -83,15 +85,21 @@ def write_features(bilm: "BiLM", sentences: Iterable[Sequence[str]], output: str
     count = 0
     # HDF5 holds the temp file (an exclusive flock) while it is open: a concurrent run's
     # remove_stale_temps leaves it alone, and our own flock would block HDF5's
-    with atomic_path(output, held=False) as tmp, h5py.File(tmp, "w") as h5, \
+    with atomic_path(output, held=False) as tmp, \
             open(f"{tmp}{INDEX_SUFFIX}", "w+", encoding="utf-8") as index:
+        h5 = h5py.File(tmp, "w")
+        written = []  # datasets since the last flush: HDF5 writes them when they are closed, where a
+        # full disk would only be "Exception ignored" (and a crash at exit), so they are flushed here
         try:
             # identical sentences have equal lengths and the length sort is stable, so they come
             # in input order and the last one's key wins in the index, as in a dict over the input
             for i, tokens, value in iter_features(bilm, sentences, layers, batch_size, max_tokens,
                                                   progress=True, total=total):
                 raise_if_terminated()  # a SIGTERM whose exception Python swallowed (io/atomic.py)
-                h5.create_dataset(str(i), data=value, dtype="float32")
+                written.append(h5.create_dataset(str(i), data=value, dtype="float32"))
+                if len(written) >= FLUSH_EVERY:
+                    h5.flush()
+                    written.clear()
                 if not forget_sentences:
                     index.write(f"{',' if count else ''}{json.dumps(sentence_key(tokens))}:{json.dumps(str(i))}")
                 count += 1
@@ -99,14 +107,53 @@ def write_features(bilm: "BiLM", sentences: Iterable[Sequence[str]], output: str
                 index.seek(0)
                 ds = h5.create_dataset(INDEX_KEY, (1,), dtype=h5py.string_dtype())
                 ds[0] = "{" + index.read() + "}"
+                written.append(ds)
+            h5.attrs["num_layers"] = bilm.num_layers
+            h5.attrs["dim"] = bilm.output_dim
+            h5.attrs["boundaries"] = bilm.boundaries
+            h5.attrs["open_vocabulary"] = bilm.open_vocabulary
+            h5.flush()  # every write happens here, in this block: none is left for close()
+        except BaseException:
+            close_abandoned_hdf5(h5, tmp, written)
+            raise
         finally:
             Path(f"{tmp}{INDEX_SUFFIX}").unlink(missing_ok=True)
-        h5.attrs["num_layers"] = bilm.num_layers
-        h5.attrs["dim"] = bilm.output_dim
-        h5.attrs["boundaries"] = bilm.boundaries
-        h5.attrs["open_vocabulary"] = bilm.open_vocabulary
+        written.clear()
+        h5.close()
     log.info("wrote %d sentences x %d layers x %d dims to %s", count, bilm.num_layers, bilm.output_dim, output)
     return count
+
+
+def close_abandoned_hdf5(h5, tmp: str | Path, objects: list) -> None:
+    """Close the HDF5 file ``h5`` open on the temporary ``tmp`` after a failed write (a full
+    disk), with no error and no crash.  HDF5 still holds data it has not written (the datasets
+    in ``objects``, its caches) and writes it when they and the file are closed; on a full disk
+    those writes fail where Python can only print them ("Exception ignored", hundreds of lines),
+    and HDF5 left with a file it could not close crashes the process at exit.  So the file's
+    descriptor is first pointed at an anonymous in-memory file (Linux ``memfd_create``; elsewhere
+    the temporary is emptied, which frees the space it took), where those last writes succeed
+    and vanish; the temporary itself is deleted by the caller."""
+    import gc
+    import os
+    import sys
+
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: None
+    try:
+        try:
+            fd = h5.id.get_vfd_handle()
+            sink = os.memfd_create("elmoc-abandoned-hdf5")
+            os.dup2(sink, fd)
+            os.close(sink)
+        except (AttributeError, OSError, ValueError, RuntimeError):
+            with contextlib.suppress(OSError):
+                os.truncate(tmp, 0)
+        objects.clear()
+        gc.collect()
+        with contextlib.suppress(Exception):
+            h5.close()
+    finally:
+        sys.unraisablehook = hook
 
 
 class FeatureStore:

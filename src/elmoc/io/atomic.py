@@ -116,8 +116,10 @@ _SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$")
 def out_of_space(exc: BaseException) -> bool:
     """Whether ``exc`` is a write failing for want of space: ``ENOSPC``/``EDQUOT``, or
     torch's serializer failure that a full disk causes."""
+    if "errno = 28," in str(exc) or "errno = 122," in str(exc):  # HDF5's text (h5py raises it as OSError,
+        return isinstance(exc, (OSError, RuntimeError, ValueError))  # RuntimeError or ValueError)
     if isinstance(exc, OSError):
-        return (exc.errno in (errno.ENOSPC, errno.EDQUOT) or "errno = 28," in str(exc)  # h5py's text
+        return (exc.errno in (errno.ENOSPC, errno.EDQUOT)
                 or _SHORT_WRITE.search(str(exc)) is not None)  # numpy's tofile: a write cut short
     return isinstance(exc, RuntimeError) and any(m in str(exc) for m in _TORCH_WRITE_FAILURES)
 
@@ -140,7 +142,7 @@ def disk_full_as_error(path: str | Path) -> Iterator[None]:
     :class:`~elmoc.errors.DiskFullError` naming ``path`` and the space left."""
     try:
         yield
-    except (OSError, RuntimeError) as e:
+    except (OSError, RuntimeError, ValueError) as e:
         if out_of_space(e):
             kept = "its previous version is untouched" if Path(path).exists() else "nothing was written"
             raise DiskFullError(path, free_bytes(path), f"{kept}; free some space and run the command again") from None

@@ -2,13 +2,18 @@
 
 Every command checks its paths here before any work starts:
 
-* :func:`refuse_outputs_among_inputs`: an output path that is the same file as one of
-  the command's inputs (same inode, or the same resolved path) is refused, so that
-  ``elmoc embed --model M --top in.txt in.txt`` cannot overwrite the sentences.
+* :func:`refuse_outputs_among_inputs`: an output path that is, holds or lies inside one of
+  the command's inputs (same inode, or the same resolved path; issue 42) is refused, so that
+  ``elmoc embed --model M --top in.txt in.txt`` cannot overwrite the sentences nor
+  ``lm-finetune --lm-dir V --output V/model`` the variant's runs.  :mod:`elmoc.cli` calls it
+  before every command with the command's complete input set (declared and implicit).
+* :func:`refuse_foreign_output_folder`: an existing output folder holding another command's
+  output (its :data:`MANIFEST`) or run files the command does not resume.
 * :func:`check_output_directory`: a command that writes a whole folder (``export``,
   ``compress``, ``fetch``, ``corpus``) replaces it only when it is absent, empty, or
   an earlier output of the *same* command, recognised by the :data:`MANIFEST` file
-  that :func:`output_directory` writes into every folder it makes; a folder that
+  that :func:`output_directory` writes into every folder it makes (with the files it wrote:
+  a file added since is named in a warning before the folder is replaced); a folder that
   holds one of the command's inputs, or the current directory, is refused too.
 * :func:`remove_stale_temps`: the temporaries of :mod:`elmoc.io.atomic` that a
   killed run (SIGKILL, a node crash) left beside an output, removed by the next run.
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -35,6 +41,8 @@ try:  # POSIX; elsewhere no temporary counts as held and none is removed
     import fcntl
 except ImportError:  # pragma: no cover
     fcntl = None
+
+log = logging.getLogger(__name__)
 
 MANIFEST = ".elmoc-output.json"
 """Written into every folder made by :func:`output_directory`: ``{"command": NAME}``."""
@@ -70,9 +78,12 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def refuse_outputs_among_inputs(command: str, outputs: Paths, inputs: Paths) -> None:
-    """Raise :class:`OutputError` when an output is the same file as an input, or an
-    existing file directly in an input folder (``vocab --corpus DIR --out DIR/shard_000.txt``,
-    ``embed --model M in.txt M/forward.pt``): the command reads that folder's files.
+    """Raise :class:`OutputError` when an output is, holds or lies inside one of the
+    command's inputs (issue 42's one rule): the same file (same inode, or the same
+    resolved path: symlinks and respellings alike), a folder holding an input (``train
+    --output-dir`` around its ``--spec``, ``lm-finetune``'s work folder around the variant's
+    runs), or a path inside an input folder (``vocab --corpus DIR --out DIR/shard_000.txt``,
+    ``predict --task-model TM --output TM/lm/forward.pt``): the command reads that folder.
 
     Args:
         command: the subcommand's name, for the message.
@@ -85,9 +96,44 @@ def refuse_outputs_among_inputs(command: str, outputs: Paths, inputs: Paths) -> 
             if same_file(out, inp):
                 raise OutputError(out, f"{out_label} is the same file as the input {in_label} ({inp}); "
                                   f"`elmoc {command}` would overwrite its own input: write the output elsewhere")
-            if out.is_file() and inp.is_dir() and out.resolve().parent == inp.resolve():
-                raise OutputError(out, f"{out_label} is a file in the input folder {in_label} ({inp}); "
+            if inp.is_dir() and _inside(out, inp):
+                what = "a file in" if out.is_file() and out.resolve().parent == inp.resolve() else "inside"
+                raise OutputError(out, f"{out_label} is {what} the input folder {in_label} ({inp}); "
                                   f"`elmoc {command}` would overwrite its own input: write the output elsewhere")
+            if _inside(inp, out):
+                raise OutputError(out, f"{out_label} holds the input {in_label} ({inp}); `elmoc {command}` writes "
+                                  "there and would overwrite or delete it: write the output elsewhere")
+
+
+RUN_FILES = ("model.pt", "checkpoint.pt")
+"""A training run's files (``elmoc train``, ``distill``, a task run): an output folder holding one
+belongs to the command that wrote it."""
+
+
+def refuse_foreign_output_folder(command: str, label: str, path: PathLike, owners: Iterable[str] = (),
+                                 run_owner=None, runs: Iterable[str] = ()) -> None:
+    """Refuse an existing output folder that holds another command's output: a
+    :data:`MANIFEST` naming a command outside ``{command, *owners}``, or run files
+    (:data:`RUN_FILES`) that ``run_owner(folder)`` does not attribute to one of ``runs``
+    (the commands whose runs ``command`` resumes in place; none: any run file is foreign)."""
+    path = Path(path)
+    if not path.is_dir():
+        return
+    owner = output_owner(path) if (path / MANIFEST).exists() else None
+    if (path / MANIFEST).exists() and owner not in {command, *owners}:
+        what = f"an output of `elmoc {owner}`" if owner else f"an output of another command ({MANIFEST})"
+        raise OutputError(path, f"{label} is {what}; `elmoc {command}` would write into it and overwrite what it "
+                          "holds: give a new folder")
+    held = [name for name in RUN_FILES if (path / name).is_file()]
+    if not held:
+        return
+    runs = tuple(runs)
+    found = run_owner(path) if (run_owner is not None and runs) else None
+    if found in runs or (runs and found is None):  # its own run, or unreadable: the resume names what is wrong
+        return
+    whose = f"`elmoc {found}`'s" if found else "a training run's"
+    raise OutputError(path, f"{label} holds {whose} {' and '.join(held)}; `elmoc {command}` would overwrite them: "
+                      "give a new folder (nothing there was changed)")
 
 
 def check_output_directory(path: PathLike, command: str, inputs: Paths | None = None) -> None:
@@ -139,10 +185,29 @@ def output_directory(path: PathLike, command: str, inputs: Paths | None = None) 
     folder (:func:`check_output_directory`, again at write time), removes temporaries of
     earlier killed runs, yields the temp folder and writes :data:`MANIFEST` into it last."""
     check_output_directory(path, command, inputs)
+    for added in files_added(path):
+        log.warning("%s: not written by `elmoc %s` (added to its earlier output); replacing the folder deletes "
+                    "it: stop now (Ctrl-C) and move it elsewhere to keep it", Path(path) / added, command)
     remove_stale_temps(path, directories=True)
     with atomic_directory(path) as tmp:
         yield tmp
-        (tmp / MANIFEST).write_text(json.dumps({"command": command}) + "\n", encoding="utf-8")
+        written = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if not p.is_dir())
+        (tmp / MANIFEST).write_text(json.dumps({"command": command, "files": written}) + "\n", encoding="utf-8")
+
+
+def files_added(path: PathLike) -> list[str]:
+    """Files in the earlier output folder ``path`` that its :data:`MANIFEST` does not list (the
+    user's additions, which replacing the folder deletes); none when the manifest lists no files."""
+    path = Path(path)
+    try:
+        recorded = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    listed = recorded.get("files") if isinstance(recorded, dict) else None
+    if not isinstance(listed, list):
+        return []
+    return sorted(p.relative_to(path).as_posix() for p in path.rglob("*")
+                  if not p.is_dir() and p.name != MANIFEST and p.relative_to(path).as_posix() not in listed)
 
 
 # ---------------------------------------------------------------- temporaries of killed runs
@@ -216,6 +281,6 @@ def remove_stale_temps(path: PathLike, directories: bool = False, companions: tu
     return removed
 
 
-__all__ = ["MANIFEST", "OutputError", "Terminated", "check_output_directory", "hold",
-           "output_directory", "output_owner", "refuse_outputs_among_inputs", "remove_stale_temps", "same_file",
-           "sigterm_as_interrupt", "temp_patterns"]
+__all__ = ["MANIFEST", "RUN_FILES", "OutputError", "Terminated", "check_output_directory", "hold",
+           "output_directory", "output_owner", "refuse_foreign_output_folder", "refuse_outputs_among_inputs",
+           "remove_stale_temps", "same_file", "sigterm_as_interrupt", "temp_patterns"]

@@ -166,7 +166,14 @@ def task_inputs(directory: Path, meta: dict[str, Any], device: torch.device) -> 
                              "(features, fine_tune); use the elmoc that wrote it")
     table, words = None, None
     if meta["word_vectors"]:
-        words = json.loads((directory / WORDS).read_text(encoding="utf-8"))
+        try:
+            words = json.loads((directory / WORDS).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:  # truncated, overwritten or missing: one line, not a traceback
+            raise InputFileError(directory / WORDS, f"is not the word table's list of words ({e}); write the task "
+                                 "model again with `elmoc task --save-model`") from None
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise InputFileError(directory / WORDS, "is not a JSON list of words; write the task model again with "
+                                 "`elmoc task --save-model`")
         table = np.zeros((len(words), int(meta["word_vectors"]["dim"])), dtype=np.float32)
     lowercase = bool(meta["word_vectors"] and meta["word_vectors"]["lowercase"])
     if not meta["features"]:
