@@ -33,7 +33,8 @@ class TextBatch:
         tokens: the token lists, (batch,) of lists.
         mask: (batch, time) bool, True for real tokens.
         word_ids: (batch, time) long rows of the task word table (0 = padding), or None.
-        features: (num_layers, batch, time, dim) float LM layers, or None.
+        features: (num_layers, batch, time, dim) LM layers, float32 or float16 as the feature file
+            stores them (the embedder computes in float32), or None.
     """
 
     tokens: list[list[str]]
@@ -130,10 +131,8 @@ class TaskInputs:
                     [get(t.lower() if self.lowercase else t, UNK_INDEX) for t in s], dtype=torch.long
                 )
         features = None
-        if self.store is not None:
-            features = torch.zeros(self.store.num_layers, batch, time, self.store.dim)
-            for i, s in enumerate(sentences):
-                features[:, i, : len(s)] = torch.from_numpy(self.store.get(s))
+        if self.store is not None:  # in the file's dtype: float16 features cross to the device at half the bytes
+            features = torch.from_numpy(self.store.batch(sentences, time))
         return TextBatch([list(s) for s in sentences], mask, word_ids, features)
 
     def embedder(self, layer_norm: bool = False, feature_dropout: float = 0.0,
@@ -179,6 +178,7 @@ class TokenEmbedder(nn.Module):
         if self.mix is not None:
             if text.features is None:
                 raise ValueError("embedder mixes LM features but the batch has none")
-            parts.append(self.feature_dropout(self.mix(text.features, text.mask)))
+            # float16 features are widened here, on the batch's device; float32 ones pass unchanged
+            parts.append(self.feature_dropout(self.mix(text.features.float(), text.mask)))
         out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
         return out * text.mask.unsqueeze(-1).to(out.dtype)
