@@ -48,6 +48,14 @@ class TextBatch:
         return self.mask.sum(dim=1)
 
 
+def padded_ids(lengths: Sequence[int], flat: Sequence[int], width: int, fill: int = 0) -> torch.Tensor:
+    """(len(lengths), width) long: row ``i`` holds the next ``lengths[i]`` values of ``flat``, then
+    ``fill``; one scatter instead of a tensor per row (collate's bookkeeping off the step's path)."""
+    out = np.full((len(lengths), width), fill, dtype=np.int64)
+    out[np.arange(width)[None, :] < np.asarray(lengths, dtype=np.int64)[:, None]] = flat
+    return torch.from_numpy(out)
+
+
 class TaskInputs:
     """What one run feeds its task model.
 
@@ -118,18 +126,14 @@ class TaskInputs:
         """Pad ``sentences`` into a :class:`TextBatch` (empty sentences are not allowed)."""
         if any(len(s) == 0 for s in sentences):
             raise ValueError("empty sentence in a batch")
-        batch, time = len(sentences), max(len(s) for s in sentences)
-        mask = torch.zeros(batch, time, dtype=torch.bool)
-        for i, s in enumerate(sentences):
-            mask[i, : len(s)] = True
+        lengths = [len(s) for s in sentences]
+        batch, time = len(sentences), max(lengths)
+        mask = torch.arange(time)[None, :] < torch.tensor(lengths)[:, None]
         word_ids = None
         if self.word_index is not None:
-            word_ids = torch.zeros(batch, time, dtype=torch.long)
             get = self.word_index.get
-            for i, s in enumerate(sentences):
-                word_ids[i, : len(s)] = torch.tensor(
-                    [get(t.lower() if self.lowercase else t, UNK_INDEX) for t in s], dtype=torch.long
-                )
+            word_ids = padded_ids(lengths, [get(t.lower() if self.lowercase else t, UNK_INDEX) for s in sentences for t in s],
+                                  time)
         features = None
         if self.store is not None:  # in the file's dtype: float16 features cross to the device at half the bytes
             features = torch.from_numpy(self.store.batch(sentences, time))

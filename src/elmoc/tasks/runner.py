@@ -470,31 +470,26 @@ class TaskTrainer:
         self.model.train()
         progress = Progress(f"{self.name} epoch {self.epoch} training", len(batches), c.progress_seconds, self.batch)
         with Prefetch(self.collate, batches[self.batch:]) as ahead:
-            t_step = time.time()
+            t_step = time.time()  # a step's time includes any wait for its batch
             for collated in ahead:  # built on another thread while the previous steps run
-                self.train_batch(collated, progress, t_step)
+                loss = self.train_step(collated)
+                self.batch += 1
+                self.step += 1
+                self.loss_sum += loss
+                self.loss_steps += 1
+                progress.update()
+                self.step_s = time.time() - t_step
+                reason = self.should_stop()
+                if reason is not None:
+                    raise _StopHere(reason)
+                if self.timer.due():
+                    self.save()
                 t_step = time.time()
         progress.close()
 
     def collate(self, idx: list[int]) -> Any:
         """The training instances ``idx`` as the task's batch (on the CPU; built ahead of the step)."""
         return self.task.collate([self.train[i] for i in idx], self.inputs)
-
-    def train_batch(self, collated: Any, progress: Progress, t_step: float) -> None:
-        """One step on a collated batch, then the position, the stop conditions and the timed
-        checkpoint (``t_step``: when the wait for this batch began)."""
-        loss = self.train_step(collated)
-        self.batch += 1
-        self.step += 1
-        self.loss_sum += loss
-        self.loss_steps += 1
-        progress.update()
-        self.step_s = time.time() - t_step
-        reason = self.should_stop()
-        if reason is not None:
-            raise _StopHere(reason)
-        if self.timer.due():
-            self.save()
 
     def train_step(self, collated: Any) -> float:
         """One optimizer step on a collated batch (:meth:`collate`); returns its loss."""
