@@ -127,6 +127,7 @@ def test_conversion_round_trips(tmp_path):
                 offsets = c[OFFSETS_KEY][()]
                 np.testing.assert_array_equal(a[key][()], c[FEATURES_KEY][:, offsets[i]:offsets[i + 1]])
         assert a[INDEX_KEY][0] == b[INDEX_KEY][0] == c[INDEX_KEY][0]
+        assert set(a.attrs) == {"num_layers", "dim", "boundaries", "open_vocabulary"}
         assert dict(a.attrs) == dict(b.attrs)
         assert {k: v for k, v in c.attrs.items() if k != LAYOUT_ATTR} == dict(a.attrs)
     # to float16 and back: the values rounded once, as extracting in float16 gives them
@@ -226,3 +227,11 @@ def test_extract_and_embed_options_and_their_config_keys(monkeypatch, tmp_path):
     assert main([*common, "--section-json", json.dumps({"layout": "rows"})]) == 1
     assert main([*common, "--section-json", "{}", "--dtype", "float16"]) == 1
     assert len(seen) == 4
+
+
+@pytest.mark.parametrize("layout", ["allennlp", "contiguous"])
+def test_a_file_without_sentences_is_refused(tmp_path, layout):
+    out = tmp_path / "empty.hdf5"
+    assert write_features(tiny_bilm(), [], out, layout=layout) == 0
+    with pytest.raises(InputFileError, match="holds no sentences"):
+        FeatureStore(out)
