@@ -235,3 +235,26 @@ def test_a_file_without_sentences_is_refused(tmp_path, layout):
     assert write_features(tiny_bilm(), [], out, layout=layout) == 0
     with pytest.raises(InputFileError, match="holds no sentences"):
         FeatureStore(out)
+
+
+def test_embed_writes_float16_in_the_allennlp_layout(elmo_fixture_dir, tmp_path, monkeypatch):
+    """The bilm-tf test ELMo end to end: `elmoc embed --dtype float16` keeps the AllenNLP layout at half
+    precision (the float32 values rounded once); `elmoc convert-features` makes it contiguous."""
+    monkeypatch.chdir(tmp_path)
+    options, weights = elmo_fixture_dir / "options.json", elmo_fixture_dir / "lm_weights.hdf5"
+    assert main(["export", "--bilm-tf-options", str(options), "--bilm-tf-weights", str(weights), "--output", "model"]) == 0
+    Path("s.txt").write_text("the cat sat .\nA dog ran far away .\nthe cat sat .\nzebra\n", encoding="utf-8")
+    assert main(["embed", "s.txt", "e32.hdf5", "--model", "model", "--all"]) == 0
+    assert main(["embed", "s.txt", "e16.hdf5", "--model", "model", "--all", "--dtype", "float16"]) == 0
+    assert main(["embed", "s.txt", "t16.hdf5", "--model", "model", "--top", "--dtype", "float16"]) == 0
+    with h5py.File("e32.hdf5", "r") as a, h5py.File("e16.hdf5", "r") as b, h5py.File("t16.hdf5", "r") as t:
+        assert sorted(a) == sorted(b) == ["0", "1", "2", "3", INDEX_KEY] and LAYOUT_ATTR not in b.attrs
+        for key in ("0", "1", "2", "3"):
+            assert a[key].dtype == np.float32 and b[key].dtype == t[key].dtype == np.float16
+            np.testing.assert_array_equal(b[key][()], a[key][()].astype(np.float16))
+            np.testing.assert_array_equal(t[key][()], a[key][()][-1].astype(np.float16))
+    assert main(["convert-features", "e16.hdf5", "c16.hdf5", "--layout", "contiguous"]) == 0
+    embedded, contiguous = FeatureStore("e16.hdf5"), FeatureStore("c16.hdf5")
+    assert (embedded.layout, contiguous.layout, contiguous.dtype) == ("allennlp", "contiguous", np.float16)
+    for line in Path("s.txt").read_text().splitlines():
+        np.testing.assert_array_equal(contiguous.get(line.split()), embedded.get(line.split()))
