@@ -31,7 +31,8 @@ the trainer's batch sizes, epochs and patience, ``with_fasttext``) and the task 
    dense FP32 peak (51 TFLOP/s PCIe, 67 TFLOP/s SXM; NVIDIA H100 datasheet; the task runner
    leaves TF32 matmuls off) at an assumed 5-20% efficiency for these small LSTM batches: the
    CPU-to-GPU factor of the model's compute, ``GPU_EFFICIENCY`` x peak / CPU rate;
-5. per step on a GPU: collate (stays on the CPU) + model time / factor, plus 10-20 us of host
+5. per step on a GPU: collate (stays on the CPU; timed here on the caller's thread, as if the
+   runner's prefetch thread hid none of it) + model time / factor, plus 10-20 us of host
    and launch time per kernel (``LAUNCH_US``; eager PyTorch on CUDA, assumed). The low bound
    takes the larger of compute and launches (they overlap), the high bound their sum (the
    step syncs: packed-sequence lengths, ``loss.item()``);
@@ -40,11 +41,18 @@ the trainer's batch sizes, epochs and patience, ``with_fasttext``) and the task 
    (patience + 1) and for the configured maximum; the maximum at the high bound sizes the jobs
    (``plan_jobs``): how many 24-hour jobs a seed needs, hence ``runtime`` and ``retries``.
 
+``--features-layout`` / ``--features-dtype`` write the synthetic feature file as ``elmoc extract
+--layout / --dtype`` would (default: the ``allennlp`` layout in float32, read lazily as a
+paper-size file of that layout is; a ``contiguous`` file is mapped into memory as the tasks map
+it); collate's share of the derived GPU step is printed per task, as timed (on the step's path)
+and as the runner's prefetch thread leaves it (only what exceeds the rest of the step waits).
+
 ``--tiny`` shrinks every size (models, features, batches, lengths) so that the tests run the
 whole script in seconds; its figures mean nothing.
 
 Usage: PYTHONPATH=src .venv/bin/python benchmarks/task_durations.py [--tasks sst5 snli ner srl coref]
-    [--steps 3] [--threads 1] [--json out.json] [--tiny] [--compare-python-loop]
+    [--steps 3] [--threads 1] [--features-layout allennlp|contiguous] [--features-dtype float32|float16]
+    [--json out.json] [--tiny] [--compare-python-loop]
 """
 from __future__ import annotations
 
@@ -220,21 +228,17 @@ def sentences_of(task, pool: list) -> list[tuple[str, ...]]:
     return [tuple(s) for s in task.sentences(pool)]
 
 
-def write_feature_file(path: Path, sentences: list[tuple[str, ...]], layers: int, dim: int, seed: int) -> None:
-    """An HDF5 file in ``elmoc extract``'s layout: dataset ``str(i)`` (layers, tokens, dim) float32
-    per sentence and the ``sentence_to_index`` JSON."""
-    import h5py
-
-    from elmoc.features.store import INDEX_KEY, sentence_key
+def write_feature_file(path: Path, sentences: list[tuple[str, ...]], layers: int, dim: int, seed: int,
+                       layout: str = "allennlp", dtype: str = "float32") -> None:
+    """An HDF5 file as ``elmoc extract --layout LAYOUT --dtype DTYPE`` writes it (its own writer):
+    random standard-normal features of each distinct sentence and the ``sentence_to_index`` JSON."""
+    from elmoc.features.store import feature_writer
 
     rng = np.random.default_rng(seed)
-    index = {}
-    with h5py.File(path, "w") as h5:
-        for i, s in enumerate(dict.fromkeys(sentences)):
-            h5.create_dataset(str(i), data=rng.standard_normal((layers, len(s), dim), dtype=np.float32))
-            index[sentence_key(s)] = str(i)
-        ds = h5.create_dataset(INDEX_KEY, (1,), dtype=h5py.string_dtype())
-        ds[0] = json.dumps(index)
+    distinct = list(dict.fromkeys(sentences))
+    with feature_writer(path, layout, dtype, [len(s) for s in distinct], layers, dim, {"num_layers": layers, "dim": dim}) as add:
+        for i, s in enumerate(distinct):
+            add(i, s, rng.standard_normal((layers, len(s), dim), dtype=np.float32))
 
 
 # -- measurements ---------------------------------------------------------------------------
@@ -283,7 +287,8 @@ def _timed(fn) -> float:
     return time.process_time() - start
 
 
-def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path, seed: int = 1) -> dict:
+def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path, seed: int = 1,
+                 layout: str = "allennlp", dtype: str = "float32") -> dict:
     """CPU seconds of one training step and one dev-evaluation batch of task ``name`` (medians of
     ``steps`` after a warm-up), their collate parts, and the kernels of each."""
     from elmoc.tasks.config import build_task
@@ -312,8 +317,10 @@ def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path
         task.labels = ["O"] + [f"{p}-{r}" for r in ["V", "ARG0"] + [f"R{i}" for i in range(NUM_SRL_ROLES - 2)]
                                for p in "BI"]
     features = workdir / f"{name}.hdf5"
-    write_feature_file(features, sentences_of(task, train_pool) + sentences_of(task, dev_pool), layers, dim, seed)
-    store = FeatureStore(features, max_memory_bytes=0)  # read lazily, as a paper-size feature file is
+    write_feature_file(features, sentences_of(task, train_pool) + sentences_of(task, dev_pool), layers, dim, seed,
+                       layout, dtype)
+    # an allennlp-layout file is read lazily, as a paper-size one is; a contiguous one is mapped
+    store = FeatureStore(features, max_memory_bytes=0)
     vectors, vocab = None, None
     if section.get("with_fasttext"):
         vocab = [w.lower() if task.lowercase_words else w for w in words.vocab]
@@ -399,8 +406,21 @@ def estimate(m: dict, data: Dataset, factors: tuple[float, float]) -> dict:
         evaluation = gpu_seconds(m["eval_collate_s"], m["eval_model_s"], m["eval_kernels"], factor, launch, overlap)
         epoch = steps * step + dev_batches * evaluation
         out[bound] = {"step_s": step, "eval_batch_s": evaluation, "epoch_h": epoch / 3600, "epochs": epochs,
-                      "seed_h": (epochs * epoch + dev_batches * evaluation) / 3600}
+                      "seed_h": (epochs * epoch + dev_batches * evaluation) / 3600,
+                      "train_collate_share": m["train_collate_s"] / step,
+                      "eval_collate_share": m["eval_collate_s"] / evaluation,
+                      # the runner builds batches on a background thread (elmoc.tasks.prefetch): a step waits
+                      # only for the collate time beyond the rest of the previous step (GIL contention ignored)
+                      "train_collate_exposed": exposed_share(m["train_collate_s"], step),
+                      "eval_collate_exposed": exposed_share(m["eval_collate_s"], evaluation)}
     return {**out, **plan_jobs(out["high"]["seed_h"])}
+
+
+def exposed_share(collate_s: float, step_s: float) -> float:
+    """Collate's share of a step built ahead on another thread: a step of ``step_s`` (collate
+    included) then takes max(collate, rest) and waits max(0, collate - rest) of it."""
+    rest = step_s - collate_s
+    return max(0.0, collate_s - rest) / max(collate_s, rest)
 
 
 def plan_jobs(hours: float, limit_h: float = JOB_LIMIT_H, margin_h: float = STOP_MARGIN_H) -> dict:
@@ -423,6 +443,10 @@ def main(argv: list[str] | None = None) -> int:
                         "(the factor's matmul rate is measured at the same count)")
     p.add_argument("--config", type=Path, default=PAPER_CONFIG, help="workflow config with the task sections")
     p.add_argument("--tiny", action="store_true", help="every size shrunk: for the tests, the figures mean nothing")
+    p.add_argument("--features-layout", choices=("allennlp", "contiguous"), default="allennlp",
+                   help="layout of the synthetic feature file (elmoc extract --layout; default allennlp)")
+    p.add_argument("--features-dtype", choices=("float32", "float16"), default="float32",
+                   help="its stored precision (elmoc extract --dtype; default float32)")
     p.add_argument("--json", type=Path, help="write the figures here")
     p.add_argument("--compare-python-loop", action="store_true",
                    help="measure each task twice, the second time with ELMOC_NATIVE_LSTM=0 (the Python time loops)")
@@ -452,6 +476,8 @@ def main(argv: list[str] | None = None) -> int:
         print("task | batch | CPU step ms (collate + model) | kernels/step | eval batch | CPU eval ms (collate + model) | "
               "CPU GFLOP/s | factor | steps/epoch | dev batches | GPU h/epoch | epochs | GPU h per seed | 24 h jobs | "
               "runtime | retries")
+        shares = []
+        result.update(features_layout=args.features_layout, features_dtype=args.features_dtype)
         runs = [(name, None) for name in args.tasks]
         if args.compare_python_loop:
             runs = [run for name in args.tasks for run in ((name, None), (f"{name} (Python loop)", "0"))]
@@ -465,7 +491,8 @@ def main(argv: list[str] | None = None) -> int:
                     # the CPU's matmul rate just before and after the task's timings (the machine's load
                     # changes): the factor and the timings it divides see the same machine
                     before = matmul_gflops(size)
-                    m = measure_task(name, sections[name], args.steps, args.tiny, Path(tmp))
+                    m = measure_task(name, sections[name], args.steps, args.tiny, Path(tmp),
+                                     layout=args.features_layout, dtype=args.features_dtype)
                     gflops = (before + matmul_gflops(size)) / 2
                 finally:
                     if saved is None:
@@ -485,6 +512,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"{e['low']['epoch_h']:.2f}-{e['high']['epoch_h']:.2f} | {e['low']['epochs']}-{e['high']['epochs']} | "
                       f"{e['low']['seed_h']:.1f}-{e['high']['seed_h']:.1f} | {e['jobs']} | {e['runtime']} | {e['retries']}",
                       flush=True)
+                shares.append(" | ".join([label] + [f"{e['low'][k]:.0%}-{e['high'][k]:.0%}" for k in (
+                    "train_collate_share", "eval_collate_share", "train_collate_exposed", "eval_collate_exposed")]))
+            print(f"collate's share of a GPU step (derived), features {args.features_layout} {args.features_dtype}:\n"
+                  "task | train step (low-high bound) | eval batch | train, built ahead | eval, built ahead\n"
+                  + "\n".join(shares))
     finally:
         torch.set_num_threads(threads)
     if args.json:

@@ -219,6 +219,7 @@ def _argv_output_is_input(name: str, x: str, d: str) -> list[str]:
         "compression-table": ["compression-table", "--original", d, "--sentences", x, "--work-dir", "w",
                               "--out-dir", x],
         "compress": ["compress", d, "--output", d, "--format", "float16", "--measure", "s.txt"],
+        "convert-features": ["convert-features", x, x, "--layout", "contiguous"],
         "embed": ["embed", "--model", d, "--top", x, x],
         "export": ["export", "--forward", x, "--backward", "b.pt", "--output", x],
         "extract": ["extract", "--forward", x, "--backward", "b.pt", "--sentences", "s.txt", "--output", x],

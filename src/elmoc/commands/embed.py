@@ -9,7 +9,8 @@ DESCRIPTION = (
     "Read one sentence per line (whitespace-tokenized, or raw text with --tokenize), run the "
     "model directory written by `elmoc export` and write dataset str(i) for line i: "
     "[layers, tokens, dim] with --all, [tokens, dim] with --top (last layer) or --average "
-    "(mean of the layers), plus sentence_to_index (JSON: sentence -> key). The file is checked "
+    "(mean of the layers), plus sentence_to_index (JSON: sentence -> key), float32 or, with "
+    "--dtype float16, half the size. The file is checked "
     "once, then streamed: 20,000 sentences at a time are sorted by length and cut into batches "
     "of at most --batch-size sentences and --max-tokens padded tokens, so a file of any size "
     "embeds in constant memory (apart from the sentence_to_index text, which --forget-sentences "
@@ -21,6 +22,8 @@ INPUTS = ('input_file', 'model')  # args naming files read; an output among them
 OUTPUTS = ('output_file',)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from elmoc.commands.extract import add_storage_arguments
+
     parser.add_argument("input_file", help="sentences, one per line")
     parser.add_argument("output_file", help="HDF5 file to write")
     parser.add_argument("--model", required=True, help="model directory (elmoc export)")
@@ -34,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="at most this many padded tokens (sentences x longest) per batch (default: no limit)")
     parser.add_argument("--forget-sentences", action="store_true",
                         help="do not write sentence_to_index (as allennlp elmo); elmoc tasks cannot read such a file")
+    add_storage_arguments(parser, layout=False)
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
 
@@ -58,5 +62,6 @@ def run(args: argparse.Namespace) -> int:
     with sigterm_as_interrupt():  # SIGTERM as Ctrl-C: the half-written temporaries are deleted, exit 143
         write_features(bilm, iter_sentences(args.input_file, tokenize=args.tokenize), args.output_file,
                        batch_size=args.batch_size, device=args.device, layers=args.layers,
-                       max_tokens=args.max_tokens, total=total, forget_sentences=args.forget_sentences)
+                       max_tokens=args.max_tokens, total=total, forget_sentences=args.forget_sentences,
+                       dtype=args.dtype or "float32")
     return 0

@@ -1,4 +1,5 @@
-"""`elmoc extract`: bi-LM features for a sentences file, as `allennlp elmo --all` HDF5."""
+"""`elmoc extract`: bi-LM features for a sentences file, as `allennlp elmo --all` HDF5 (or the
+contiguous layout, float32 or float16)."""
 from __future__ import annotations
 
 import argparse
@@ -15,8 +16,10 @@ DESCRIPTION = (
     "made from), char-CNN tables the vector of that char-CNN; only closed word tables read <unk>. "
     "Sentence boundaries (<s> ... </s> around each sentence) follow the model's kind unless forced: "
     "the released bilm-tf ELMo gets them (AllenNLP), every LM elmoc trained reads bare tokens (the "
-    "authors' ELMo-C code). The workflow passes the config's `features` section (batch_size, "
-    "boundaries, closed_vocabulary) as --section-json instead of those options."
+    "authors' ELMo-C code). --layout contiguous writes one dataset `features` [layers, total_tokens, dim] "
+    "and `offsets` instead of one dataset per line; --dtype float16 halves the file. The workflow passes "
+    "the config's `features` section (batch_size, boundaries, closed_vocabulary, layout, dtype) as "
+    "--section-json instead of those options."
 )
 
 
@@ -73,8 +76,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "by the model's kind, yes for the released bilm-tf ELMo (AllenNLP's way), no for every LM elmoc "
                         "trained (the authors' ELMo-C code feeds bare tokens); true or false forces it")
     parser.add_argument("--no-boundaries", action="store_true", help="the same as --boundaries false")
+    add_storage_arguments(parser, layout=True)
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+
+
+def add_storage_arguments(parser: argparse.ArgumentParser, layout: bool) -> None:
+    """``--dtype`` (both commands) and ``--layout`` (extract); defaults None: float32, allennlp."""
+    parser.add_argument("--dtype", choices=("float32", "float16"), default=None,
+                        help="stored precision (default float32); float16 halves the file, the tasks compute in float32")
+    if layout:
+        parser.add_argument("--layout", choices=("allennlp", "contiguous"), default=None,
+                            help="allennlp (default): dataset str(i) per sentence, as `allennlp elmo`; contiguous: one "
+                            "dataset `features` [layers, total_tokens, dim] + `offsets`, which the tasks read without "
+                            "an HDF5 call per sentence (docs/downstream.md; `elmoc convert-features` converts)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,11 +103,14 @@ def run(args: argparse.Namespace) -> int:
         from elmoc.config_section import Section, refuse_with_section
 
         refuse_with_section(args, {"--batch-size": args.batch_size, "--no-boundaries": args.no_boundaries,
-                                   "--boundaries": args.boundaries, "--closed-vocabulary": args.closed_vocabulary})
-        f = Section.parse(args.section_json, "features", keys=("batch_size", "boundaries", "closed_vocabulary"))
+                                   "--boundaries": args.boundaries, "--closed-vocabulary": args.closed_vocabulary,
+                                   "--layout": args.layout, "--dtype": args.dtype})
+        f = Section.parse(args.section_json, "features",
+                          keys=("batch_size", "boundaries", "closed_vocabulary", "layout", "dtype"))
         args.batch_size = f.get("batch_size", int)
         boundaries = boundaries_option(f.get("boundaries", (bool, str), "auto"), "config features.boundaries")
         args.closed_vocabulary = f.get("closed_vocabulary", bool, False)
+        args.layout, args.dtype = f.get("layout", str), f.get("dtype", str)
     else:
         from elmoc.errors import ConfigError
 
@@ -100,6 +118,10 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--no-boundaries contradicts --boundaries {args.boundaries}; give one of them")
         boundaries = False if args.no_boundaries else boundaries_option(args.boundaries, "--boundaries")
     args.batch_size = 64 if args.batch_size is None else args.batch_size
+    layout, dtype = args.layout or "allennlp", args.dtype or "float32"
+    from elmoc.features.layouts import dtype_of, writer_of
+
+    writer_of(layout), dtype_of(dtype)  # a bad config value stops before the model loads
     if args.threads:
         torch.set_num_threads(args.threads)
     bilm = load_checkpoints(args.forward, args.backward, args.vocab, fasttext_model=args.fasttext_model,
@@ -107,5 +129,6 @@ def run(args: argparse.Namespace) -> int:
                             boundaries=boundaries)
     sentences = read_sentences(args.sentences)
     # the file records the choice (attribute `boundaries`)
-    write_features(bilm, sentences, args.output, batch_size=args.batch_size, device=args.device)
+    write_features(bilm, sentences, args.output, batch_size=args.batch_size, device=args.device, layout=layout,
+                   dtype=dtype)
     return 0

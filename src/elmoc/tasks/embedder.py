@@ -33,7 +33,8 @@ class TextBatch:
         tokens: the token lists, (batch,) of lists.
         mask: (batch, time) bool, True for real tokens.
         word_ids: (batch, time) long rows of the task word table (0 = padding), or None.
-        features: (num_layers, batch, time, dim) float LM layers, or None.
+        features: (num_layers, batch, time, dim) LM layers, float32 or float16 as the feature file
+            stores them (the embedder computes in float32), or None.
     """
 
     tokens: list[list[str]]
@@ -45,6 +46,14 @@ class TextBatch:
     def lengths(self) -> torch.Tensor:
         """(batch,) long."""
         return self.mask.sum(dim=1)
+
+
+def padded_ids(lengths: Sequence[int], flat: Sequence[int], width: int, fill: int = 0) -> torch.Tensor:
+    """(len(lengths), width) long: row ``i`` holds the next ``lengths[i]`` values of ``flat``, then
+    ``fill``; one scatter instead of a tensor per row (collate's bookkeeping off the step's path)."""
+    out = np.full((len(lengths), width), fill, dtype=np.int64)
+    out[np.arange(width)[None, :] < np.asarray(lengths, dtype=np.int64)[:, None]] = flat
+    return torch.from_numpy(out)
 
 
 class TaskInputs:
@@ -117,23 +126,17 @@ class TaskInputs:
         """Pad ``sentences`` into a :class:`TextBatch` (empty sentences are not allowed)."""
         if any(len(s) == 0 for s in sentences):
             raise ValueError("empty sentence in a batch")
-        batch, time = len(sentences), max(len(s) for s in sentences)
-        mask = torch.zeros(batch, time, dtype=torch.bool)
-        for i, s in enumerate(sentences):
-            mask[i, : len(s)] = True
+        lengths = [len(s) for s in sentences]
+        batch, time = len(sentences), max(lengths)
+        mask = torch.arange(time)[None, :] < torch.tensor(lengths)[:, None]
         word_ids = None
         if self.word_index is not None:
-            word_ids = torch.zeros(batch, time, dtype=torch.long)
             get = self.word_index.get
-            for i, s in enumerate(sentences):
-                word_ids[i, : len(s)] = torch.tensor(
-                    [get(t.lower() if self.lowercase else t, UNK_INDEX) for t in s], dtype=torch.long
-                )
+            word_ids = padded_ids(lengths, [get(t.lower() if self.lowercase else t, UNK_INDEX) for s in sentences for t in s],
+                                  time)
         features = None
-        if self.store is not None:
-            features = torch.zeros(self.store.num_layers, batch, time, self.store.dim)
-            for i, s in enumerate(sentences):
-                features[:, i, : len(s)] = torch.from_numpy(self.store.get(s))
+        if self.store is not None:  # in the file's dtype: float16 features cross to the device at half the bytes
+            features = torch.from_numpy(self.store.batch(sentences, time))
         return TextBatch([list(s) for s in sentences], mask, word_ids, features)
 
     def embedder(self, layer_norm: bool = False, feature_dropout: float = 0.0,
@@ -179,6 +182,7 @@ class TokenEmbedder(nn.Module):
         if self.mix is not None:
             if text.features is None:
                 raise ValueError("embedder mixes LM features but the batch has none")
-            parts.append(self.feature_dropout(self.mix(text.features, text.mask)))
+            # float16 features are widened here, on the batch's device; float32 ones pass unchanged
+            parts.append(self.feature_dropout(self.mix(text.features.float(), text.mask)))
         out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
         return out * text.mask.unsqueeze(-1).to(out.dtype)

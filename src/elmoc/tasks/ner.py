@@ -23,9 +23,11 @@ task section looks words up lowercased, as with GloVe 6B.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -35,6 +37,7 @@ from elmoc.registry import register
 from elmoc.tasks.base import Task, TaskModel, TaskOutput, read_lines
 from elmoc.nn.viterbi import allowed_transitions
 from elmoc.tasks.crf import ConditionalRandomField
+from elmoc.tasks.embedder import padded_ids
 from elmoc.tasks.layers import MaskedLSTM
 
 PAD_CHAR, UNK_CHAR = 0, 1
@@ -170,6 +173,7 @@ class NerTask(Task):
         self.lowercase_words = lowercase
         self._labels: list[str] | None = None
         self._chars: dict[str, int] | None = None
+        self._char_ids: tuple[dict[str, int] | None, dict[str, list[int]]] = (None, {})  # (of _chars, word -> ids)
 
     def read(self, split: str) -> list[TaggedSentence]:
         return read_conll2003(self.path(split))
@@ -210,13 +214,18 @@ class NerTask(Task):
         text = inputs.encode([x.tokens for x in instances])
         batch, time = text.mask.shape
         width = max(self.model_options["char_width"], max(len(t) for x in instances for t in x.tokens))
-        chars = torch.zeros(batch, time, width, dtype=torch.long)
-        tag_ids = torch.zeros(batch, time, dtype=torch.long)
         index = {t: i for i, t in enumerate(self._labels)}
-        for b, x in enumerate(instances):
-            for t, token in enumerate(x.tokens):
-                chars[b, t, : len(token)] = torch.tensor([self._chars.get(c, UNK_CHAR) for c in token])
-            tag_ids[b, : len(x.tags)] = torch.tensor([index[t] for t in x.tags])
+        if self._char_ids[0] is not self._chars:  # each word's character ids, looked up once per vocabulary
+            self._char_ids = (self._chars, {})
+        known, get = self._char_ids[1], self._chars.get
+        tokens = [t for x in instances for t in x.tokens]  # token by token, sentence by sentence
+        for t in set(tokens).difference(known):
+            known[t] = [get(c, UNK_CHAR) for c in t]
+        flat = np.fromiter(chain.from_iterable(map(known.__getitem__, tokens)), dtype=np.int64)
+        chars = padded_ids([len(t) for t in tokens], flat, width)
+        chars = chars.new_zeros(batch * time, width).index_copy_(0, torch.nonzero(text.mask.view(-1)).view(-1), chars)
+        chars = chars.view(batch, time, width)
+        tag_ids = padded_ids([len(x.tags) for x in instances], [index[t] for x in instances for t in x.tags], time)
         return {"text": text, "chars": chars, "tag_ids": tag_ids, "tags": [list(x.tags) for x in instances]}
 
     def new_metric(self) -> SpanF1:

@@ -34,7 +34,9 @@ schedule (stepped with the optimizer, in the checkpoint; it replaces ``lr_decay`
 
 Devices: the model and each batch are moved to ``device`` (:func:`to_device`); that
 ``.to(device)`` is the only difference between a CPU and a CUDA run, every other
-line is shared.  Batches are built on the CPU by the task's ``collate``.
+line is shared.  Batches are built on the CPU by the task's ``collate``, on a background thread
+ahead of the step that takes them (:class:`~elmoc.tasks.prefetch.Prefetch`: the same batches
+in the same order, so results and resumes do not change).
 """
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ from elmoc.tasks.base import Task
 from elmoc.tasks.checkpoint import FIX, TaskCheckpoint, to_cpu
 from elmoc.tasks.embedder import TaskInputs
 from elmoc.tasks.fine_tune import FineTuner
+from elmoc.tasks.prefetch import Prefetch
 from elmoc.tasks.progress import Progress
 from elmoc.train.checkpoint import random_state, rng_state, set_random_state, set_rng_state
 from elmoc.train.periodic import CheckpointTimer
@@ -258,9 +261,9 @@ def evaluate(task: Task, model, instances: Sequence[Any], inputs: TaskInputs, ba
     model.eval()
     batches = bucket_batches([task.length(x) for x in instances], batch_size, None)
     progress = Progress(what, len(batches), progress_seconds)
-    with torch.no_grad():
-        for idx in batches:
-            batch = to_device(task.collate([instances[i] for i in idx], inputs), device)
+    with torch.no_grad(), Prefetch(lambda idx: task.collate([instances[i] for i in idx], inputs), batches) as ahead:
+        for collated in ahead:
+            batch = to_device(collated, device)
             metric.update(model(batch).predictions, batch)
             progress.update()
             reason = should_stop() if should_stop is not None else None
@@ -349,6 +352,7 @@ class TaskTrainer:
                       if trainer.lr_decay and self.slanted is None else None)
         # the position and the early-stopping state: what a checkpoint holds
         self.epoch, self.batch, self.epoch_rng, self.step = 1, 0, None, 0
+        self.built: Any = None  # the next step's batch, built ahead (train_epoch -> train_step)
         self.loss_sum, self.loss_steps = 0.0, 0
         self.best, self.best_state, self.best_epoch, self.bad_epochs = -math.inf, None, 0, 0
         self.history: list[dict] = []
@@ -466,26 +470,36 @@ class TaskTrainer:
             self.tuner.start_epoch(self.epoch)  # which LM layers train: from the epoch alone
         self.model.train()
         progress = Progress(f"{self.name} epoch {self.epoch} training", len(batches), c.progress_seconds, self.batch)
-        while self.batch < len(batches):
-            t_step = time.time()
-            loss = self.train_step(batches[self.batch])
-            self.batch += 1
-            self.step += 1
-            self.loss_sum += loss
-            self.loss_steps += 1
-            progress.update()
-            self.step_s = time.time() - t_step
-            reason = self.should_stop()
-            if reason is not None:
-                raise _StopHere(reason)
-            if self.timer.due():
-                self.save()
+        with Prefetch(self.collate, batches[self.batch:]) as ahead:
+            t_step = time.time()  # a step's time includes any wait for its batch
+            for collated in ahead:  # built on another thread while the previous steps run
+                self.built = collated  # train_step takes it instead of collating again
+                loss = self.train_step(batches[self.batch])
+                self.batch += 1
+                self.step += 1
+                self.loss_sum += loss
+                self.loss_steps += 1
+                progress.update()
+                self.step_s = time.time() - t_step
+                reason = self.should_stop()
+                if reason is not None:
+                    raise _StopHere(reason)
+                if self.timer.due():
+                    self.save()
+                t_step = time.time()
         progress.close()
 
+    def collate(self, idx: list[int]) -> Any:
+        """The training instances ``idx`` as the task's batch (on the CPU; built ahead of the step)."""
+        return self.task.collate([self.train[i] for i in idx], self.inputs)
+
     def train_step(self, idx: list[int]) -> float:
-        """One optimizer step on the instances ``idx``; returns its loss."""
+        """One optimizer step on the instances ``idx``; returns its loss. Their batch is
+        :attr:`built` when :meth:`train_epoch` built it ahead (taken and cleared here), else
+        it is collated here."""
         c = self.config
-        batch = to_device(self.task.collate([self.train[i] for i in idx], self.inputs), self.device)
+        collated, self.built = self.built, None
+        batch = to_device(self.collate(idx) if collated is None else collated, self.device)
         loss = self.model(batch).loss
         if c.mix_l2:
             loss = loss + c.mix_l2 * self.model.mix_penalty()
