@@ -234,7 +234,9 @@ class ElmoLstmEncoder(Encoder):
         if not self.training or self.recurrent_dropout == 0.0:
             return None
         keep = 1.0 - self.recurrent_dropout
-        mask = torch.empty(batch, self.projection_size, dtype=like.dtype, device=like.device).bernoulli_(keep)
+        # at least float32: a bf16 layer output (bf16 autocast) must not round the 1/keep scale
+        dtype = torch.promote_types(like.dtype, torch.float32)
+        mask = torch.empty(batch, self.projection_size, dtype=dtype, device=like.device).bernoulli_(keep)
         return mask.div_(keep)
 
     def forward(self, inputs: torch.Tensor, mask: torch.Tensor, state: Any = None) -> EncoderOutput:
