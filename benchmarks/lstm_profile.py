@@ -140,6 +140,60 @@ def profile_steps(model_name: str, precision: str, bptt: int, steps: int = 2, de
     return row
 
 
+class lstm_path:
+    """Context manager: run the LSTM's ``new`` bf16 recurrence (the default) or the ``old`` float32 one
+    (``ELMOC_LSTM_BF16_RECURRENCE=0``) inside it; the variable is restored after."""
+
+    def __init__(self, path: str):
+        if path not in ("new", "old"):
+            raise ValueError(f"LSTM path must be new or old, got {path!r}")
+        self.path = path
+
+    def __enter__(self):
+        self.before = os.environ.get(ENV)
+        if self.path == "old":
+            os.environ[ENV] = "0"
+        else:
+            os.environ.pop(ENV, None)
+        return self
+
+    def __exit__(self, *exc):
+        if self.before is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = self.before
+
+
+def runs(models, precisions, paths) -> list[tuple[str, str, str]]:
+    """(model, precision, path) to measure: every precision on the new path, the old path only under bf16
+    (the only precision it changes)."""
+    return [(m, p, path) for m in models for p in precisions for path in paths if path == "new" or p == "bf16"]
+
+
+def profile_table(models, precisions, paths, bptts, steps: int = 1, device: str = "cpu", log=None) -> list[dict]:
+    """:func:`profile_steps` for every run of :func:`runs` and window length; each row printed to ``log``."""
+    rows = []
+    for model, precision, path in runs(models, precisions, paths):
+        with lstm_path(path):
+            for bptt in bptts:
+                row = profile_steps(model, precision, bptt, steps, device)
+                row["path"] = path
+                rows.append(row)
+                if log is not None:
+                    print(format_row(row), file=log, flush=True)
+    return rows
+
+
+HEADER = (f"{'model':8} {'precision':9} {'path':4} {'bptt':>4} {'ops':>7} {'casts':>6} {'cpu_temps':>9} "
+          f"{'mm_bf16':>7} {'mm_fp32':>7} {'launches':>8}")
+
+
+def format_row(row: dict) -> str:
+    launches = "-" if row.get("cuda_launches") is None else f"{row['cuda_launches']:g}"
+    return (f"{row['model']:8} {row['precision']:9} {row['path']:4} {row['bptt']:>4} {row['ops']:>7g} "
+            f"{row['casts']:>6g} {row['cpu_temps']:>9g} {row['mm_bf16']:>7g} {row['mm_fp32']:>7g} {launches:>8}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
@@ -147,7 +201,7 @@ def main(argv=None) -> int:
     parser.add_argument("--models", nargs="+", default=["ELMo-C", "ELMo"])
     parser.add_argument("--precisions", nargs="+", default=["fp32", "tf32", "bf16"])
     parser.add_argument("--paths", nargs="+", default=["new", "old"], choices=["new", "old"],
-                        help="new: the default bf16 recurrence; old: ELMOC_LSTM_BF16_RECURRENCE=0")
+                        help="new: the default bf16 recurrence; old: ELMOC_LSTM_BF16_RECURRENCE=0 (bf16 only)")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--native", action="store_true",
                         help="keep the C++ CPU time loop (default: ELMOC_NATIVE_LSTM=0, the Python loop a GPU runs)")
@@ -158,31 +212,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     if not args.native:
         os.environ["ELMOC_NATIVE_LSTM"] = "0"
-    rows = []
-    print(f"{'model':8} {'precision':9} {'path':7} {'bptt':>4} {'ops':>7} {'casts':>6} {'cpu_temps':>9} "
-          f"{'mm_bf16':>7} {'mm_fp32':>7}")
-    before = os.environ.get(ENV)
-    try:
-        for model in args.models:
-            for precision in args.precisions:
-                for path in args.paths:
-                    if path == "old":
-                        os.environ[ENV] = "0"
-                    elif before is None:
-                        os.environ.pop(ENV, None)
-                    else:
-                        os.environ[ENV] = before
-                    for bptt in args.bptt:
-                        row = profile_steps(model, precision, bptt, args.steps, args.device)
-                        row["path"] = path
-                        rows.append(row)
-                        print(f"{model:8} {precision:9} {path:7} {bptt:>4} {row['ops']:>7g} {row['casts']:>6g} "
-                              f"{row['cpu_temps']:>9g} {row['mm_bf16']:>7g} {row['mm_fp32']:>7g}", flush=True)
-    finally:
-        if before is None:
-            os.environ.pop(ENV, None)
-        else:
-            os.environ[ENV] = before
+    print(HEADER, flush=True)
+    rows = profile_table(args.models, args.precisions, args.paths, args.bptt, args.steps, args.device, sys.stdout)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0
