@@ -119,3 +119,34 @@ def test_bf16_casts_per_step_do_not_grow_with_bptt_and_products_are_bf16(monkeyp
     assert rows[0]["casts"] == rows[1]["casts"] > 0
     directions = 2 if model == "ELMo" else 1  # ELMo is a joint bi-LM
     assert rows[1]["mm_bf16"] - rows[0]["mm_bf16"] == 5 * 4 * 2 * directions  # 5 more steps, 4 products, 2 layers
+
+
+@pytest.mark.gpu
+def test_bf16_path_on_cuda_matches_float32_and_makes_no_per_step_casts(tmp_path):
+    """On a GPU: the bf16 path against float32 (TF32 off) within the tolerances above, and the profiled
+    training step of the tiny ELMo-C has the same casts at bptt 5 and 10 and none inside mixed-dtype
+    operators (CUDA kernels convert in registers; only the CPU backend makes temporaries)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    before = torch.backends.cuda.matmul.fp32_precision
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
+    try:
+        enc = make().train().cuda()
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(4, 9, 6, generator=g).cuda()
+        mask = torch.ones(4, 9, dtype=torch.bool)
+        mask[1, 5:] = False
+        torch.manual_seed(7)
+        ref, ref_grads = step(enc, x, mask.cuda(), None, bf16=False)
+        out_, grads = step(enc, x, mask.cuda(), None, bf16=True)
+        assert out_.layers[1].dtype == torch.bfloat16
+        for a, b in zip(out_.layers, ref.layers):
+            assert close(a, b, OUT_TOL)
+        for a, b in zip(grads, ref_grads):
+            assert close(a, b, GRAD_TOL)
+        rows = [lstm_profile.profile_steps("ELMo-C", "bf16", bptt, steps=1, device="cuda", scratch=tmp_path)
+                for bptt in (5, 10)]
+        assert rows[0]["casts"] == rows[1]["casts"] and rows[1]["cpu_temps"] == 0
+        assert rows[1]["mm_bf16"] - rows[0]["mm_bf16"] == 5 * 4 * 2
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = before
