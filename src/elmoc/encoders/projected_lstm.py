@@ -40,7 +40,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from elmoc.encoders import native
+from elmoc.encoders import fused_lstm, native
 
 __all__ = ["projected_lstm_layer", "bf16_recurrence_enabled"]
 
@@ -163,12 +163,22 @@ class _ProjectedLstmFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, input_gates, mask, h0, c0, state_weight, proj_weight, ln_weight, ln_bias,
-                dropout, cell_clip, proj_clip, all_valid=None, mm_dtype=None):
+                dropout, cell_clip, proj_clip, all_valid=None, mm_dtype=None, fused=False):
         steps, _, four_cell = input_gates.shape
         cell = four_cell // 4
         low = c0.dtype if mm_dtype is None else mm_dtype
         if all_valid is None:
             all_valid = bool(mask.all())  # without the caller's answer: a device read (host sync on a GPU)
+        clips = (None if cell_clip is None else float(cell_clip), None if proj_clip is None else float(proj_clip))
+        ctx.fused = bool(fused)
+        ctx.native = None
+        if ctx.fused:  # the compiled loop (fused_lstm.py): plain tanh, no pre-scaled rows
+            loop = fused_lstm.compiled(fused_lstm.forward_loop, input_gates.device.type)
+            acts, c_all, h_all, tanh_c, h_tilde, p_all = loop(
+                input_gates, mask, h0, c0, state_weight.to(low).t(), proj_weight.to(low).t(), ln_weight, ln_bias,
+                dropout, *clips, all_valid)
+            return _ProjectedLstmFunction._finish(ctx, mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, h0, c0,
+                                                  state_weight, proj_weight, ln_weight, dropout, clips, all_valid)
         # tanh(z) = 2*sigmoid(2z) - 1: this CPU build's tanh is ~4x slower than its
         # sigmoid, so the candidate-gate rows are doubled and one sigmoid serves all gates.
         scale = c0.new_ones(four_cell, 1)
@@ -177,7 +187,6 @@ class _ProjectedLstmFunction(torch.autograd.Function):
         # a fresh float tensor (both loops overwrite it); from bfloat16 input gates one conversion for all steps
         input_gates = (input_gates * scale[:, 0]).contiguous()
         wp_t = proj_weight.to(low).t()  # (cell, proj)
-        clips = (None if cell_clip is None else float(cell_clip), None if proj_clip is None else float(proj_clip))
         ops = native.native_ops() if _native_eligible(input_gates) and low == input_gates.dtype else None
         ctx.native = ops  # the backward uses the same loop as the forward, whatever the environment says later
         if ops is None:
@@ -186,6 +195,15 @@ class _ProjectedLstmFunction(torch.autograd.Function):
         else:  # the C++ loop (csrc/projected_lstm.cpp), CPU tensors only
             acts, c_all, h_all, tanh_c, h_tilde, p_all = ops.lstm_forward(
                 input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bias, dropout, *clips)
+        return _ProjectedLstmFunction._finish(ctx, mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, h0, c0,
+                                              state_weight, proj_weight, ln_weight, dropout, clips, all_valid)
+
+    @staticmethod
+    def _finish(ctx, mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, h0, c0, state_weight, proj_weight, ln_weight,
+                dropout, clips, all_valid):
+        """Save for the backward; the outputs (in the products' dtype) and the last state (in the states')."""
+        steps = acts.shape[0]
+        low = h_all.dtype
         out = h_all[1:].clone() if all_valid else h_all[1:] * mask.to(low).unsqueeze(-1)
         ctx.save_for_backward(mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, state_weight, proj_weight,
                               ln_weight, dropout)
@@ -215,7 +233,7 @@ class _ProjectedLstmFunction(torch.autograd.Function):
                 ln_weight, dropout, cell_clip, proj_clip)
             if ln_weight is None:
                 d_lnw = d_lnb = None
-            return (dz, None, dh, dc, d_ws, d_wp, d_lnw, d_lnb, None, None, None, None, None)
+            return (dz, None, dh, dc, d_ws, d_wp, d_lnw, d_lnb, None, None, None, None, None, None)
         if mixed:  # the products' weights in their dtype, once per call
             state_weight, proj_weight = state_weight.to(low), proj_weight.to(low)
         maskf = mask.to(dtype).unsqueeze(-1)  # (T, B, 1)
@@ -260,45 +278,52 @@ class _ProjectedLstmFunction(torch.autograd.Function):
             scale_xhat = scale * xhat
         else:
             scale_gain = gain if pmask is None else (pmask if gain is None else pmask * gain)
-        dz = acts.new_empty(steps, batch, four_cell, dtype=low)
-        dp_all = acts.new_empty(steps, batch, proj, dtype=low)  # grads of the raw projection
-        dp_work = acts.new_empty(batch, proj) if mixed else None  # LayerNorm's dp before its last term
-        dr_all = acts.new_empty(steps, batch, proj)
-        dz_cell = dz[..., : 3 * cell].view(steps, batch, 3, cell)
-        dz_out = dz[..., 3 * cell :]
+        if ctx.fused:  # the compiled reverse loop (fused_lstm.py), same factors
+            loop = fused_lstm.compiled(fused_lstm.reverse_loop, acts.device.type)
+            ln = ln_weight is not None
+            dz, dp_all, dr_all, dh, dc = loop(
+                grad_out, dh, dc, maskf, k_cell, k_out, a_cell, f_next, scale_gain, scale if ln else None,
+                scale_xhat if ln else None, sums_rhs if ln else None, state_weight, proj_weight, all_valid)
+        else:
+            dz = acts.new_empty(steps, batch, four_cell, dtype=low)
+            dp_all = acts.new_empty(steps, batch, proj, dtype=low)  # grads of the raw projection
+            dp_work = acts.new_empty(batch, proj) if mixed else None  # LayerNorm's dp before its last term
+            dr_all = acts.new_empty(steps, batch, proj)
+            dz_cell = dz[..., : 3 * cell].view(steps, batch, 3, cell)
+            dz_out = dz[..., 3 * cell :]
 
-        for t in range(steps - 1, -1, -1):
-            dr = dr_all[t]
-            torch.add(grad_out[t], dh, out=dr)
-            if not all_valid:
-                m = maskf[t]
-                dh_pass = dh * (1 - m)
-                dc_pass = dc * (1 - m)
-                dr.mul_(m)
-                dc = dc * m
-            dp = dp_all[t]
-            if ln_weight is not None:
-                sums = torch.bmm(dr.unsqueeze(1), sums_rhs[t]).squeeze(1)  # (B, 2)
-                work = dp_work if mixed else dp
-                torch.mul(dr, scale_gain[t], out=work)
-                work.addcmul_(scale[t], sums[:, :1], value=-1.0)
-                if mixed:  # the last term writes the products' dtype
-                    torch.addcmul(work, scale_xhat[t], sums[:, 1:], value=-1.0, out=dp)
+            for t in range(steps - 1, -1, -1):
+                dr = dr_all[t]
+                torch.add(grad_out[t], dh, out=dr)
+                if not all_valid:
+                    m = maskf[t]
+                    dh_pass = dh * (1 - m)
+                    dc_pass = dc * (1 - m)
+                    dr.mul_(m)
+                    dc = dc * m
+                dp = dp_all[t]
+                if ln_weight is not None:
+                    sums = torch.bmm(dr.unsqueeze(1), sums_rhs[t]).squeeze(1)  # (B, 2)
+                    work = dp_work if mixed else dp
+                    torch.mul(dr, scale_gain[t], out=work)
+                    work.addcmul_(scale[t], sums[:, :1], value=-1.0)
+                    if mixed:  # the last term writes the products' dtype
+                        torch.addcmul(work, scale_xhat[t], sums[:, 1:], value=-1.0, out=dp)
+                    else:
+                        dp.addcmul_(scale_xhat[t], sums[:, 1:], value=-1.0)
+                elif scale_gain is not None:
+                    torch.mul(dr, scale_gain if scale_gain.dim() == 2 else scale_gain[t], out=dp)
                 else:
-                    dp.addcmul_(scale_xhat[t], sums[:, 1:], value=-1.0)
-            elif scale_gain is not None:
-                torch.mul(dr, scale_gain if scale_gain.dim() == 2 else scale_gain[t], out=dp)
-            else:
-                dp.copy_(dr)
-            dht = torch.mm(dp, proj_weight)  # (B, C)
-            dc = torch.addcmul(dc, dht, a_cell[t])  # dc_raw (clip mask folded in)
-            torch.mul(dc.unsqueeze(1), k_cell[t], out=dz_cell[t])
-            torch.mul(dht, k_out[t], out=dz_out[t])
-            dc = dc * f_next[t]
-            dh = torch.mm(dz[t], state_weight)
-            if not all_valid:
-                dh = dh + dh_pass
-                dc = dc + dc_pass
+                    dp.copy_(dr)
+                dht = torch.mm(dp, proj_weight)  # (B, C)
+                dc = torch.addcmul(dc, dht, a_cell[t])  # dc_raw (clip mask folded in)
+                torch.mul(dc.unsqueeze(1), k_cell[t], out=dz_cell[t])
+                torch.mul(dht, k_out[t], out=dz_out[t])
+                dc = dc * f_next[t]
+                dh = torch.mm(dz[t], state_weight)
+                if not all_valid:
+                    dh = dh + dh_pass
+                    dc = dc + dc_pass
 
         # ---- weight gradients: one product over all time steps ----
         flat_dz = dz.view(-1, four_cell)
@@ -310,7 +335,7 @@ class _ProjectedLstmFunction(torch.autograd.Function):
             d_ln_weight = (dq_all * xhat).sum((0, 1))
             d_ln_bias = dq_all.sum((0, 1))
         return (dz, None, dh.to(dtype), dc, d_state_weight, d_proj_weight, d_ln_weight, d_ln_bias,
-                None, None, None, None, None)
+                None, None, None, None, None, None)
 
 
 def projected_lstm_layer(
@@ -328,6 +353,7 @@ def projected_lstm_layer(
     cell_clip: float | None,
     proj_clip: float | None,
     all_valid: bool | None = None,
+    fused: bool = False,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Run one projected LSTM layer over a window (spec 1.1 math).
 
@@ -342,6 +368,8 @@ def projected_lstm_layer(
         all_valid: whether ``mask`` is all True, decided once per window by the caller
             (from the mask's CPU original); None reads it from ``mask``, which on a GPU
             makes the host wait for the device.
+        fused: run the time loops compiled by ``torch.compile`` (:mod:`elmoc.encoders.fused_lstm`)
+            instead of the Python or C++ loop.
 
     Returns:
         outputs (batch, time, proj) and the final ``(h (batch, proj), c (batch, cell))``.
@@ -360,11 +388,11 @@ def projected_lstm_layer(
             args = [None if x is None else x.float() for x in
                     (h0, c0, state_weight, proj_weight, ln_weight, ln_bias, dropout_mask)]
             out, h_t, c_t = _ProjectedLstmFunction.apply(
-                input_gates, mask.t().contiguous(), *args, cell_clip, proj_clip, all_valid, mm_dtype
+                input_gates, mask.t().contiguous(), *args, cell_clip, proj_clip, all_valid, mm_dtype, fused
             )
         return out.transpose(0, 1), (h_t, c_t)
     out, h_t, c_t = _ProjectedLstmFunction.apply(
         input_gates, mask.t().contiguous(), h0, c0, state_weight, proj_weight, ln_weight, ln_bias,
-        dropout_mask, cell_clip, proj_clip, all_valid,
+        dropout_mask, cell_clip, proj_clip, all_valid, None, fused,
     )
     return out.transpose(0, 1), (h_t, c_t)
