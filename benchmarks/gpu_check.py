@@ -31,6 +31,9 @@ after every step:
               of the tiny ELMo-C and ELMo at bptt 10 and 20 (every precision, new and old
               path), and `benchmarks/host_syncs.py` (host syncs per step of every output
               layer; CONT and FIXED again host-resident)
+  fused       ELMo-C's step with the encoder's `fused_cell: true` (issue 44: the LSTM's time
+              loops compiled by torch.compile, CUDA graphs on CUDA) in fp32, TF32 and bf16,
+              its warm-up (compiling) time apart, and lstm_profile.py's counts with it
   embed       `elmoc embed --device cuda` against AllenNLP's `_ElmoBiLm` on the same GPU
               and random original-size weights (`benchmarks/elmo_vs_allennlp.py
               --device`; only with a Python that imports AllenNLP, --allennlp-python),
@@ -74,21 +77,22 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-STEPS = ("device", "tests", "resume", "table4", "table5", "throughput", "profile", "embed")
+STEPS = ("device", "tests", "resume", "table4", "table5", "throughput", "profile", "embed", "fused")
 # hard limits (seconds) per step: the default CUDA plan / the tiny CPU rehearsal
 LIMITS = {"device": (40, 120), "tests": (90, 300), "resume": (150, 420), "table4": (530, 300),
-          "table5": (200, 300), "throughput": (170, 400), "profile": (130, 450), "embed": (330, 400)}
+          "table5": (200, 300), "throughput": (170, 400), "profile": (130, 450), "embed": (330, 400),
+          "fused": (400, 600)}
 # estimated seconds of each step of the default CUDA plan on one H100/H200 (derivation in docs/full-run.md,
 # "On a GPU"; device, tests, resume, throughput, profile and table4's S1 as measured on an H200 on 2026-11-26,
 # table4's S2 from its 8 of 9 rows done in 211 s, table5 and embed still derived; issue 44 added a bf16 row per
 # model on the old LSTM path to throughput (45 s measured -> 60 derived) and the tf32/bf16 profiles and the
 # operator counts to profile (60 s measured -> 75 derived))
 ESTIMATES = {"device": 10, "tests": 30, "resume": 85, "table4": 430, "table5": 120, "throughput": 60,
-             "profile": 75, "embed": 200}
+             "profile": 75, "embed": 200, "fused": 240}
 # the three device commands of docs/full-run.md, each within the tool's 10-minute limit (limits' sums 580,
 # 570 and 570 s)
 GROUPS = {"A": ("device", "tests", "resume", "throughput", "profile"), "B": ("device", "table4"),
-          "C": ("device", "table5", "embed")}
+          "C": ("device", "table5", "embed"), "D": ("device", "fused")}
 PAPER_VOCAB = 793_471  # bilm-tf's vocab-2016-09-10.txt, the paper's 793K words
 PRECISIONS = ("fp32", "tf32", "bf16")
 # Table 4 and 5 of the paper (seconds; ratios to CONT), for the Markdown beside ours
@@ -605,6 +609,35 @@ def lstm_profile():
 
 
 def step_throughput(args, out: Path, log) -> dict:
+    result = throughput_rows(args, out, log, throughput_models(args.tiny), ("new", "old"))
+    rows = result["rows"]
+    ratios = {}
+    for precision in PRECISIONS:
+        by = {r["model"]: r.get("tokens_per_s") for r in rows if r["precision"] == precision and r["path"] == "new"}
+        if by.get("ELMo-C") and by.get("ELMo"):
+            ratios[precision] = {"elmo_c_over_elmo": by["ELMo-C"] / by["ELMo"],
+                                 "elmo_c_over_elmo_a": by["ELMo-C"] / by["ELMo-A"] if by.get("ELMo-A") else None}
+    result["ratios"] = ratios
+    return result
+
+
+def step_fused(args, out: Path, log) -> dict:
+    """ELMo-C's training step with the encoder's fused cell (torch.compile of the LSTM's time loops; CUDA
+    graphs on CUDA) in every precision, its first (compiling) steps timed apart, and the operator, cast and
+    launch counts of the tiny ELMo-C with it at bptt 10 and 20 (with --tiny at its bptt only)."""
+    m = throughput_models(args.tiny)[0]  # ELMo-C
+    m["spec"]["encoder"]["fused_cell"] = True
+    result = throughput_rows(args, out, log, [m], ("fused",))
+    lp = lstm_profile()
+    log.write(lp.HEADER + "\n")
+    # each window length compiles anew: the CPU rehearsal counts only at its own bptt (compiled above)
+    bptts = (m["bptt"],) if args.tiny else (10, 20)
+    result["counts"] = lp.profile_table(("ELMo-C",), PRECISIONS, ("fused",), bptts, 1, args.device, log)
+    return result
+
+
+def throughput_rows(args, out: Path, log, models: list[dict], paths: tuple[str, ...]) -> dict:
+    """Timed training steps of each model in each (precision, LSTM path) of ``lstm_profile.runs``."""
     import torch
 
     device = torch.device(args.device)
@@ -613,14 +646,14 @@ def step_throughput(args, out: Path, log) -> dict:
     peaks, peaks_from = load_peaks(out, device, args.tiny)
     timed, warmup = (3, 1) if args.tiny else (10, 3)
     rows = []
-    for m in throughput_models(args.tiny):
+    for m in models:
         start = time.perf_counter()
         model = build_throughput_model(m, scratch, device)
         build_s = time.perf_counter() - start
         batch = throughput_batch(m, device)
         flops = step_flops(m, cluster_counts(m, batch))
         tokens = m["batch"] * m["bptt"] * (2 if m["joint"] else 1)
-        for _, precision, path in lstm_profile().runs([m["name"]], PRECISIONS, ("new", "old")):
+        for _, precision, path in lstm_profile().runs([m["name"]], PRECISIONS, paths):
             set_fp32_mode(precision == "tf32")
             row = {"model": m["name"], "precision": precision, "path": path, "batch_per_card": m["batch"],
                    "bptt": m["bptt"],
@@ -633,9 +666,11 @@ def step_throughput(args, out: Path, log) -> dict:
                     torch.cuda.reset_peak_memory_stats(device)
                 step = Step(model, m, batch, device, precision)
                 with lstm_profile().lstm_path(path):
+                    t0 = time.perf_counter()
                     for _ in range(warmup):
                         step()
                     sync(device)
+                    row["warmup_s"] = time.perf_counter() - t0  # with the fused cell: its compilation
                     times = []
                     for _ in range(timed):
                         t0 = time.perf_counter()
@@ -657,13 +692,7 @@ def step_throughput(args, out: Path, log) -> dict:
         if device.type == "cuda":
             torch.cuda.empty_cache()
     set_fp32_mode(False)
-    ratios = {}
-    for precision in PRECISIONS:
-        by = {r["model"]: r.get("tokens_per_s") for r in rows if r["precision"] == precision and r["path"] == "new"}
-        if by.get("ELMo-C") and by.get("ELMo"):
-            ratios[precision] = {"elmo_c_over_elmo": by["ELMo-C"] / by["ELMo"],
-                                 "elmo_c_over_elmo_a": by["ELMo-C"] / by["ELMo-A"] if by.get("ELMo-A") else None}
-    return {"rows": rows, "ratios": ratios, "peaks": peaks, "peaks_from": peaks_from, "timed_steps": timed,
+    return {"rows": rows, "peaks": peaks, "peaks_from": peaks_from, "timed_steps": timed,
             "warmup_steps": warmup, "flops_formula": step_flops.__doc__, "ok": all("error" not in r for r in rows)}
 
 
@@ -882,7 +911,8 @@ def step_embed(args, out: Path, log) -> dict:
 
 
 WORKERS = {"device": step_device, "tests": step_tests, "resume": step_resume, "table4": step_table4,
-           "table5": step_table5, "throughput": step_throughput, "profile": step_profile, "embed": step_embed}
+           "table5": step_table5, "throughput": step_throughput, "profile": step_profile, "embed": step_embed,
+           "fused": step_fused}
 
 
 # --------------------------------------------------------------------------- summary
@@ -964,9 +994,9 @@ def summary_markdown(results: dict, status: dict) -> str:
         lines.append("")
         return lines
 
-    def _throughput(tp):
+    def _throughput(tp, title="**Training throughput**"):
         lines = []
-        lines += ["**Training throughput** (one device; the paper's per-card batch; 793,471 words; MFU against the "
+        lines += [f"{title} (one device; the paper's per-card batch; 793,471 words; MFU against the "
                   "measured matmul peak of the same precision; FLOPs counted as in `step_flops`)", "",
                   "| model | precision | LSTM path | batch x bptt (dirs) | params | tokens/s | step ms | peak GiB "
                   "| TFLOP/s | MFU |",
@@ -983,9 +1013,25 @@ def summary_markdown(results: dict, status: dict) -> str:
                          + (f" {row['error']}" if "error" in row else ""))
         lines += [""] + [f"- {p}: ELMo-C / ELMo tokens/s {v['elmo_c_over_elmo']:.2f}x, ELMo-C / ELMo-A "
                          f"{fmt(v['elmo_c_over_elmo_a'], '.2f')}x (paper: 4.2x ELMo per token)"
-                         for p, v in tp["ratios"].items()]
+                         for p, v in tp.get("ratios", {}).items()]
         lines.append("")
         return lines
+
+    def _counts(counts):
+        lines = ["Operators, casts and products per step (`benchmarks/lstm_profile.py`, tiny models; "
+                 "`cpu_temps`: casts the CPU backend makes inside mixed-dtype operators):", "",
+                 "| model | precision | LSTM path | bptt | ops | casts | cpu_temps | bf16 products "
+                 "| fp32 products | CUDA launches |", "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {c['model']} | {c['precision']} | {c['path']} | {c['bptt']} | {c['ops']:g} | {c['casts']:g} "
+                  f"| {c['cpu_temps']:g} | {c['mm_bf16']:g} | {c['mm_fp32']:g} | {fmt(c['cuda_launches'], '.0f')} |"
+                  for c in counts]
+        return lines + [""]
+
+    def _fused(fu):
+        lines = _throughput(fu, "**ELMo-C with the fused cell** (`fused_cell: true`; warm-up steps, compilation "
+                                "included: " + ", ".join(f"{r['precision']} {fmt(r.get('warmup_s'), '.0f')} s"
+                                                         for r in fu["rows"]) + ")")
+        return lines + _counts(fu["counts"])
 
     def _profile(pr):
         lines = []
@@ -1002,15 +1048,9 @@ def summary_markdown(results: dict, status: dict) -> str:
         for precision, p in pr.get("by_precision", {}).items():
             lines.append(f"- {precision}: kernel launches per step {fmt(p['kernel_launches_per_step'], '.0f')}, "
                          f"kernel time {p['kernel_time_ms_per_step']:.1f} ms per step")
-        if pr.get("counts"):
-            lines += ["", "Operators, casts and products per step (`benchmarks/lstm_profile.py`, tiny models; "
-                      "`cpu_temps`: casts the CPU backend makes inside mixed-dtype operators):", "",
-                      "| model | precision | LSTM path | bptt | ops | casts | cpu_temps | bf16 products "
-                      "| fp32 products | CUDA launches |", "|---|---|---|---|---|---|---|---|---|---|"]
-            lines += [f"| {c['model']} | {c['precision']} | {c['path']} | {c['bptt']} | {c['ops']:g} | {c['casts']:g} "
-                      f"| {c['cpu_temps']:g} | {c['mm_bf16']:g} | {c['mm_fp32']:g} | {fmt(c['cuda_launches'], '.0f')} |"
-                      for c in pr["counts"]]
         lines.append("")
+        if pr.get("counts"):
+            lines += _counts(pr["counts"])
         for hs in (pr["host_syncs"], pr.get("host_syncs_host_resident")):
             if hs:
                 lines += [f"Host syncs (`{hs['command']}`): " + ("; ".join(
@@ -1041,7 +1081,7 @@ def summary_markdown(results: dict, status: dict) -> str:
         return lines
 
     renderers = {"tests": _tests, "resume": _resume, "table4": _table4, "table5": _table5,
-                 "throughput": _throughput, "profile": _profile, "embed": _embed}
+                 "throughput": _throughput, "profile": _profile, "embed": _embed, "fused": _fused}
     for step, render in renderers.items():
         if results.get(step):
             try:

@@ -2,7 +2,8 @@
 
 For each model (ELMo-C, ELMo), precision (fp32, tf32, bf16), LSTM path (``--paths``: ``new``,
 the default, and ``old``, the float32 recurrence under bf16 autocast of commit c97a351, selected
-with ``ELMOC_LSTM_BF16_RECURRENCE=0``) and window length (``--bptt``), it profiles ``--steps`` training
+with ``ELMOC_LSTM_BF16_RECURRENCE=0``; and, with ``--paths fused``, the encoder option
+``fused_cell``) and window length (``--bptt``), it profiles ``--steps`` training
 steps (``elmoc.train.loop.train_step``: forward under the precision context, backward,
 clipping, optimizer) after one warm-up step and prints, per step:
 
@@ -30,6 +31,7 @@ from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+PATHS = ("new", "old", "fused")
 ENV = "ELMOC_LSTM_BF16_RECURRENCE"  # "0": the old float32 recurrence under bf16 autocast
 CASTS = ("aten::to", "aten::_to_copy", "aten::copy_")
 PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::addmm_", "aten::baddbmm")
@@ -105,7 +107,7 @@ def classify(events) -> Counter:
 
 
 def profile_steps(model_name: str, precision: str, bptt: int, steps: int = 2, device: str = "cpu",
-                  seed: int = 0, scratch: Path | None = None) -> dict:
+                  seed: int = 0, scratch: Path | None = None, fused: bool = False) -> dict:
     """Per-step counts for ``steps`` profiled training steps of one tiny model (its random vector
     table is written under ``scratch``, default a folder of this process under $TMPDIR)."""
     import torch
@@ -114,6 +116,8 @@ def profile_steps(model_name: str, precision: str, bptt: int, steps: int = 2, de
     gc = _gpu_check()
     m = next(x for x in gc.throughput_models(tiny=True) if x["name"] == model_name)
     m["bptt"] = bptt
+    if fused:  # (an encoder before issue 44 has no such option)
+        m["spec"]["encoder"]["fused_cell"] = True
     dev = torch.device(device)
     scratch = scratch or Path(os.environ.get("TMPDIR", "/tmp")) / f"elmoc-lstm-profile-{os.getpid()}"
     scratch.mkdir(parents=True, exist_ok=True)
@@ -141,12 +145,13 @@ def profile_steps(model_name: str, precision: str, bptt: int, steps: int = 2, de
 
 
 class lstm_path:
-    """Context manager: run the LSTM's ``new`` bf16 recurrence (the default) or the ``old`` float32 one
+    """Context manager: run the LSTM's ``new`` bf16 recurrence (the default; also under ``fused``, the
+    encoder option ``fused_cell`` that :func:`profile_steps` sets) or the ``old`` float32 one
     (``ELMOC_LSTM_BF16_RECURRENCE=0``) inside it; the variable is restored after."""
 
     def __init__(self, path: str):
-        if path not in ("new", "old"):
-            raise ValueError(f"LSTM path must be new or old, got {path!r}")
+        if path not in PATHS:
+            raise ValueError(f"LSTM path must be one of {', '.join(PATHS)}, got {path!r}")
         self.path = path
 
     def __enter__(self):
@@ -165,9 +170,9 @@ class lstm_path:
 
 
 def runs(models, precisions, paths) -> list[tuple[str, str, str]]:
-    """(model, precision, path) to measure: every precision on the new path, the old path only under bf16
-    (the only precision it changes)."""
-    return [(m, p, path) for m in models for p in precisions for path in paths if path == "new" or p == "bf16"]
+    """(model, precision, path) to measure: every precision on the new and fused paths, the old path only
+    under bf16 (the only precision it changes)."""
+    return [(m, p, path) for m in models for p in precisions for path in paths if path != "old" or p == "bf16"]
 
 
 def profile_table(models, precisions, paths, bptts, steps: int = 1, device: str = "cpu", log=None) -> list[dict]:
@@ -176,7 +181,7 @@ def profile_table(models, precisions, paths, bptts, steps: int = 1, device: str 
     for model, precision, path in runs(models, precisions, paths):
         with lstm_path(path):
             for bptt in bptts:
-                row = profile_steps(model, precision, bptt, steps, device)
+                row = profile_steps(model, precision, bptt, steps, device, fused=path == "fused")
                 row["path"] = path
                 rows.append(row)
                 if log is not None:
@@ -200,8 +205,9 @@ def main(argv=None) -> int:
     parser.add_argument("--bptt", type=int, nargs="+", default=[10, 20])
     parser.add_argument("--models", nargs="+", default=["ELMo-C", "ELMo"])
     parser.add_argument("--precisions", nargs="+", default=["fp32", "tf32", "bf16"])
-    parser.add_argument("--paths", nargs="+", default=["new", "old"], choices=["new", "old"],
-                        help="new: the default bf16 recurrence; old: ELMOC_LSTM_BF16_RECURRENCE=0 (bf16 only)")
+    parser.add_argument("--paths", nargs="+", default=["new", "old"], choices=PATHS,
+                        help="new: the default bf16 recurrence; old: ELMOC_LSTM_BF16_RECURRENCE=0 (bf16 only); "
+                             "fused: the encoder's fused_cell (torch.compile; compiles per shape)")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--native", action="store_true",
                         help="keep the C++ CPU time loop (default: ELMOC_NATIVE_LSTM=0, the Python loop a GPU runs)")

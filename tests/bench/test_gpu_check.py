@@ -136,7 +136,7 @@ def test_cpu_rehearsal_runs_every_step(tmp_path):
     embedding with its 16-bit copies."""
     out = tmp_path / "out"
     proc = run_check("--device", "cpu", "--tiny", "--out", str(out), "--scratch", str(tmp_path / "scratch"),
-                     timeout=1200)
+                     timeout=2400)
     logs = {p.name: p.read_text()[-3000:] for p in out.glob("*.log")}
     assert proc.returncode == 0, (proc.stdout, logs)
     summary = json.loads((out / "summary.json").read_text())
@@ -165,7 +165,11 @@ def test_cpu_rehearsal_runs_every_step(tmp_path):
     assert embed["elmoc"]["device_vs_cpu"]["max_abs_diff"] == 0.0  # "device" is the CPU here
     assert set(embed["copies"]) == {"float16", "bfloat16"}
     assert all(0 < c["max_abs_diff_vs_float32"] < 0.1 for c in embed["copies"].values())
+    fused = r["fused"]  # the fused cell (torch.compile) in every precision, and its operator counts
+    assert [(x["precision"], x["path"]) for x in fused["rows"]] == [(p, "fused") for p in ("fp32", "tf32", "bf16")]
+    assert all(x["tokens_per_s"] > 0 for x in fused["rows"])
+    assert [c["precision"] for c in fused["counts"]] == ["fp32", "tf32", "bf16"] and all(c["ops"] > 0 for c in fused["counts"])
     md = (out / "summary.md").read_text()
     for heading in ("**Suite on the device**", "**Resume**", "**Table 4**", "**Table 5**", "**Training throughput**",
-                    "**Profile of the ELMo-C step**", "**Embedding**"):
+                    "**Profile of the ELMo-C step**", "**Embedding**", "**ELMo-C with the fused cell**"):
         assert heading in md

@@ -246,7 +246,7 @@ class ElmoLstmEncoder(Encoder):
             return None
         keep = 1.0 - self.recurrent_dropout
         # at least float32: a bf16 layer output (bf16 autocast) must not round the 1/keep scale
-        dtype = torch.promote_types(like.dtype, torch.float32)
+        dtype = like.dtype if like.dtype.itemsize >= 4 else torch.float32
         mask = torch.empty(batch, self.projection_size, dtype=dtype, device=like.device).bernoulli_(keep)
         return mask.div_(keep)
 

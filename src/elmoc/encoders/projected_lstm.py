@@ -55,6 +55,11 @@ def _ln_eps() -> float:
     return 1e-5  # torch.nn.LayerNorm default, used by spec 1.1
 
 
+def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` in ``dtype``; no ``aten::to`` at all when it already is (the float32 path issues none)."""
+    return t if t.dtype == dtype else t.to(dtype)
+
+
 def _native_eligible(t: torch.Tensor) -> bool:
     """The C++ loop serves CPU float32/float64 tensors; everything else runs the Python loop."""
     return t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
@@ -175,7 +180,7 @@ class _ProjectedLstmFunction(torch.autograd.Function):
         if ctx.fused:  # the compiled loop (fused_lstm.py): plain tanh, no pre-scaled rows
             loop = fused_lstm.compiled(fused_lstm.forward_loop, input_gates.device.type)
             acts, c_all, h_all, tanh_c, h_tilde, p_all = loop(
-                input_gates, mask, h0, c0, state_weight.to(low).t(), proj_weight.to(low).t(), ln_weight, ln_bias,
+                input_gates, mask, h0, c0, _as(state_weight, low).t(), _as(proj_weight, low).t(), ln_weight, ln_bias,
                 dropout, *clips, all_valid)
             return _ProjectedLstmFunction._finish(ctx, mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, h0, c0,
                                                   state_weight, proj_weight, ln_weight, dropout, clips, all_valid)
@@ -183,10 +188,10 @@ class _ProjectedLstmFunction(torch.autograd.Function):
         # sigmoid, so the candidate-gate rows are doubled and one sigmoid serves all gates.
         scale = c0.new_ones(four_cell, 1)
         scale[2 * cell : 3 * cell] = 2.0
-        ws_t = (state_weight * scale).to(low).t()  # (proj, 4*cell), in the products' dtype: one cast per call
+        ws_t = _as(state_weight * scale, low).t()  # (proj, 4*cell), in the products' dtype: one cast per call
         # a fresh float tensor (both loops overwrite it); from bfloat16 input gates one conversion for all steps
         input_gates = (input_gates * scale[:, 0]).contiguous()
-        wp_t = proj_weight.to(low).t()  # (cell, proj)
+        wp_t = _as(proj_weight, low).t()  # (cell, proj)
         ops = native.native_ops() if _native_eligible(input_gates) and low == input_gates.dtype else None
         ctx.native = ops  # the backward uses the same loop as the forward, whatever the environment says later
         if ops is None:
@@ -327,14 +332,14 @@ class _ProjectedLstmFunction(torch.autograd.Function):
 
         # ---- weight gradients: one product over all time steps ----
         flat_dz = dz.view(-1, four_cell)
-        d_state_weight = (flat_dz.t() @ h_all[:-1].reshape(-1, proj)).to(dtype)
-        d_proj_weight = (dp_all.view(-1, proj).t() @ h_tilde.view(-1, cell)).to(dtype)
+        d_state_weight = _as(flat_dz.t() @ h_all[:-1].reshape(-1, proj), dtype)
+        d_proj_weight = _as(dp_all.view(-1, proj).t() @ h_tilde.view(-1, cell), dtype)
         d_ln_weight = d_ln_bias = None
         if ln_weight is not None:
             dq_all = dr_all if dropout is None else dr_all * dropout
             d_ln_weight = (dq_all * xhat).sum((0, 1))
             d_ln_bias = dq_all.sum((0, 1))
-        return (dz, None, dh.to(dtype), dc, d_state_weight, d_proj_weight, d_ln_weight, d_ln_bias,
+        return (dz, None, _as(dh, dtype), dc, d_state_weight, d_proj_weight, d_ln_weight, d_ln_bias,
                 None, None, None, None, None, None)
 
 
