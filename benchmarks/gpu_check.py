@@ -226,12 +226,21 @@ def gpu_test_files() -> list[str]:
 
 
 def step_tests(args, out: Path, log) -> dict:
-    import xml.etree.ElementTree as ET
-
     files = gpu_test_files()
     junit = out / "tests.xml"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", f"--junitxml={junit}", *files]
+    # the slow ones compile (the fused cell's): the fused step runs them
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu and not slow", "-p", "no:cacheprovider",
+           f"--junitxml={junit}", *files]
     seconds = run(cmd, log, cwd=ROOT, check=False)
+    result = junit_cases(junit)
+    result.update(files=files, command=shown(cmd), seconds=seconds)
+    return result
+
+
+def junit_cases(junit: Path) -> dict:
+    """Outcome of each test case of a pytest JUnit XML file, their counts and ``ok``."""
+    import xml.etree.ElementTree as ET
+
     cases = []
     for case in ET.parse(junit).getroot().iter("testcase"):
         outcome = "passed"
@@ -244,7 +253,7 @@ def step_tests(args, out: Path, log) -> dict:
             detail = ""
         cases.append({"test": f"{case.get('classname')}::{case.get('name')}", "outcome": outcome, "detail": detail})
     counts = Counter(c["outcome"] for c in cases)
-    return {"files": files, "command": shown(cmd), "seconds": seconds, "counts": dict(counts), "cases": cases,
+    return {"counts": dict(counts), "cases": cases,
             "ok": counts.get("failed", 0) == 0 and counts.get("error", 0) == 0 and bool(cases)}
 
 
@@ -633,6 +642,13 @@ def step_fused(args, out: Path, log) -> dict:
     # each window length compiles anew: the CPU rehearsal counts only at its own bptt (compiled above)
     bptts = (m["bptt"],) if args.tiny else (10, 20)
     result["counts"] = lp.profile_table(("ELMo-C",), PRECISIONS, ("fused",), bptts, 1, args.device, log)
+    # the fused cell's gpu test (CUDA graphs replayed over steps; skips without CUDA)
+    junit = out / "fused_tests.xml"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", f"--junitxml={junit}",
+           "tests/encoders/test_fused_lstm.py"]
+    run(cmd, log, cwd=ROOT, check=False)
+    result["tests"] = junit_cases(junit)
+    result["ok"] = result["ok"] and result["tests"]["ok"]
     return result
 
 
@@ -1031,6 +1047,9 @@ def summary_markdown(results: dict, status: dict) -> str:
         lines = _throughput(fu, "**ELMo-C with the fused cell** (`fused_cell: true`; warm-up steps, compilation "
                                 "included: " + ", ".join(f"{r['precision']} {fmt(r.get('warmup_s'), '.0f')} s"
                                                          for r in fu["rows"]) + ")")
+        tests = fu.get("tests", {})
+        lines += ["Its gpu test (`tests/encoders/test_fused_lstm.py`): " + ", ".join(
+            f"{c['test'].rsplit('::', 1)[-1]} {c['outcome']}" for c in tests.get("cases", [])), ""]
         return lines + _counts(fu["counts"])
 
     def _profile(pr):

@@ -62,3 +62,32 @@ def test_fused_cell_under_bf16_matches_the_mixed_python_loop(monkeypatch):
     assert got[1].dtype == torch.bfloat16
     for a, b in zip(got, ref):  # both round to bf16, at different points (the fused loop keeps tanh exact)
         assert (a.float() - b.float()).abs().max() <= 3e-2 * max(1.0, float(b.float().abs().max()))
+
+
+@pytest.mark.gpu
+def test_fused_cell_on_cuda_equals_the_python_loop_over_replayed_steps():
+    """On a GPU (CUDA graphs through mode="reduce-overhead"): three training steps of the fused encoder,
+    state carried, equal the Python loop's within 1e-5 in float32 (TF32 off): the later steps replay the
+    recorded graphs, so this also checks that a replay does not overwrite what the backward still needs.
+    Run by gpu_check.sh's fused step (it compiles), not by its tests step."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    before = torch.backends.cuda.matmul.fp32_precision
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
+    try:
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(3, 4, 6, generator=g).cuda()
+        mask = torch.ones(3, 4, dtype=torch.bool)
+        results = []
+        for fused in (False, True):
+            enc, state, got = make(fused).cuda(), None, []
+            for _ in range(3):
+                values, _ = run(enc, x, mask.cuda(), state)
+                state = [(values[3 + 2 * k].detach(), values[4 + 2 * k].detach()) for k in range(2)]
+                got.append([v.detach().clone() for v in values])
+            results.append(got)
+        for ref_step, fused_step in zip(*results):
+            for a, b in zip(fused_step, ref_step):
+                assert (a - b).abs().max() <= 1e-5 * max(1.0, float(b.abs().max()))
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = before
