@@ -5,8 +5,11 @@ Same math and the same saved tensors as the Python loops of :mod:`elmoc.encoders
 without ``out=`` buffers or in-place writes, so that TorchDynamo traces a whole window (the loop
 is unrolled: one graph per (batch, bptt, sizes) shape) and Inductor fuses the pointwise part of
 each time step (gates, cell update, clips, tanh, LayerNorm, dropout, masking; forward and the
-reverse loop's gradients) into one generated kernel per step and direction, between the two
-matrix products of the step, which stay library calls (cuBLAS / the CPU's BLAS).
+reverse loop's gradients) into one generated kernel after each of the step's two matrix products,
+which stay library calls (cuBLAS / the CPU's BLAS): 2 kernels per step forward and 2 backward
+(read in Inductor's output code on the CPU, ``TORCH_LOGS=output_code``, 2026-11-26: forward
+``cpp_fused_add_clamp_mul_sigmoid_slice_stack_tanh`` and ``cpp_fused_clamp_mul_native_layer_norm``,
+backward ``cpp_fused_add_bmm_mul_..._sub_unsqueeze`` and ``cpp_fused_add_cat_mul_..._view``).
 
 Why ``torch.compile`` and not a hand-written CUDA kernel built at first use (as ``csrc`` builds
 the CPU loop): the pointwise part changes with the options (LayerNorm or not, clips, dropout,

@@ -31,6 +31,10 @@ written in bf16 by the element-wise operation that produces them).  The gates, t
 cell (which accumulates over time), the projection's clip and LayerNorm stay float32.
 ``ELMOC_LSTM_BF16_RECURRENCE=0`` restores the float32 recurrence of before (the old path,
 kept to measure the gain).  Other autocast dtypes keep the float32 recurrence.
+
+With ``fused=True`` (the encoder option ``fused_cell``) both time loops run compiled by
+``torch.compile`` (:mod:`elmoc.encoders.fused_lstm`: the same math with plain tanh, each step's
+pointwise work fused into generated kernels; on CUDA replayed as CUDA graphs), in any precision.
 """
 from __future__ import annotations
 
