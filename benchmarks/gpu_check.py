@@ -23,10 +23,17 @@ after every step:
               paper size, batch 128 (config/paper.yaml's) on one GPU
   throughput  paper-size training steps of ELMo-C (one direction, 768 rows), ELMo-A (joint,
               256 rows) and ELMo (char-CNN + sampled softmax, joint, 128 rows) at 793,471
-              words, in fp32, TF32 and bf16: tokens/s, peak memory, MFU
-  profile     torch.profiler over the ELMo-C step (top kernels, kernel launches per step;
-              trace in profile_trace.json.gz) and `benchmarks/host_syncs.py` (host syncs
-              per step of every output layer; CONT and FIXED again host-resident)
+              words, in fp32, TF32 and bf16, and bf16 once more on the old LSTM path (float32
+              recurrence, ELMOC_LSTM_BF16_RECURRENCE=0) for the gain: tokens/s, peak memory, MFU
+  profile     torch.profiler over the ELMo-C step in fp32, TF32 and bf16 (top kernels of fp32,
+              kernel launches per step of each; fp32 trace in profile_trace.json.gz),
+              `benchmarks/lstm_profile.py`'s operators, casts, products and launches per step
+              of the tiny ELMo-C and ELMo at bptt 10 and 20 (every precision, new and old
+              path), and `benchmarks/host_syncs.py` (host syncs per step of every output
+              layer; CONT and FIXED again host-resident)
+  fused       ELMo-C's step with the encoder's `fused_cell: true` (issue 44: the LSTM's time
+              loops compiled by torch.compile, CUDA graphs on CUDA) in fp32, TF32 and bf16,
+              its warm-up (compiling) time apart, and lstm_profile.py's counts with it
   embed       `elmoc embed --device cuda` against AllenNLP's `_ElmoBiLm` on the same GPU
               and random original-size weights (`benchmarks/elmo_vs_allennlp.py
               --device`; only with a Python that imports AllenNLP, --allennlp-python),
@@ -70,19 +77,22 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-STEPS = ("device", "tests", "resume", "table4", "table5", "throughput", "profile", "embed")
+STEPS = ("device", "tests", "resume", "table4", "table5", "throughput", "profile", "embed", "fused")
 # hard limits (seconds) per step: the default CUDA plan / the tiny CPU rehearsal
 LIMITS = {"device": (40, 120), "tests": (90, 300), "resume": (150, 420), "table4": (530, 300),
-          "table5": (200, 300), "throughput": (150, 300), "profile": (120, 300), "embed": (330, 400)}
+          "table5": (200, 300), "throughput": (170, 400), "profile": (130, 450), "embed": (330, 400),
+          "fused": (400, 600)}
 # estimated seconds of each step of the default CUDA plan on one H100/H200 (derivation in docs/full-run.md,
 # "On a GPU"; device, tests, resume, throughput, profile and table4's S1 as measured on an H200 on 2026-11-26,
-# table4's S2 from its 8 of 9 rows done in 211 s, table5 and embed still derived)
-ESTIMATES = {"device": 10, "tests": 30, "resume": 85, "table4": 430, "table5": 120, "throughput": 45,
-             "profile": 60, "embed": 200}
-# the three device commands of docs/full-run.md, each within the tool's 10-minute limit (limits' sums 550,
+# table4's S2 from its 8 of 9 rows done in 211 s, table5 and embed still derived; issue 44 added a bf16 row per
+# model on the old LSTM path to throughput (45 s measured -> 60 derived) and the tf32/bf16 profiles and the
+# operator counts to profile (60 s measured -> 75 derived))
+ESTIMATES = {"device": 10, "tests": 30, "resume": 85, "table4": 430, "table5": 120, "throughput": 60,
+             "profile": 75, "embed": 200, "fused": 240}
+# the three device commands of docs/full-run.md, each within the tool's 10-minute limit (limits' sums 580,
 # 570 and 570 s)
 GROUPS = {"A": ("device", "tests", "resume", "throughput", "profile"), "B": ("device", "table4"),
-          "C": ("device", "table5", "embed")}
+          "C": ("device", "table5", "embed"), "D": ("device", "fused")}
 PAPER_VOCAB = 793_471  # bilm-tf's vocab-2016-09-10.txt, the paper's 793K words
 PRECISIONS = ("fp32", "tf32", "bf16")
 # Table 4 and 5 of the paper (seconds; ratios to CONT), for the Markdown beside ours
@@ -216,12 +226,21 @@ def gpu_test_files() -> list[str]:
 
 
 def step_tests(args, out: Path, log) -> dict:
-    import xml.etree.ElementTree as ET
-
     files = gpu_test_files()
     junit = out / "tests.xml"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", f"--junitxml={junit}", *files]
+    # the slow ones compile (the fused cell's): the fused step runs them
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu and not slow", "-p", "no:cacheprovider",
+           f"--junitxml={junit}", *files]
     seconds = run(cmd, log, cwd=ROOT, check=False)
+    result = junit_cases(junit)
+    result.update(files=files, command=shown(cmd), seconds=seconds)
+    return result
+
+
+def junit_cases(junit: Path) -> dict:
+    """Outcome of each test case of a pytest JUnit XML file, their counts and ``ok``."""
+    import xml.etree.ElementTree as ET
+
     cases = []
     for case in ET.parse(junit).getroot().iter("testcase"):
         outcome = "passed"
@@ -234,7 +253,7 @@ def step_tests(args, out: Path, log) -> dict:
             detail = ""
         cases.append({"test": f"{case.get('classname')}::{case.get('name')}", "outcome": outcome, "detail": detail})
     counts = Counter(c["outcome"] for c in cases)
-    return {"files": files, "command": shown(cmd), "seconds": seconds, "counts": dict(counts), "cases": cases,
+    return {"counts": dict(counts), "cases": cases,
             "ok": counts.get("failed", 0) == 0 and counts.get("error", 0) == 0 and bool(cases)}
 
 
@@ -589,7 +608,52 @@ def load_peaks(out: Path, device, tiny: bool) -> tuple[dict, str]:
     return matmul_peaks(device, 256 if tiny else 8192, 0.3 if tiny else 1.0), "measured in this step"
 
 
+def lstm_profile():
+    """benchmarks/lstm_profile.py (the LSTM path switch and the per-step operator and cast counts)."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import lstm_profile as module
+
+    return module
+
+
 def step_throughput(args, out: Path, log) -> dict:
+    result = throughput_rows(args, out, log, throughput_models(args.tiny), ("new", "old"))
+    rows = result["rows"]
+    ratios = {}
+    for precision in PRECISIONS:
+        by = {r["model"]: r.get("tokens_per_s") for r in rows if r["precision"] == precision and r["path"] == "new"}
+        if by.get("ELMo-C") and by.get("ELMo"):
+            ratios[precision] = {"elmo_c_over_elmo": by["ELMo-C"] / by["ELMo"],
+                                 "elmo_c_over_elmo_a": by["ELMo-C"] / by["ELMo-A"] if by.get("ELMo-A") else None}
+    result["ratios"] = ratios
+    return result
+
+
+def step_fused(args, out: Path, log) -> dict:
+    """ELMo-C's training step with the encoder's fused cell (torch.compile of the LSTM's time loops; CUDA
+    graphs on CUDA) in every precision, its first (compiling) steps timed apart, and the operator, cast and
+    launch counts of the tiny ELMo-C with it at bptt 10 and 20 (with --tiny at its bptt only)."""
+    m = throughput_models(args.tiny)[0]  # ELMo-C
+    m["spec"]["encoder"]["fused_cell"] = True
+    result = throughput_rows(args, out, log, [m], ("fused",))
+    lp = lstm_profile()
+    log.write(lp.HEADER + "\n")
+    # each window length compiles anew: the CPU rehearsal counts only at its own bptt (compiled above)
+    bptts = (m["bptt"],) if args.tiny else (10, 20)
+    result["counts"] = lp.profile_table(("ELMo-C",), PRECISIONS, ("fused",), bptts, 1, args.device, log)
+    # the fused cell's gpu test (CUDA graphs replayed over steps; skips without CUDA)
+    junit = out / "fused_tests.xml"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", f"--junitxml={junit}",
+           "tests/encoders/test_fused_lstm.py"]
+    run(cmd, log, cwd=ROOT, check=False)
+    result["tests"] = junit_cases(junit)
+    result["ok"] = result["ok"] and result["tests"]["ok"]
+    return result
+
+
+def throughput_rows(args, out: Path, log, models: list[dict], paths: tuple[str, ...]) -> dict:
+    """Timed training steps of each model in each (precision, LSTM path) of ``lstm_profile.runs``."""
     import torch
 
     device = torch.device(args.device)
@@ -598,16 +662,17 @@ def step_throughput(args, out: Path, log) -> dict:
     peaks, peaks_from = load_peaks(out, device, args.tiny)
     timed, warmup = (3, 1) if args.tiny else (10, 3)
     rows = []
-    for m in throughput_models(args.tiny):
+    for m in models:
         start = time.perf_counter()
         model = build_throughput_model(m, scratch, device)
         build_s = time.perf_counter() - start
         batch = throughput_batch(m, device)
         flops = step_flops(m, cluster_counts(m, batch))
         tokens = m["batch"] * m["bptt"] * (2 if m["joint"] else 1)
-        for precision in PRECISIONS:
+        for _, precision, path in lstm_profile().runs([m["name"]], PRECISIONS, paths):
             set_fp32_mode(precision == "tf32")
-            row = {"model": m["name"], "precision": precision, "batch_per_card": m["batch"], "bptt": m["bptt"],
+            row = {"model": m["name"], "precision": precision, "path": path, "batch_per_card": m["batch"],
+                   "bptt": m["bptt"],
                    "joint": m["joint"], "tokens_per_step": tokens, "vocab": m["vocab"],
                    "params": sum(p.numel() for p in model.parameters() if p.requires_grad),
                    "flops_per_step": flops, "build_s": build_s}
@@ -616,15 +681,18 @@ def step_throughput(args, out: Path, log) -> dict:
                     torch.cuda.empty_cache()
                     torch.cuda.reset_peak_memory_stats(device)
                 step = Step(model, m, batch, device, precision)
-                for _ in range(warmup):
-                    step()
-                sync(device)
-                times = []
-                for _ in range(timed):
+                with lstm_profile().lstm_path(path):
                     t0 = time.perf_counter()
-                    loss = step()
+                    for _ in range(warmup):
+                        step()
                     sync(device)
-                    times.append(time.perf_counter() - t0)
+                    row["warmup_s"] = time.perf_counter() - t0  # with the fused cell: its compilation
+                    times = []
+                    for _ in range(timed):
+                        t0 = time.perf_counter()
+                        loss = step()
+                        sync(device)
+                        times.append(time.perf_counter() - t0)
                 seconds = statistics.median(times)
                 row.update(step_s=seconds, step_s_all=times, tokens_per_s=tokens / seconds,
                            achieved_tflops=flops / seconds / 1e12, mfu=flops / seconds / peaks[precision],
@@ -640,13 +708,7 @@ def step_throughput(args, out: Path, log) -> dict:
         if device.type == "cuda":
             torch.cuda.empty_cache()
     set_fp32_mode(False)
-    ratios = {}
-    for precision in PRECISIONS:
-        by = {r["model"]: r.get("tokens_per_s") for r in rows if r["precision"] == precision}
-        if by.get("ELMo-C") and by.get("ELMo"):
-            ratios[precision] = {"elmo_c_over_elmo": by["ELMo-C"] / by["ELMo"],
-                                 "elmo_c_over_elmo_a": by["ELMo-C"] / by["ELMo-A"] if by.get("ELMo-A") else None}
-    return {"rows": rows, "ratios": ratios, "peaks": peaks, "peaks_from": peaks_from, "timed_steps": timed,
+    return {"rows": rows, "peaks": peaks, "peaks_from": peaks_from, "timed_steps": timed,
             "warmup_steps": warmup, "flops_formula": step_flops.__doc__, "ok": all("error" not in r for r in rows)}
 
 
@@ -655,7 +717,6 @@ def step_throughput(args, out: Path, log) -> dict:
 
 def step_profile(args, out: Path, log) -> dict:
     import torch
-    from torch.profiler import ProfilerActivity, profile, schedule
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"
@@ -663,7 +724,35 @@ def step_profile(args, out: Path, log) -> dict:
     scratch = Path(args.scratch) / "throughput"
     scratch.mkdir(parents=True, exist_ok=True)
     model = build_throughput_model(m, scratch, device)
-    step = Step(model, m, throughput_batch(m, device), device, "fp32")
+    batch = throughput_batch(m, device)
+    by_precision = {}
+    for precision in PRECISIONS:  # fp32 last: its trace and top kernels are the result's own fields
+        set_fp32_mode(precision == "tf32")
+        try:
+            by_precision[precision] = profile_one(Step(model, m, batch, device, precision), device, out, scratch,
+                                                  trace=precision == "fp32")
+        finally:
+            set_fp32_mode(False)
+    result = {"model": "ELMo-C", "batch": m["batch"], "bptt": m["bptt"], "precision": "fp32",
+              **by_precision["fp32"], "by_precision": by_precision}
+    del model
+    if cuda:
+        torch.cuda.empty_cache()
+    # operators, casts and products per step of ELMo-C and ELMo at two window lengths, every precision, the
+    # new LSTM path and (bf16) the old one: benchmarks/lstm_profile.py at the tiny sizes
+    lp = lstm_profile()
+    log.write(lp.HEADER + "\n")
+    result["counts"] = lp.profile_table(("ELMo-C", "ELMo"), PRECISIONS, ("new", "old"), (10, 20), 1, args.device, log)
+    result.update(profile_host_syncs(args, log, cuda))
+    return result
+
+
+def profile_one(step, device, out: Path, scratch: Path, trace: bool) -> dict:
+    """Top kernels, kernel time and (CUDA) launches and copies per step of 3 profiled steps (after 3)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    cuda = device.type == "cuda"
     active = 3
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities, schedule=schedule(wait=1, warmup=2, active=active)) as prof:
@@ -684,19 +773,22 @@ def step_profile(args, out: Path, log) -> dict:
                     "cudaGraphLaunch", "cudaLaunchCooperativeKernel")
     launches = sum(e.count for e in events if e.key in launch_names) / active
     memcpy = sum(e.count for e in events if e.key in ("cudaMemcpyAsync", "cudaMemcpy")) / active
-    trace = scratch / "profile_trace.json"
-    prof.export_chrome_trace(str(trace))
-    with open(trace, "rb") as src, gzip.open(out / "profile_trace.json.gz", "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    trace.unlink()
-    result = {"model": "ELMo-C", "batch": m["batch"], "bptt": m["bptt"], "precision": "fp32", "active_steps": active,
-              "top": top, "kernel_time_ms_per_step": total / 1e3 / active,
+    result = {"active_steps": active, "top": top, "kernel_time_ms_per_step": total / 1e3 / active,
               "kernel_launches_per_step": launches if cuda else None,
-              "memcpy_calls_per_step": memcpy if cuda else None,
-              "trace": "profile_trace.json.gz"}
-    del step, model
-    if cuda:
-        torch.cuda.empty_cache()
+              "memcpy_calls_per_step": memcpy if cuda else None}
+    if trace:
+        path = scratch / "profile_trace.json"
+        prof.export_chrome_trace(str(path))
+        with open(path, "rb") as src, gzip.open(out / "profile_trace.json.gz", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        path.unlink()
+        result["trace"] = "profile_trace.json.gz"
+    return result
+
+
+def profile_host_syncs(args, log, cuda: bool) -> dict:
+    """Host syncs per step of every output layer (benchmarks/host_syncs.py, CUDA only)."""
+    result = {}
     # host syncs per step of every output layer, from benchmarks/host_syncs.py (CUDA only), with the tables
     # on the device and again host-resident (vector_table.lookup's pinned gathers)
     width, vocab, batch = ("0.05", "0.005", "4") if args.tiny else ("1", "1", "128")
@@ -835,7 +927,8 @@ def step_embed(args, out: Path, log) -> dict:
 
 
 WORKERS = {"device": step_device, "tests": step_tests, "resume": step_resume, "table4": step_table4,
-           "table5": step_table5, "throughput": step_throughput, "profile": step_profile, "embed": step_embed}
+           "table5": step_table5, "throughput": step_throughput, "profile": step_profile, "embed": step_embed,
+           "fused": step_fused}
 
 
 # --------------------------------------------------------------------------- summary
@@ -917,17 +1010,18 @@ def summary_markdown(results: dict, status: dict) -> str:
         lines.append("")
         return lines
 
-    def _throughput(tp):
+    def _throughput(tp, title="**Training throughput**"):
         lines = []
-        lines += ["**Training throughput** (one device; the paper's per-card batch; 793,471 words; MFU against the "
+        lines += [f"{title} (one device; the paper's per-card batch; 793,471 words; MFU against the "
                   "measured matmul peak of the same precision; FLOPs counted as in `step_flops`)", "",
-                  "| model | precision | batch x bptt (dirs) | params | tokens/s | step ms | peak GiB | TFLOP/s "
-                  "| MFU |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| model | precision | LSTM path | batch x bptt (dirs) | params | tokens/s | step ms | peak GiB "
+                  "| TFLOP/s | MFU |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for row in tp["rows"]:
             step_ms = row.get("step_s") and row["step_s"] * 1e3
             mfu = row.get("mfu") and row["mfu"] * 100
-            lines.append(f"| {row['model']} | {row['precision']} | {row['batch_per_card']} x {row['bptt']} "
+            lines.append(f"| {row['model']} | {row['precision']} | {row.get('path', 'old')} "
+                         f"| {row['batch_per_card']} x {row['bptt']} "
                          f"({2 if row['joint'] else 1}) | {row['params'] / 1e6:.0f}M | "
                          f"{fmt(row.get('tokens_per_s'), ',.0f')} | {fmt(step_ms, '.1f')} | "
                          f"{fmt(row.get('peak_mem_gib'), '.1f')} | {fmt(row.get('achieved_tflops'), '.1f')} | "
@@ -935,9 +1029,28 @@ def summary_markdown(results: dict, status: dict) -> str:
                          + (f" {row['error']}" if "error" in row else ""))
         lines += [""] + [f"- {p}: ELMo-C / ELMo tokens/s {v['elmo_c_over_elmo']:.2f}x, ELMo-C / ELMo-A "
                          f"{fmt(v['elmo_c_over_elmo_a'], '.2f')}x (paper: 4.2x ELMo per token)"
-                         for p, v in tp["ratios"].items()]
+                         for p, v in tp.get("ratios", {}).items()]
         lines.append("")
         return lines
+
+    def _counts(counts):
+        lines = ["Operators, casts and products per step (`benchmarks/lstm_profile.py`, tiny models; "
+                 "`cpu_temps`: casts the CPU backend makes inside mixed-dtype operators):", "",
+                 "| model | precision | LSTM path | bptt | ops | casts | cpu_temps | bf16 products "
+                 "| fp32 products | CUDA launches |", "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {c['model']} | {c['precision']} | {c['path']} | {c['bptt']} | {c['ops']:g} | {c['casts']:g} "
+                  f"| {c['cpu_temps']:g} | {c['mm_bf16']:g} | {c['mm_fp32']:g} | {fmt(c['cuda_launches'], '.0f')} |"
+                  for c in counts]
+        return lines + [""]
+
+    def _fused(fu):
+        lines = _throughput(fu, "**ELMo-C with the fused cell** (`fused_cell: true`; warm-up steps, compilation "
+                                "included: " + ", ".join(f"{r['precision']} {fmt(r.get('warmup_s'), '.0f')} s"
+                                                         for r in fu["rows"]) + ")")
+        tests = fu.get("tests", {})
+        lines += ["Its gpu test (`tests/encoders/test_fused_lstm.py`): " + ", ".join(
+            f"{c['test'].rsplit('::', 1)[-1]} {c['outcome']}" for c in tests.get("cases", [])), ""]
+        return lines + _counts(fu["counts"])
 
     def _profile(pr):
         lines = []
@@ -951,6 +1064,12 @@ def summary_markdown(results: dict, status: dict) -> str:
                   f"{k['share'] * 100:.0f}% |"
                   for k in pr["top"][:10]]
         lines.append("")
+        for precision, p in pr.get("by_precision", {}).items():
+            lines.append(f"- {precision}: kernel launches per step {fmt(p['kernel_launches_per_step'], '.0f')}, "
+                         f"kernel time {p['kernel_time_ms_per_step']:.1f} ms per step")
+        lines.append("")
+        if pr.get("counts"):
+            lines += _counts(pr["counts"])
         for hs in (pr["host_syncs"], pr.get("host_syncs_host_resident")):
             if hs:
                 lines += [f"Host syncs (`{hs['command']}`): " + ("; ".join(
@@ -981,7 +1100,7 @@ def summary_markdown(results: dict, status: dict) -> str:
         return lines
 
     renderers = {"tests": _tests, "resume": _resume, "table4": _table4, "table5": _table5,
-                 "throughput": _throughput, "profile": _profile, "embed": _embed}
+                 "throughput": _throughput, "profile": _profile, "embed": _embed, "fused": _fused}
     for step, render in renderers.items():
         if results.get(step):
             try:

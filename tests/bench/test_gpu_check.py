@@ -131,10 +131,12 @@ def test_summarize_merges_the_device_commands_and_renders_what_it_can(tmp_path):
 def test_cpu_rehearsal_runs_every_step(tmp_path):
     """`gpu_check.sh --device cpu --tiny`: every step at tiny sizes (2 min 11 s on a quiet 2-core VM),
     as on the GPU except what needs CUDA: the suite's CUDA variants skip, the resume is exact, the
-    tables, the three models' throughput in fp32/TF32/bf16, the profile (host syncs need CUDA) and the
+    tables, the three models' throughput in fp32/TF32/bf16 (and bf16 on the old LSTM path), the profile in
+    every precision with the operator and cast counts (host syncs need CUDA) and the
     embedding with its 16-bit copies."""
     out = tmp_path / "out"
-    proc = run_check("--device", "cpu", "--tiny", "--out", str(out), "--scratch", str(tmp_path / "scratch"))
+    proc = run_check("--device", "cpu", "--tiny", "--out", str(out), "--scratch", str(tmp_path / "scratch"),
+                     timeout=2400)
     logs = {p.name: p.read_text()[-3000:] for p in out.glob("*.log")}
     assert proc.returncode == 0, (proc.stdout, logs)
     summary = json.loads((out / "summary.json").read_text())
@@ -148,15 +150,26 @@ def test_cpu_rehearsal_runs_every_step(tmp_path):
     assert len(r["table4"]["rows"]) == 9 and all(x["s1_step_s"] and x["s2_s_per_mwords"] for x in r["table4"]["rows"])
     assert len(r["table5"]["rows"]) == 30
     rows = r["throughput"]["rows"]
-    assert [(x["model"], x["precision"]) for x in rows] == [
-        (m, p) for m in ("ELMo-C", "ELMo-A", "ELMo") for p in ("fp32", "tf32", "bf16")]
+    assert [(x["model"], x["precision"], x["path"]) for x in rows] == [  # every precision, the old bf16 path once
+        (m, p, path) for m in ("ELMo-C", "ELMo-A", "ELMo") for p, path in (
+            ("fp32", "new"), ("tf32", "new"), ("bf16", "new"), ("bf16", "old"))]
     assert all(x["tokens_per_s"] > 0 and 0 < x["mfu"] and x["peak_mem_gib"] is None for x in rows)
     assert r["profile"]["top"] and r["profile"]["host_syncs"]["exit"] == 2  # host syncs need CUDA
+    assert set(r["profile"]["by_precision"]) == {"fp32", "tf32", "bf16"}
+    counts = {(c["model"], c["precision"], c["path"], c["bptt"]): c for c in r["profile"]["counts"]}
+    for model in ("ELMo-C", "ELMo"):  # the new bf16 path: casts per step independent of bptt, products in bf16
+        short, long = counts[(model, "bf16", "new", 10)], counts[(model, "bf16", "new", 20)]
+        assert short["casts"] == long["casts"] and long["mm_bf16"] > short["mm_bf16"]
+        assert counts[(model, "bf16", "old", 20)]["mm_bf16"] == counts[(model, "bf16", "old", 10)]["mm_bf16"]
     embed = r["embed"]
     assert embed["elmoc"]["device_vs_cpu"]["max_abs_diff"] == 0.0  # "device" is the CPU here
     assert set(embed["copies"]) == {"float16", "bfloat16"}
     assert all(0 < c["max_abs_diff_vs_float32"] < 0.1 for c in embed["copies"].values())
+    fused = r["fused"]  # the fused cell (torch.compile) in every precision, and its operator counts
+    assert [(x["precision"], x["path"]) for x in fused["rows"]] == [(p, "fused") for p in ("fp32", "tf32", "bf16")]
+    assert all(x["tokens_per_s"] > 0 for x in fused["rows"])
+    assert [c["precision"] for c in fused["counts"]] == ["fp32", "tf32", "bf16"] and all(c["ops"] > 0 for c in fused["counts"])
     md = (out / "summary.md").read_text()
     for heading in ("**Suite on the device**", "**Resume**", "**Table 4**", "**Table 5**", "**Training throughput**",
-                    "**Profile of the ELMo-C step**", "**Embedding**"):
+                    "**Profile of the ELMo-C step**", "**Embedding**", "**ELMo-C with the fused cell**"):
         assert heading in md

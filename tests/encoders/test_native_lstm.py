@@ -34,10 +34,11 @@ def case(dtype, layer_norm, dropout, masked, seed=0, steps=6, batch=5, cell=8, p
     return args, mask, ln, drop
 
 
-def run(args, mask, ln, drop, cell_clip, proj_clip):
-    out, h, c = _ProjectedLstmFunction.apply(args[0], mask, *args[1:], *ln, drop, cell_clip, proj_clip)
+def run(args, mask, ln, drop, cell_clip, proj_clip, mm_dtype=None):
+    out, h, c = _ProjectedLstmFunction.apply(args[0], mask, *args[1:], *ln, drop, cell_clip, proj_clip, None,
+                                             mm_dtype)
     g = torch.Generator().manual_seed(5)
-    loss = (out * torch.randn(out.shape, generator=g, dtype=out.dtype)).sum() + 0.7 * h.sum() - 0.3 * c.sum()
+    loss = (out * torch.randn(out.shape, generator=g, dtype=args[0].dtype)).sum() + 0.7 * h.sum() - 0.3 * c.sum()
     leaves = [a for a in args + ln if a is not None]
     return [out, h, c] + list(torch.autograd.grad(loss, leaves))
 

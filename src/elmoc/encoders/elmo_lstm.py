@@ -70,8 +70,10 @@ class ProjectedLstmLayer(nn.Module):
         cell_clip: float | None,
         proj_clip: float | None,
         layer_norm: bool,
+        fused_cell: bool = False,
     ):
         super().__init__()
+        self.fused_cell = fused_cell
         self.input_size = input_size
         self.cell_size = cell_size
         self.projection_size = projection_size
@@ -135,6 +137,7 @@ class ProjectedLstmLayer(nn.Module):
             self.cell_clip,
             self.proj_clip,
             all_valid,
+            self.fused_cell,
         )
 
     def extra_repr(self) -> str:
@@ -162,6 +165,10 @@ class ElmoLstmEncoder(Encoder):
         input_projection: add ``Linear(input_dim -> projection_size)`` (+ LayerNorm);
             None means "exactly when input_dim != projection_size" (the paper).
         residual: add each layer's input to its output from layer 1 upward.
+        fused_cell: run each layer's time loops compiled by ``torch.compile`` (issue 44:
+            one generated kernel for the pointwise part of a step, forward and backward; on
+            CUDA, CUDA graphs over the window).  Off by default: the first window of each
+            shape compiles (tens of seconds), and it needs a C++ compiler (CPU) or Triton (CUDA).
 
     Shape:
         inputs: (batch, time, input_dim); mask: (batch, time) bool, True = real token.
@@ -186,6 +193,7 @@ class ElmoLstmEncoder(Encoder):
         recurrent_dropout: float = 0.1,
         input_projection: bool | None = None,
         residual: bool = True,
+        fused_cell: bool = False,
     ):
         super().__init__()
         for name, value in (("input_dim", input_dim), ("num_layers", num_layers), ("cell_size", cell_size),
@@ -197,6 +205,8 @@ class ElmoLstmEncoder(Encoder):
                 raise ConfigError(
                     f"encoder 'elmo_lstm': {name} must be a positive number or null (no clipping), got {value!r}"
                 )
+        if not isinstance(fused_cell, bool):
+            raise ConfigError(f"encoder 'elmo_lstm': fused_cell must be true or false, got {fused_cell!r}")
         if not isinstance(recurrent_dropout, (int, float)) or not 0.0 <= recurrent_dropout < 1.0:
             raise ConfigError(
                 f"encoder 'elmo_lstm': recurrent_dropout must be in [0, 1), got {recurrent_dropout!r}"
@@ -225,6 +235,7 @@ class ElmoLstmEncoder(Encoder):
                 None if cell_clip is None else float(cell_clip),
                 None if proj_clip is None else float(proj_clip),
                 layer_norm,
+                fused_cell,
             )
             for _ in range(num_layers)
         )
@@ -234,7 +245,9 @@ class ElmoLstmEncoder(Encoder):
         if not self.training or self.recurrent_dropout == 0.0:
             return None
         keep = 1.0 - self.recurrent_dropout
-        mask = torch.empty(batch, self.projection_size, dtype=like.dtype, device=like.device).bernoulli_(keep)
+        # at least float32: a bf16 layer output (bf16 autocast) must not round the 1/keep scale
+        dtype = like.dtype if like.dtype.itemsize >= 4 else torch.float32
+        mask = torch.empty(batch, self.projection_size, dtype=dtype, device=like.device).bernoulli_(keep)
         return mask.div_(keep)
 
     def forward(self, inputs: torch.Tensor, mask: torch.Tensor, state: Any = None) -> EncoderOutput:

@@ -12,7 +12,7 @@ time goes to dispatch overhead, which only moving the loop out of Python removes
 If the build fails (no compiler) or ``ELMOC_NATIVE_LSTM=0`` is set, :func:`native_ops`
 returns None and the Python loop of :mod:`elmoc.encoders.projected_lstm` runs instead:
 same math, slower; the two agree to float rounding (tests/encoders/test_native_lstm.py).
-CUDA tensors always use the Python loop.
+CUDA tensors, and the bf16 recurrence of bf16 autocast (issue 44), always use the Python loop.
 """
 from __future__ import annotations
 

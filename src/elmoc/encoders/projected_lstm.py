@@ -24,24 +24,44 @@ The reverse loop itself only carries ``dh``/``dc`` through two small matrix prod
 per step.  Outputs and gradients match a plain per-step autograd loop to 1e-5
 (tests/encoders/test_elmo_lstm.py) and pass ``torch.autograd.gradcheck`` in float64.
 
-Under autocast the recurrence runs in float32: the memory cell accumulates over time
-and would lose precision in bf16; the large input product (and the output layer)
-still run in the autocast dtype.
+Under bf16 autocast (issue 44) every product runs in bfloat16: the input product for all
+time steps is one bf16 product, and the recurrent and projection products of each step
+take bf16 operands (weights cast once per call, never per time step; ``h`` and ``h~`` are
+written in bf16 by the element-wise operation that produces them).  The gates, the memory
+cell (which accumulates over time), the projection's clip and LayerNorm stay float32.
+``ELMOC_LSTM_BF16_RECURRENCE=0`` restores the float32 recurrence of before (the old path,
+kept to measure the gain).  Other autocast dtypes keep the float32 recurrence.
+
+With ``fused=True`` (the encoder option ``fused_cell``) both time loops run compiled by
+``torch.compile`` (:mod:`elmoc.encoders.fused_lstm`: the same math with plain tanh, each step's
+pointwise work fused into generated kernels; on CUDA replayed as CUDA graphs), in any precision.
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from elmoc.encoders import native
+from elmoc.encoders import fused_lstm, native
 
-__all__ = ["projected_lstm_layer"]
+__all__ = ["projected_lstm_layer", "bf16_recurrence_enabled"]
+
+
+def bf16_recurrence_enabled() -> bool:
+    """Whether bf16 autocast runs the recurrent products in bf16 (default) or, with
+    ``ELMOC_LSTM_BF16_RECURRENCE=0``, the whole recurrence in float32 (the path before issue 44)."""
+    return os.environ.get("ELMOC_LSTM_BF16_RECURRENCE", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def _ln_eps() -> float:
     return 1e-5  # torch.nn.LayerNorm default, used by spec 1.1
+
+
+def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` in ``dtype``; no ``aten::to`` at all when it already is (the float32 path issues none)."""
+    return t if t.dtype == dtype else t.to(dtype)
 
 
 def _native_eligible(t: torch.Tensor) -> bool:
@@ -57,26 +77,44 @@ def _python_forward_loop(input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bi
     ``input_gates`` (T, B, 4C, g block pre-scaled by 2) is overwritten with the activated
     gates.  Returns acts, c_all (T+1, B, C), h_all (T+1, B, P), tanh_c, h_tilde (T, B, C),
     p_all (T, B, P).
+
+    Mixed precision: when the weights ``ws_t``/``wp_t`` are in a lower dtype than the gates
+    (bfloat16 against float32), the two products of each step run in that dtype and so are
+    ``h_all`` and ``h_tilde``, their left operands: each is written by the step's last
+    element-wise operation (``out=`` a lower-dtype buffer), so no step issues a cast of its
+    own; gates, cell state, projection and LayerNorm stay float32.
     """
     steps, batch, four_cell = input_gates.shape
     cell = four_cell // 4
     proj = wp_t.shape[1]
+    low = ws_t.dtype  # the products' dtype: the gates' own in fp32/fp64, bfloat16 in the mixed path
+    mixed = low != input_gates.dtype
     if all_valid is None:
         all_valid = bool(mask.all())  # a device read: callers on the GPU path pass it
     acts = input_gates  # (T, B, 4C): input gates in, activated gates i, f, g, o out
     c_all = input_gates.new_empty(steps + 1, batch, cell)  # carried cell states
-    h_all = input_gates.new_empty(steps + 1, batch, proj)  # carried hidden states
+    h_all = input_gates.new_empty(steps + 1, batch, proj, dtype=low)  # carried hidden states
     tanh_c = input_gates.new_empty(steps, batch, cell)
-    h_tilde = input_gates.new_empty(steps, batch, cell)
+    h_tilde = input_gates.new_empty(steps, batch, cell, dtype=low)
     p_all = input_gates.new_empty(steps, batch, proj)  # clipped projections
     c_all[0] = c0
     h_all[0] = h0
     # When every step is valid, step t's c is the carried c_all[t+1]; otherwise it goes to
     # step_c (masked rows differ, but they receive no gradient through the step anyway).
     step_c = input_gates.new_empty(batch, cell) if not all_valid else None
+    # mixed: the recurrent product's result (before the add to the float32 input gates), the
+    # projection's (before its clip into float32) and the masked step's new h
+    rec = input_gates.new_empty(batch, four_cell, dtype=low) if mixed else None
+    p_low = input_gates.new_empty(batch, proj, dtype=low) if mixed else None
+    r_low = input_gates.new_empty(batch, proj, dtype=low) if mixed and not all_valid else None
+    low_bound = input_gates.new_full((), -proj_clip) if mixed and proj_clip is not None else None
     for t in range(steps):
         a = acts[t]
-        a.addmm_(h_all[t], ws_t)
+        if mixed:
+            torch.mm(h_all[t], ws_t, out=rec)
+            a.add_(rec)
+        else:
+            a.addmm_(h_all[t], ws_t)
         a.sigmoid_()  # i, f, o; sigmoid(2 z_g) for g
         a[:, 2 * cell : 3 * cell].mul_(2.0).sub_(1.0)  # g = tanh(z_g)
         c = c_all[t + 1] if all_valid else step_c
@@ -89,9 +127,16 @@ def _python_forward_loop(input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bi
         tc.sigmoid_().mul_(2.0).sub_(1.0)  # tanh(c)
         torch.mul(a[:, 3 * cell :], tanh_c[t], out=h_tilde[t])
         p = p_all[t]
-        torch.mm(h_tilde[t], wp_t, out=p)
-        if proj_clip is not None:
-            p.clamp_(-proj_clip, proj_clip)
+        if mixed:
+            torch.mm(h_tilde[t], wp_t, out=p_low)
+            if proj_clip is not None:  # the clip's first half writes float32 (clamp has no mixed out=)
+                torch.maximum(p_low, low_bound, out=p).clamp_max_(proj_clip)
+            else:
+                p.copy_(p_low)  # no clip to write float32 with: the one cast per step of this case
+        else:
+            torch.mm(h_tilde[t], wp_t, out=p)
+            if proj_clip is not None:
+                p.clamp_(-proj_clip, proj_clip)
         r = F.layer_norm(p, (proj,), ln_weight, ln_bias, _ln_eps()) if ln_weight is not None else p
         if all_valid:
             if dropout is not None:
@@ -99,7 +144,9 @@ def _python_forward_loop(input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bi
             else:
                 h_all[t + 1] = r
         else:
-            if dropout is not None:
+            if mixed:
+                r = torch.mul(r, dropout, out=r_low) if dropout is not None else r_low.copy_(r)
+            elif dropout is not None:
                 r = r * dropout
             m = mask[t].unsqueeze(-1)
             torch.where(m, c, c_all[t], out=c_all[t + 1])
@@ -115,25 +162,41 @@ class _ProjectedLstmFunction(torch.autograd.Function):
     proj_weight (proj, cell); ln_weight/ln_bias (proj,) or None; dropout (batch, proj) or None.
     all_valid: ``mask.all()`` as a Python bool, decided by the caller on the host (None: read
     from ``mask``, a host sync on a GPU).
-    Outputs: out (time, batch, proj), h_T (batch, proj), c_T (batch, cell).
+    mm_dtype: the dtype of the recurrent and projection products (None: the states' dtype).
+    bfloat16 with float32 states is the mixed path of bf16 autocast: input_gates may then be
+    bfloat16, the weights are cast once per call (never per time step), the gates, cell
+    state, projection and LayerNorm stay float32, and ``out`` is bfloat16.
+    Outputs: out (time, batch, proj), h_T (batch, proj), c_T (batch, cell); h_T and c_T in
+    the states' dtype.
     """
 
     @staticmethod
     def forward(ctx: Any, input_gates, mask, h0, c0, state_weight, proj_weight, ln_weight, ln_bias,
-                dropout, cell_clip, proj_clip, all_valid=None):
+                dropout, cell_clip, proj_clip, all_valid=None, mm_dtype=None, fused=False):
         steps, _, four_cell = input_gates.shape
         cell = four_cell // 4
+        low = c0.dtype if mm_dtype is None else mm_dtype
         if all_valid is None:
             all_valid = bool(mask.all())  # without the caller's answer: a device read (host sync on a GPU)
+        clips = (None if cell_clip is None else float(cell_clip), None if proj_clip is None else float(proj_clip))
+        ctx.fused = bool(fused)
+        ctx.native = None
+        if ctx.fused:  # the compiled loop (fused_lstm.py): plain tanh, no pre-scaled rows
+            loop = fused_lstm.compiled(fused_lstm.forward_loop, input_gates.device.type)
+            acts, c_all, h_all, tanh_c, h_tilde, p_all = loop(
+                input_gates, mask, h0, c0, _as(state_weight, low).t(), _as(proj_weight, low).t(), ln_weight, ln_bias,
+                dropout, *clips, all_valid)
+            return _ProjectedLstmFunction._finish(ctx, mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, h0, c0,
+                                                  state_weight, proj_weight, ln_weight, dropout, clips, all_valid)
         # tanh(z) = 2*sigmoid(2z) - 1: this CPU build's tanh is ~4x slower than its
         # sigmoid, so the candidate-gate rows are doubled and one sigmoid serves all gates.
-        scale = input_gates.new_ones(four_cell, 1)
+        scale = c0.new_ones(four_cell, 1)
         scale[2 * cell : 3 * cell] = 2.0
-        ws_t = (state_weight * scale).t()  # (proj, 4*cell)
-        input_gates = (input_gates * scale[:, 0]).contiguous()  # a fresh tensor: both loops overwrite it
-        wp_t = proj_weight.t()  # (cell, proj)
-        clips = (None if cell_clip is None else float(cell_clip), None if proj_clip is None else float(proj_clip))
-        ops = native.native_ops() if _native_eligible(input_gates) else None
+        ws_t = _as(state_weight * scale, low).t()  # (proj, 4*cell), in the products' dtype: one cast per call
+        # a fresh float tensor (both loops overwrite it); from bfloat16 input gates one conversion for all steps
+        input_gates = (input_gates * scale[:, 0]).contiguous()
+        wp_t = _as(proj_weight, low).t()  # (cell, proj)
+        ops = native.native_ops() if _native_eligible(input_gates) and low == input_gates.dtype else None
         ctx.native = ops  # the backward uses the same loop as the forward, whatever the environment says later
         if ops is None:
             acts, c_all, h_all, tanh_c, h_tilde, p_all = _python_forward_loop(
@@ -141,11 +204,21 @@ class _ProjectedLstmFunction(torch.autograd.Function):
         else:  # the C++ loop (csrc/projected_lstm.cpp), CPU tensors only
             acts, c_all, h_all, tanh_c, h_tilde, p_all = ops.lstm_forward(
                 input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bias, dropout, *clips)
-        out = h_all[1:].clone() if all_valid else h_all[1:] * mask.to(input_gates.dtype).unsqueeze(-1)
+        return _ProjectedLstmFunction._finish(ctx, mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, h0, c0,
+                                              state_weight, proj_weight, ln_weight, dropout, clips, all_valid)
+
+    @staticmethod
+    def _finish(ctx, mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, h0, c0, state_weight, proj_weight, ln_weight,
+                dropout, clips, all_valid):
+        """Save for the backward; the outputs (in the products' dtype) and the last state (in the states')."""
+        steps = acts.shape[0]
+        low = h_all.dtype
+        out = h_all[1:].clone() if all_valid else h_all[1:] * mask.to(low).unsqueeze(-1)
         ctx.save_for_backward(mask, acts, c_all, h_all, tanh_c, h_tilde, p_all, state_weight, proj_weight,
                               ln_weight, dropout)
         ctx.config = (clips[0], clips[1], all_valid)
-        return out, h_all[steps].clone(), c_all[steps].clone()
+        h_last = h_all[steps].clone() if low == c0.dtype else h_all[steps].to(c0.dtype)
+        return out, h_last, c_all[steps].clone()
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -157,8 +230,10 @@ class _ProjectedLstmFunction(torch.autograd.Function):
         cell = four_cell // 4
         proj = proj_weight.shape[0]
         dtype = acts.dtype
+        low = h_all.dtype  # the products' dtype (bfloat16 in the mixed path)
+        mixed = low != dtype
         if grad_out is None:
-            grad_out = acts.new_zeros(steps, batch, proj)
+            grad_out = acts.new_zeros(steps, batch, proj, dtype=low)
         dh = acts.new_zeros(batch, proj) if grad_h is None else grad_h
         dc = acts.new_zeros(batch, cell) if grad_c is None else grad_c
         if ctx.native is not None:
@@ -167,7 +242,9 @@ class _ProjectedLstmFunction(torch.autograd.Function):
                 ln_weight, dropout, cell_clip, proj_clip)
             if ln_weight is None:
                 d_lnw = d_lnb = None
-            return (dz, None, dh, dc, d_ws, d_wp, d_lnw, d_lnb, None, None, None, None)
+            return (dz, None, dh, dc, d_ws, d_wp, d_lnw, d_lnb, None, None, None, None, None, None)
+        if mixed:  # the products' weights in their dtype, once per call
+            state_weight, proj_weight = state_weight.to(low), proj_weight.to(low)
         maskf = mask.to(dtype).unsqueeze(-1)  # (T, B, 1)
 
         # ---- everything that does not depend on the reverse recurrence, for all steps ----
@@ -210,51 +287,64 @@ class _ProjectedLstmFunction(torch.autograd.Function):
             scale_xhat = scale * xhat
         else:
             scale_gain = gain if pmask is None else (pmask if gain is None else pmask * gain)
-        dz = acts.new_empty(steps, batch, four_cell)
-        dp_all = acts.new_empty(steps, batch, proj)  # grads of the raw projection
-        dr_all = acts.new_empty(steps, batch, proj)
-        dz_cell = dz[..., : 3 * cell].view(steps, batch, 3, cell)
-        dz_out = dz[..., 3 * cell :]
+        if ctx.fused:  # the compiled reverse loop (fused_lstm.py), same factors
+            loop = fused_lstm.compiled(fused_lstm.reverse_loop, acts.device.type)
+            ln = ln_weight is not None
+            dz, dp_all, dr_all, dh, dc = loop(
+                grad_out, dh, dc, maskf, k_cell, k_out, a_cell, f_next, scale_gain, scale if ln else None,
+                scale_xhat if ln else None, sums_rhs if ln else None, state_weight, proj_weight, all_valid)
+        else:
+            dz = acts.new_empty(steps, batch, four_cell, dtype=low)
+            dp_all = acts.new_empty(steps, batch, proj, dtype=low)  # grads of the raw projection
+            dp_work = acts.new_empty(batch, proj) if mixed else None  # LayerNorm's dp before its last term
+            dr_all = acts.new_empty(steps, batch, proj)
+            dz_cell = dz[..., : 3 * cell].view(steps, batch, 3, cell)
+            dz_out = dz[..., 3 * cell :]
 
-        for t in range(steps - 1, -1, -1):
-            dr = dr_all[t]
-            torch.add(grad_out[t], dh, out=dr)
-            if not all_valid:
-                m = maskf[t]
-                dh_pass = dh * (1 - m)
-                dc_pass = dc * (1 - m)
-                dr.mul_(m)
-                dc = dc * m
-            dp = dp_all[t]
-            if ln_weight is not None:
-                sums = torch.bmm(dr.unsqueeze(1), sums_rhs[t]).squeeze(1)  # (B, 2)
-                torch.mul(dr, scale_gain[t], out=dp)
-                dp.addcmul_(scale[t], sums[:, :1], value=-1.0)
-                dp.addcmul_(scale_xhat[t], sums[:, 1:], value=-1.0)
-            elif scale_gain is not None:
-                torch.mul(dr, scale_gain if scale_gain.dim() == 2 else scale_gain[t], out=dp)
-            else:
-                dp.copy_(dr)
-            dht = torch.mm(dp, proj_weight)  # (B, C)
-            dc = torch.addcmul(dc, dht, a_cell[t])  # dc_raw (clip mask folded in)
-            torch.mul(dc.unsqueeze(1), k_cell[t], out=dz_cell[t])
-            torch.mul(dht, k_out[t], out=dz_out[t])
-            dc = dc * f_next[t]
-            dh = torch.mm(dz[t], state_weight)
-            if not all_valid:
-                dh = dh + dh_pass
-                dc = dc + dc_pass
+            for t in range(steps - 1, -1, -1):
+                dr = dr_all[t]
+                torch.add(grad_out[t], dh, out=dr)
+                if not all_valid:
+                    m = maskf[t]
+                    dh_pass = dh * (1 - m)
+                    dc_pass = dc * (1 - m)
+                    dr.mul_(m)
+                    dc = dc * m
+                dp = dp_all[t]
+                if ln_weight is not None:
+                    sums = torch.bmm(dr.unsqueeze(1), sums_rhs[t]).squeeze(1)  # (B, 2)
+                    work = dp_work if mixed else dp
+                    torch.mul(dr, scale_gain[t], out=work)
+                    work.addcmul_(scale[t], sums[:, :1], value=-1.0)
+                    if mixed:  # the last term writes the products' dtype
+                        torch.addcmul(work, scale_xhat[t], sums[:, 1:], value=-1.0, out=dp)
+                    else:
+                        dp.addcmul_(scale_xhat[t], sums[:, 1:], value=-1.0)
+                elif scale_gain is not None:
+                    torch.mul(dr, scale_gain if scale_gain.dim() == 2 else scale_gain[t], out=dp)
+                else:
+                    dp.copy_(dr)
+                dht = torch.mm(dp, proj_weight)  # (B, C)
+                dc = torch.addcmul(dc, dht, a_cell[t])  # dc_raw (clip mask folded in)
+                torch.mul(dc.unsqueeze(1), k_cell[t], out=dz_cell[t])
+                torch.mul(dht, k_out[t], out=dz_out[t])
+                dc = dc * f_next[t]
+                dh = torch.mm(dz[t], state_weight)
+                if not all_valid:
+                    dh = dh + dh_pass
+                    dc = dc + dc_pass
 
         # ---- weight gradients: one product over all time steps ----
         flat_dz = dz.view(-1, four_cell)
-        d_state_weight = flat_dz.t() @ h_all[:-1].reshape(-1, proj)
-        d_proj_weight = dp_all.view(-1, proj).t() @ h_tilde.view(-1, cell)
+        d_state_weight = _as(flat_dz.t() @ h_all[:-1].reshape(-1, proj), dtype)
+        d_proj_weight = _as(dp_all.view(-1, proj).t() @ h_tilde.view(-1, cell), dtype)
         d_ln_weight = d_ln_bias = None
         if ln_weight is not None:
             dq_all = dr_all if dropout is None else dr_all * dropout
             d_ln_weight = (dq_all * xhat).sum((0, 1))
             d_ln_bias = dq_all.sum((0, 1))
-        return (dz, None, dh, dc, d_state_weight, d_proj_weight, d_ln_weight, d_ln_bias, None, None, None, None)
+        return (dz, None, _as(dh, dtype), dc, d_state_weight, d_proj_weight, d_ln_weight, d_ln_bias,
+                None, None, None, None, None, None)
 
 
 def projected_lstm_layer(
@@ -272,6 +362,7 @@ def projected_lstm_layer(
     cell_clip: float | None,
     proj_clip: float | None,
     all_valid: bool | None = None,
+    fused: bool = False,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Run one projected LSTM layer over a window (spec 1.1 math).
 
@@ -286,6 +377,8 @@ def projected_lstm_layer(
         all_valid: whether ``mask`` is all True, decided once per window by the caller
             (from the mask's CPU original); None reads it from ``mask``, which on a GPU
             makes the host wait for the device.
+        fused: run the time loops compiled by ``torch.compile`` (:mod:`elmoc.encoders.fused_lstm`)
+            instead of the Python or C++ loop.
 
     Returns:
         outputs (batch, time, proj) and the final ``(h (batch, proj), c (batch, cell))``.
@@ -295,16 +388,20 @@ def projected_lstm_layer(
     input_gates = input_gates.view(inputs.shape[1], inputs.shape[0], -1)
     device_type = inputs.device.type
     if torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type):  # meta has none
-        # The recurrence (and its carried memory cell) stays in float32 under autocast.
+        mm_dtype = torch.get_autocast_dtype(device_type)
+        if mm_dtype != torch.bfloat16 or not bf16_recurrence_enabled():
+            mm_dtype = None  # the whole recurrence (and its carried memory cell) in float32
+            input_gates = input_gates.float()
+        # the memory cell, the gates and LayerNorm stay float32; mm_dtype bf16 runs the products in bf16
         with torch.autocast(device_type, enabled=False):
             args = [None if x is None else x.float() for x in
-                    (input_gates, h0, c0, state_weight, proj_weight, ln_weight, ln_bias, dropout_mask)]
+                    (h0, c0, state_weight, proj_weight, ln_weight, ln_bias, dropout_mask)]
             out, h_t, c_t = _ProjectedLstmFunction.apply(
-                args[0], mask.t().contiguous(), *args[1:], cell_clip, proj_clip, all_valid
+                input_gates, mask.t().contiguous(), *args, cell_clip, proj_clip, all_valid, mm_dtype, fused
             )
         return out.transpose(0, 1), (h_t, c_t)
     out, h_t, c_t = _ProjectedLstmFunction.apply(
         input_gates, mask.t().contiguous(), h0, c0, state_weight, proj_weight, ln_weight, ln_bias,
-        dropout_mask, cell_clip, proj_clip, all_valid,
+        dropout_mask, cell_clip, proj_clip, all_valid, None, fused,
     )
     return out.transpose(0, 1), (h_t, c_t)

@@ -1,0 +1,229 @@
+"""Operators and casts per training step of the LSTM LMs, counted with torch.profiler (issue 44).
+
+For each model (ELMo-C, ELMo), precision (fp32, tf32, bf16), LSTM path (``--paths``: ``new``,
+the default, and ``old``, the float32 recurrence under bf16 autocast of commit c97a351, selected
+with ``ELMOC_LSTM_BF16_RECURRENCE=0``; and, with ``--paths fused``, the encoder option
+``fused_cell``) and window length (``--bptt``), it profiles ``--steps`` training
+steps (``elmoc.train.loop.train_step``: forward under the precision context, backward,
+clipping, optimizer) after one warm-up step and prints, per step:
+
+* ``ops``: operators the step issues (profiler events named ``aten::*`` with no ``aten::``
+  ancestor: on a GPU each is about one kernel launch);
+* ``casts``: dtype casts of tensors (``aten::to`` / ``aten::_to_copy`` / ``aten::copy_`` whose
+  input and output dtypes differ; not the 0-dim tensors an operator wraps a Python number in),
+  including those autocast issues for a product;
+* ``cpu_temps``: casts the CPU backend inserts *inside* a mixed-dtype operator (PyTorch's CPU
+  TensorIterator converts a mixed operand into a temporary; CUDA kernels convert in registers
+  and issue none), reported apart because a GPU does not execute them;
+* ``mm_bf16`` / ``mm_fp32``: matrix products (mm, addmm, bmm) by input dtype.
+
+Sizes: the tiny models of ``gpu_check.py --tiny`` (the CPU rehearsal's), one thread.
+
+Usage: python benchmarks/lstm_profile.py [--device cpu] [--bptt 10 20] [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PATHS = ("new", "old", "fused")
+ENV = "ELMOC_LSTM_BF16_RECURRENCE"  # "0": the old float32 recurrence under bf16 autocast
+CASTS = ("aten::to", "aten::_to_copy", "aten::copy_")
+PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::addmm_", "aten::baddbmm")
+# operators autocast casts the inputs of (CPU and CUDA lower-precision lists, the ones these models call)
+AUTOCAST_OPS = ("aten::linear", "aten::matmul", "aten::conv1d", "aten::conv2d", "aten::_convolution")
+
+
+def _gpu_check():
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import gpu_check
+
+    return gpu_check
+
+
+def _aten_ancestor(event, names=None):
+    """The nearest ``aten::`` ancestor of a profiler event (among ``names`` when given), or None."""
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith("aten::") and (names is None or parent.name in names):
+            return parent
+        parent = parent.cpu_parent
+    return None
+
+
+def _dtypes(event) -> list[str]:
+    return [t for t in (getattr(event, "input_dtypes", None) or []) if t]
+
+
+def _changes_dtype(event) -> bool:
+    """Whether a cast event (or the ``copy_`` under it) converts a tensor between dtypes (a Python
+    number that an operator wraps into a 0-dim tensor and converts is not a cast)."""
+    shapes = getattr(event, "input_shapes", None) or []
+    if shapes and shapes[0] == []:
+        return False
+    if event.name == "aten::copy_":
+        dtypes = _dtypes(event)
+        return len(dtypes) >= 2 and dtypes[0] != dtypes[1]
+    return any(_changes_dtype(child) for child in event.cpu_children)
+
+
+def _mixed(dtypes: list[str]) -> bool:
+    return "float" in dtypes and "c10::BFloat16" in dtypes
+
+
+def classify(events) -> Counter:
+    """Counts of one profile's events (see the module docstring for the categories).
+
+    A cast inside an operator whose own inputs mix float32 and bfloat16 is the CPU backend's
+    temporary (``cpu_temps``), unless that operator is one autocast casts for (a product).
+    """
+    counts: Counter = Counter()
+    for e in events:
+        name = e.name
+        if not name.startswith("aten::"):
+            continue
+        ancestor = _aten_ancestor(e)
+        if ancestor is None:
+            counts["ops"] += 1
+        dtypes = _dtypes(e)
+        if name in CASTS:
+            if ancestor is not None and ancestor.name in CASTS:
+                continue  # the inner half of aten::to -> _to_copy -> copy_: counted at the outer one
+            if not _changes_dtype(e):
+                continue  # a same-dtype copy (addmm's bias into its output, a state buffer), a no-op .to()
+            temp = (ancestor is not None and _mixed(_dtypes(ancestor))
+                    and ancestor.name not in PRODUCTS + AUTOCAST_OPS)
+            counts["cpu_temps" if temp else "casts"] += 1
+        elif name in PRODUCTS and _aten_ancestor(e, PRODUCTS) is None:
+            kind = "bf16" if "c10::BFloat16" in dtypes[:3] else "fp32"
+            counts[f"mm_{kind}"] += 1
+    return counts
+
+
+def profile_steps(model_name: str, precision: str, bptt: int, steps: int = 2, device: str = "cpu",
+                  seed: int = 0, scratch: Path | None = None, fused: bool = False) -> dict:
+    """Per-step counts for ``steps`` profiled training steps of one tiny model (its random vector
+    table is written under ``scratch``, default a folder of this process under $TMPDIR)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    gc = _gpu_check()
+    m = next(x for x in gc.throughput_models(tiny=True) if x["name"] == model_name)
+    m["bptt"] = bptt
+    if fused:  # (an encoder before issue 44 has no such option)
+        m["spec"]["encoder"]["fused_cell"] = True
+    dev = torch.device(device)
+    scratch = scratch or Path(os.environ.get("TMPDIR", "/tmp")) / f"elmoc-lstm-profile-{os.getpid()}"
+    scratch.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    model = gc.build_throughput_model(m, scratch, dev)
+    batch = gc.throughput_batch(m, dev, seed)
+    gc.set_fp32_mode(precision == "tf32")
+    try:
+        step = gc.Step(model, m, batch, dev, precision)
+        step()  # warm-up: optimizer state, caches
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+        with profile(activities=activities, record_shapes=True) as prof:
+            for _ in range(steps):
+                step()
+            gc.sync(dev)
+        counts = classify(prof.events())
+        launches = sum(1 for e in prof.events() if e.name in ("cudaLaunchKernel", "cuLaunchKernel",
+                                                                "cudaLaunchKernelExC", "cudaGraphLaunch"))
+    finally:
+        gc.set_fp32_mode(False)
+    row = {k: counts.get(k, 0) / steps for k in ("ops", "casts", "cpu_temps", "mm_bf16", "mm_fp32")}
+    row.update(model=model_name, precision=precision, bptt=bptt, batch=m["batch"], steps=steps,
+               cuda_launches=launches / steps if dev.type == "cuda" else None)
+    return row
+
+
+class lstm_path:
+    """Context manager: run the LSTM's ``new`` bf16 recurrence (the default; also under ``fused``, the
+    encoder option ``fused_cell`` that :func:`profile_steps` sets) or the ``old`` float32 one
+    (``ELMOC_LSTM_BF16_RECURRENCE=0``) inside it; the variable is restored after."""
+
+    def __init__(self, path: str):
+        if path not in PATHS:
+            raise ValueError(f"LSTM path must be one of {', '.join(PATHS)}, got {path!r}")
+        self.path = path
+
+    def __enter__(self):
+        self.before = os.environ.get(ENV)
+        if self.path == "old":
+            os.environ[ENV] = "0"
+        else:
+            os.environ.pop(ENV, None)
+        return self
+
+    def __exit__(self, *exc):
+        if self.before is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = self.before
+
+
+def runs(models, precisions, paths) -> list[tuple[str, str, str]]:
+    """(model, precision, path) to measure: every precision on the new and fused paths, the old path only
+    under bf16 (the only precision it changes)."""
+    return [(m, p, path) for m in models for p in precisions for path in paths if path != "old" or p == "bf16"]
+
+
+def profile_table(models, precisions, paths, bptts, steps: int = 1, device: str = "cpu", log=None) -> list[dict]:
+    """:func:`profile_steps` for every run of :func:`runs` and window length; each row printed to ``log``."""
+    rows = []
+    for model, precision, path in runs(models, precisions, paths):
+        with lstm_path(path):
+            for bptt in bptts:
+                row = profile_steps(model, precision, bptt, steps, device, fused=path == "fused")
+                row["path"] = path
+                rows.append(row)
+                if log is not None:
+                    print(format_row(row), file=log, flush=True)
+    return rows
+
+
+HEADER = (f"{'model':8} {'precision':9} {'path':4} {'bptt':>4} {'ops':>7} {'casts':>6} {'cpu_temps':>9} "
+          f"{'mm_bf16':>7} {'mm_fp32':>7} {'launches':>8}")
+
+
+def format_row(row: dict) -> str:
+    launches = "-" if row.get("cuda_launches") is None else f"{row['cuda_launches']:g}"
+    return (f"{row['model']:8} {row['precision']:9} {row['path']:4} {row['bptt']:>4} {row['ops']:>7g} "
+            f"{row['casts']:>6g} {row['cpu_temps']:>9g} {row['mm_bf16']:>7g} {row['mm_fp32']:>7g} {launches:>8}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--bptt", type=int, nargs="+", default=[10, 20])
+    parser.add_argument("--models", nargs="+", default=["ELMo-C", "ELMo"])
+    parser.add_argument("--precisions", nargs="+", default=["fp32", "tf32", "bf16"])
+    parser.add_argument("--paths", nargs="+", default=["new", "old"], choices=PATHS,
+                        help="new: the default bf16 recurrence; old: ELMOC_LSTM_BF16_RECURRENCE=0 (bf16 only); "
+                             "fused: the encoder's fused_cell (torch.compile; compiles per shape)")
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--native", action="store_true",
+                        help="keep the C++ CPU time loop (default: ELMOC_NATIVE_LSTM=0, the Python loop a GPU runs)")
+    parser.add_argument("--json", default=None, help="also write the rows as JSON here")
+    args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    if not args.native:
+        os.environ["ELMOC_NATIVE_LSTM"] = "0"
+    print(HEADER, flush=True)
+    rows = profile_table(args.models, args.precisions, args.paths, args.bptt, args.steps, args.device, sys.stdout)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

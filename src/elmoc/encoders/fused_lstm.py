@@ -1,0 +1,125 @@
+"""The projected LSTM's time loops as pure functions for ``torch.compile`` (issue 44.2: a fused cell).
+
+Same math and the same saved tensors as the Python loops of :mod:`elmoc.encoders.projected_lstm`
+(whose autograd function calls these when the encoder's ``fused_cell`` option is on), written
+without ``out=`` buffers or in-place writes, so that TorchDynamo traces a whole window (the loop
+is unrolled: one graph per (batch, bptt, sizes) shape) and Inductor fuses the pointwise part of
+each time step (gates, cell update, clips, tanh, LayerNorm, dropout, masking; forward and the
+reverse loop's gradients) into one generated kernel after each of the step's two matrix products,
+which stay library calls (cuBLAS / the CPU's BLAS): 2 kernels per step forward and 2 backward
+(read in Inductor's output code on the CPU, ``TORCH_LOGS=output_code``, 2026-11-26: forward
+``cpp_fused_add_clamp_mul_sigmoid_slice_stack_tanh`` and ``cpp_fused_clamp_mul_native_layer_norm``,
+backward ``cpp_fused_add_bmm_mul_..._sub_unsqueeze`` and ``cpp_fused_add_cat_mul_..._view``).
+
+Why ``torch.compile`` and not a hand-written CUDA kernel built at first use (as ``csrc`` builds
+the CPU loop): the pointwise part changes with the options (LayerNorm or not, clips, dropout,
+padding, bf16 products), and Inductor generates and tunes each variant (Triton on CUDA, C++ on
+the CPU, so the CPU tests run the very code path); a CUDA kernel would need one hand-written
+variant per combination and could not be tested without a GPU.
+
+On CUDA the compiled loops use ``mode="reduce-overhead"``: CUDA graphs replay the whole window's
+launches at once, so the step's few hundred small kernels do not gap.  On the CPU the default
+mode (no graphs).  The fused cell is off by default (compiling takes tens of seconds per shape,
+and where no compiler is available it cannot run).
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["forward_loop", "reverse_loop", "compiled"]
+
+LN_EPS = 1e-5  # torch.nn.LayerNorm's default, as spec 1.1 uses
+
+
+def forward_loop(input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bias, dropout, cell_clip, proj_clip,
+                 all_valid: bool):
+    """One window forward, time-major.  ``input_gates`` (T, B, 4C) unscaled, bias included; ``ws_t``
+    (P, 4C) and ``wp_t`` (C, P) in the products' dtype.  Returns acts (activated gates i, f, g, o),
+    c_all (T+1, B, C) carried cells, h_all (T+1, B, P) carried states (products' dtype), tanh_c,
+    h_tilde (T, B, C; h_tilde in the products' dtype), p_all (T, B, P) clipped projections: the
+    tensors the Python loop saves."""
+    steps = input_gates.shape[0]
+    cell = c0.shape[1]
+    proj = wp_t.shape[1]
+    dtype, low = c0.dtype, ws_t.dtype
+    h, c = h0.to(low), c0
+    acts, cs, hs, tanhs, tildes, ps = [], [c0], [h], [], [], []
+    for t in range(steps):
+        z = input_gates[t].to(dtype) + torch.mm(h, ws_t).to(dtype)
+        i = torch.sigmoid(z[:, :cell])
+        f = torch.sigmoid(z[:, cell : 2 * cell])
+        g = torch.tanh(z[:, 2 * cell : 3 * cell])
+        o = torch.sigmoid(z[:, 3 * cell :])
+        c_step = f * c + i * g
+        if cell_clip is not None:
+            c_step = c_step.clamp(-cell_clip, cell_clip)
+        tc = torch.tanh(c_step)
+        h_tilde = (o * tc).to(low)
+        p = torch.mm(h_tilde, wp_t).to(dtype)
+        if proj_clip is not None:
+            p = p.clamp(-proj_clip, proj_clip)
+        r = F.layer_norm(p, (proj,), ln_weight, ln_bias, LN_EPS) if ln_weight is not None else p
+        if dropout is not None:
+            r = r * dropout
+        if all_valid:
+            c, h = c_step, r.to(low)
+        else:
+            m = mask[t].unsqueeze(-1)
+            c, h = torch.where(m, c_step, c), torch.where(m, r.to(low), h)
+        acts.append(torch.cat([i, f, g, o], dim=1))
+        cs.append(c)
+        hs.append(h)
+        tanhs.append(tc)
+        tildes.append(h_tilde)
+        ps.append(p)
+    return (torch.stack(acts), torch.stack(cs), torch.stack(hs), torch.stack(tanhs), torch.stack(tildes),
+            torch.stack(ps))
+
+
+def reverse_loop(grad_out, dh, dc, maskf, k_cell, k_out, a_cell, f_next, scale_gain, scale, scale_xhat, sums_rhs,
+                 state_weight, proj_weight, all_valid: bool):
+    """The backward's reverse loop (the rest of the backward is all-steps work, see
+    ``_ProjectedLstmFunction.backward``): the same factors in, returns dz (T, B, 4C) and dp_all (T, B, P)
+    in the products' dtype (``state_weight``'s), dr_all (T, B, P) and the gradients of h0 and c0."""
+    steps = grad_out.shape[0]
+    batch = dh.shape[0]
+    dtype, low = dc.dtype, state_weight.dtype
+    dzs, dps, drs = [], [], []
+    for t in range(steps - 1, -1, -1):
+        dr = grad_out[t].to(dtype) + dh
+        if not all_valid:
+            m = maskf[t]
+            dh_pass, dc_pass = dh * (1 - m), dc * (1 - m)
+            dr = dr * m
+            dc = dc * m
+        if sums_rhs is not None:  # LayerNorm
+            sums = torch.bmm(dr.unsqueeze(1), sums_rhs[t]).squeeze(1)
+            dp = dr * scale_gain[t] - scale[t] * sums[:, :1] - scale_xhat[t] * sums[:, 1:]
+        elif scale_gain is not None:
+            dp = dr * (scale_gain if scale_gain.dim() == 2 else scale_gain[t])
+        else:
+            dp = dr
+        dp = dp.to(low)
+        dht = torch.mm(dp, proj_weight).to(dtype)
+        dc = dc + dht * a_cell[t]
+        dz = torch.cat([(dc.unsqueeze(1) * k_cell[t]).reshape(batch, -1), dht * k_out[t]], dim=1).to(low)
+        dc = dc * f_next[t]
+        dh = torch.mm(dz, state_weight).to(dtype)
+        if not all_valid:
+            dh = dh + dh_pass
+            dc = dc + dc_pass
+        dzs.append(dz)
+        dps.append(dp)
+        drs.append(dr)
+    return torch.stack(dzs[::-1]), torch.stack(dps[::-1]), torch.stack(drs[::-1]), dh, dc
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(fn, device_type: str):
+    """``torch.compile`` of :func:`forward_loop` or :func:`reverse_loop` for a device type (cached: one
+    compiled function, recompiled by TorchDynamo's guards per shape and option set)."""
+    mode = "reduce-overhead" if device_type == "cuda" else None
+    return torch.compile(fn, dynamic=False, mode=mode, fullgraph=True)
