@@ -77,7 +77,9 @@ def test_allennlp_and_elmoc_agree_on_the_snippet_and_on_exported_weights(elmo_fi
     with torch.no_grad():
         ours = Elmo(args["options"], args["weights"], 2, dropout=0)(batch_to_ids(SNIPPET))
         for mine, want in zip(ours["elmo_representations"], theirs["snippet"]):
-            np.testing.assert_allclose(mine.numpy(), np.asarray(want, np.float32), atol=1e-5, rtol=0)
+            want = np.asarray(want, np.float32)
+            print(f"snippet representation: max |elmoc - AllenNLP| = {np.abs(mine.numpy() - want).max():.2e}")
+            np.testing.assert_allclose(mine.numpy(), want, atol=1e-5, rtol=0)
         assert ours["mask"].tolist() == [[bool(v) for v in row] for row in theirs["mask"]]
         model = load_checkpoints("results/lm/tiny/forward/model.pt", "results/lm/tiny/backward/model.pt",
                                  closed_vocabulary=True, boundaries=True)
@@ -85,4 +87,5 @@ def test_allennlp_and_elmoc_agree_on_the_snippet_and_on_exported_weights(elmo_fi
     for index, want in enumerate(theirs["layers"]):
         got = layers[:, index].numpy() * mask[:, :, None].numpy()
         want = np.asarray(want, np.float32)[:, : got.shape[1]] * mask[:, :, None].numpy()
+        print(f"exported layer {index} in AllenNLP's _ElmoBiLm: max |elmoc - AllenNLP| = {np.abs(got - want).max():.2e}")
         np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
