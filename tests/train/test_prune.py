@@ -157,6 +157,9 @@ def test_the_ticket_rewinds_every_round_and_each_level_has_its_control(trained, 
     rows = {r["run"]: r for r in json.loads((out / "prune.json").read_text())["runs"]}
     assert list(rows) == ["round1", "control1", "round2", "control2"]
     assert rows["round2"]["nonzero"] == rows["control2"]["nonzero"] < rows["control1"]["nonzero"]
+    kept = sum(int(m.sum()) for m in second.values())  # the encoder's weights alone, not the output layer's
+    assert rows["round2"]["encoder_nonzero"] == kept < rows["round2"]["nonzero"]
+    assert rows["round2"]["encoder_weights"] == sum(m.numel() for m in second.values())
     control = load_checkpoint(out / "control2/model.pt")["model"]
     assert not torch.equal(control[next(iter(second))], a[next(iter(second))])  # another start
     assert (out / "ticket").resolve() == (out / "round2").resolve()

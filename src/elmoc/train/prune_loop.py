@@ -211,7 +211,7 @@ def prune(source_path: str | Path, out_dir: str | Path, settings: PruneSettings,
     if isinstance(runs, RunResult):
         return runs
     with atomic_file(out_dir / SUMMARY) as f:
-        json.dump(summary(source_path, settings, out_dir, runs), f, indent=1)
+        json.dump(summary(source_path, settings, out_dir, runs, job.vocab, job.direction), f, indent=1)
     return None
 
 
@@ -321,27 +321,41 @@ def nonzero_parameters(state: dict[str, torch.Tensor]) -> tuple[int, int]:
     return sum(int(t.count_nonzero()) for t in tensors), sum(t.numel() for t in tensors)
 
 
-def describe(path: Path, level: float | None) -> dict[str, Any]:
-    """One run's row of ``prune.json``: its level, encoder size, weights and heldout result."""
+def encoder_nonzero(payload: dict[str, Any], vocab: Vocabulary | None, direction: str) -> tuple[int, int]:
+    """(nonzero entries, entries) of the encoder's matrices alone (what pruning prunes; the input
+    and output layers are not counted) of a ``model.pt`` dict."""
+    model = build_model(payload["spec"], vocab, direction)
+    model.load_state_dict(payload["model"])
+    matrices = encoder_matrices(model)
+    return sum(int(t.count_nonzero()) for t in matrices.values()), sum(t.numel() for t in matrices.values())
+
+
+def describe(path: Path, level: float | None, vocab: Vocabulary | None, direction: str) -> dict[str, Any]:
+    """One run's row of ``prune.json``: its level, encoder size, weights (all of the model's, and
+    the encoder matrices' alone) and heldout result."""
     payload = load_checkpoint(path / MODEL)
     heldout = json.loads((path / "heldout.json").read_text(encoding="utf-8"))
     nonzero, total = nonzero_parameters(payload["model"])
+    encoder_nz, encoder_total = encoder_nonzero(payload, vocab, direction)
     row = {"run": path.name, "level": level, "steps": payload["step"], "parameters": total, "nonzero": nonzero,
+           "encoder_weights": encoder_total, "encoder_nonzero": encoder_nz,
            "encoder": payload["spec"]["encoder"], "metric": heldout["metric"], "heldout": heldout["after"]}
     if (path / MASK).is_file():
         row["sparsity"] = sparsity_of(load_masks(path / MASK))
     return row
 
 
-def summary(source_path: str | Path, settings: PruneSettings, out_dir: Path,
-            runs: list[tuple[str, float | None]]) -> dict[str, Any]:
+def summary(source_path: str | Path, settings: PruneSettings, out_dir: Path, runs: list[tuple[str, float | None]],
+            vocab: Vocabulary | None = None, direction: str = "forward") -> dict[str, Any]:
     """``prune.json``: the settings, the source LM's row and one row per run."""
     source = load_checkpoint(source_path)
     nonzero, total = nonzero_parameters(source["model"])
+    encoder_nz, encoder_total = encoder_nonzero(source, vocab, direction)
     history = source.get("history") or [{}]
     return {"source": str(source_path), "method": settings.method, "levels": list(settings.levels),
             "finetune_steps": settings.finetune_steps,
             "ticket_procedure": settings.ticket_procedure if settings.ticket else None,
-            "original": {"parameters": total, "nonzero": nonzero, "steps": source["step"],
+            "original": {"parameters": total, "nonzero": nonzero, "encoder_weights": encoder_total,
+                         "encoder_nonzero": encoder_nz, "steps": source["step"],
                          "metric": history[-1].get("metric"), "heldout": history[-1].get("value")},
-            "runs": [describe(out_dir / name, level) for name, level in runs]}
+            "runs": [describe(out_dir / name, level, vocab, direction) for name, level in runs]}
