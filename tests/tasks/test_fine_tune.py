@@ -20,7 +20,7 @@ from elmoc.registry import build
 from elmoc.tasks import runner
 from elmoc.tasks.checkpoint import TaskCheckpoint, run_spec
 from elmoc.tasks.embedder import TaskInputs
-from elmoc.tasks.fine_tune import FineTuneSettings, LMInputs, slanted_triangular
+from elmoc.tasks.fine_tune import BERT_LM_LR, FineTuneSettings, LMInputs, linear_warmup_decay, slanted_triangular
 from elmoc.tasks.runner import RunInterrupted, TrainerConfig, run_task
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -110,9 +110,28 @@ def test_ulmfit_rates_per_layer_and_the_slanted_triangular_shape(tmp_path, model
     assert curve[0] == pytest.approx(1 / 32) and max(curve) == curve[10] == 1.0
     assert curve[100] == pytest.approx(1 / 32)
     assert all(a < b for a, b in zip(curve[:10], curve[1:11])) and all(a > b for a, b in zip(curve[10:], curve[11:]))
-    task, data, _, inputs, config = _setup("sst5", tmp_path, model_dir, "full", lm_lr=0.02)
+    task, data, _, inputs, config = _setup("sst5", tmp_path, model_dir, "full_constant", lm_lr=0.02)
     full = _trainer(task, inputs, config, data)
     assert full.slanted is None and [g["lr"] for g in full.optimizer.param_groups[1:]] == [0.02] * 3
+
+
+def test_full_is_berts_recipe_small_lm_rate_linear_warmup_then_decay_to_zero(tmp_path, model_dir):
+    task, data, _, inputs, config = _setup("sst5", tmp_path, model_dir, "full")
+    t = _trainer(task, inputs, config, data)
+    assert t.slanted.base_lrs == pytest.approx([0.01] + [BERT_LM_LR] * 3)  # head at trainer.lr, LM at BERT's
+    assert BERT_LM_LR in (5e-5, 3e-5, 2e-5)
+    steps = []
+    for _ in range(len(data["train"]) * config.epochs):  # more than the run's steps: the rate stays 0 at the end
+        steps.append(t.optimizer.param_groups[1]["lr"])
+        t.optimizer.step()
+        t.slanted.step()
+    total = config.epochs * -(-len(data["train"]) // config.batch_size)
+    curve = [linear_warmup_decay(s, total, 0.1) for s in range(total + 1)]
+    warmup = max(1, int(total * 0.1))
+    assert curve[warmup - 1] == 1.0 and curve[total] == 0.0 and curve[0] == pytest.approx(1 / warmup)
+    assert all(a <= b for a, b in zip(curve[:warmup], curve[1:warmup])) and all(
+        a > b for a, b in zip(curve[warmup - 1:], curve[warmup:]))
+    assert steps[:total] == pytest.approx([BERT_LM_LR * c for c in curve[:total]])
 
 
 def test_gradual_unfreezing_trains_only_the_top_layer_in_epoch_one(tmp_path, model_dir):
@@ -197,7 +216,8 @@ def test_checkpointing_and_bf16_keep_the_step(tmp_path, model_dir):
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"recipe": "bert"}, "fine_tune.recipe must be one of ulmfit, full, frozen, got 'bert'"),
+    ({"recipe": "bert"}, "fine_tune.recipe must be one of ulmfit, full, full_constant, frozen, got 'bert'"),
+    ({"warmup_frac": 1.0}, "fine_tune.warmup_frac must be in"),
     ({"decay_": 2}, "did you mean"),
     ({"decay": 0}, "fine_tune.decay: 0 must be a number > 0"),
     ({"cut_frac": 1.5}, "fine_tune.cut_frac must be in (0, 1)"),

@@ -103,7 +103,8 @@ def test_rewind_weights_are_the_initialisation_and_the_ticket_starts_from_them_u
 
 def test_a_killed_prune_and_ticket_run_resumes_bit_exact(trained, tmp_path, monkeypatch, caplog):
     vocab, spec, make_batches, make_heldout, model_pt = trained
-    plan = settings(levels=[0.5, 0.75], finetune_steps=4, ticket=True, ticket_steps=4)
+    plan = settings(levels=[0.5, 0.75], finetune_steps=4, ticket=True, ticket_steps=4,
+                    ticket_procedure="finetune_rounds_then_rewind_once")
     kwargs = dict(vocab_path=str(tmp_path / "vocab.txt"))
     prune(model_pt, tmp_path / "straight", plan, vocab, make_batches, make_heldout, **kwargs)
 
@@ -131,6 +132,58 @@ def test_a_killed_prune_and_ticket_run_resumes_bit_exact(trained, tmp_path, monk
         assert a["history"][-1]["value"] == b["history"][-1]["value"]
     rows = [json.loads((tmp_path / d / "prune.json").read_text())["runs"] for d in ("straight", "resumed")]
     assert rows[0] == rows[1]
+
+
+def test_the_ticket_rewinds_every_round_and_each_level_has_its_control(trained, tmp_path):
+    """Frankle & Carbin 2019: round r's mask comes from round r-1's *retrained ticket* and its
+    survivors restart from the LM's step-0 weights; a control (fresh init, same mask) per level."""
+    vocab, spec, make_batches, make_heldout, model_pt = trained
+    prune(model_pt, tmp_path / "imp", settings(levels=[0.5, 0.75], ticket=True, ticket_steps=3), vocab,
+          make_batches, make_heldout, vocab_path=str(tmp_path / "vocab.txt"))
+    out, source = tmp_path / "imp", load_checkpoint(model_pt)
+    first, second = load_masks(out / "round1" / MASK), load_masks(out / "round2" / MASK)
+    round1 = LanguageModel.from_spec(spec, vocab)
+    round1.load_state_dict(load_checkpoint(out / "round1/model.pt")["model"])
+    expected = magnitude_masks(encoder_matrices(round1), 0.75, first)  # from the retrained ticket, within mask 1
+    assert all(torch.equal(second[k], expected[k]) for k in second)
+    # round 2 is the mask on the rewound weights trained 3 steps: the same run by hand is bit-identical
+    by_hand = copy.deepcopy(spec)
+    by_hand["train"]["max_steps"] = 3
+    by_hand["train"].pop("rewind_step")
+    train(by_hand, vocab, tmp_path / "by_hand", make_batches, make_heldout, vocab_path=str(tmp_path / "vocab.txt"),
+          constraint=MaskConstraint(second, source["rewind"]["model"]))
+    a, b = load_checkpoint(out / "round2/model.pt")["model"], load_checkpoint(tmp_path / "by_hand/model.pt")["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    rows = {r["run"]: r for r in json.loads((out / "prune.json").read_text())["runs"]}
+    assert list(rows) == ["round1", "control1", "round2", "control2"]
+    assert rows["round2"]["nonzero"] == rows["control2"]["nonzero"] < rows["control1"]["nonzero"]
+    kept = sum(int(m.sum()) for m in second.values())  # the encoder's weights alone, not the output layer's
+    assert rows["round2"]["encoder_nonzero"] == kept < rows["round2"]["nonzero"]
+    assert rows["round2"]["encoder_weights"] == sum(m.numel() for m in second.values())
+    control = load_checkpoint(out / "control2/model.pt")["model"]
+    assert not torch.equal(control[next(iter(second))], a[next(iter(second))])  # another start
+    assert (out / "ticket").resolve() == (out / "round2").resolve()
+    assert (out / "control").resolve() == (out / "control2").resolve()
+
+
+def test_late_rewinding_continues_the_schedule_from_step_k(tiny_lm, tmp_path):
+    """Frankle et al. 2020: rewound to step k, the ticket trains T - k steps at the LR the LM had
+    at those steps (no warmup again)."""
+    vocab, spec, make_batches, make_heldout = tiny_lm
+    spec = copy.deepcopy(spec)
+    spec["optimizer"] = {"type": "scheduled_adam", "warmup": 6}
+    spec["train"].update(max_steps=10, rewind_step=4, log_every=1, directions="forward")
+    train(spec, vocab, tmp_path / "lm", make_batches, make_heldout)
+    prune(tmp_path / "lm/model.pt", tmp_path / "late", settings(levels=[0.5], ticket=True), vocab, make_batches,
+          make_heldout)
+
+    def lrs(path):
+        return {r["step"]: r["lr"] for r in map(json.loads, path.read_text().splitlines()) if r.get("event") == "train"}
+
+    lm, ticket = lrs(tmp_path / "lm/train_log.jsonl"), lrs(tmp_path / "late/round1/train_log.jsonl")
+    assert sorted(ticket) == list(range(5, 11))  # T - k = 6 steps, steps 5 .. 10
+    assert all(ticket[s] == lm[s] for s in ticket)
+    assert load_checkpoint(tmp_path / "late/control1/model.pt")["step"] == 10
 
 
 def test_structured_pruning_removes_the_weakest_cells_and_the_model_shrinks(trained, tmp_path, monkeypatch):
@@ -193,6 +246,9 @@ def test_bad_settings_and_a_source_without_rewind_weights_are_one_line(tiny_lm, 
         settings(method="structured", ticket=True)
     with pytest.raises(ConfigError, match="finetune_steps"):
         settings(finetune_step=3)
+    with pytest.raises(ConfigError, match="ticket_procedure must be one of rewind_each_round"):
+        settings(ticket=True, ticket_procedure="rewind")
+    assert settings().ticket_procedure == "rewind_each_round"
     vocab, spec, make_batches, make_heldout = tiny_lm
     spec = copy.deepcopy(spec)
     spec["train"]["max_steps"] = 2

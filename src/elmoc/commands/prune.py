@@ -15,9 +15,12 @@ DESCRIPTION = (
     "while fine-tuning; structured: whole LSTM cells (a Transformer's feed-forward units) go (levels: "
     "fractions of the units), so the matrices shrink. Every round's folder under --output-dir "
     "(round1, round2, ...) is an ordinary training run whose model.pt `elmoc export` reads. With "
-    "prune.ticket (magnitude), the lottery ticket follows: the last mask on the weights the LM had at "
-    "train.rewind_step (train it with train.rewind_step: 0), retrained in ticket/, and the same mask on a "
-    "fresh initialisation in control/. prune.json sums up parameters, nonzero weights and the heldout "
+    "prune.ticket (magnitude), the rounds find the lottery ticket (Frankle & Carbin 2019): each round "
+    "prunes the previous round's survivors, rewinds them to the weights the LM had at train.rewind_step "
+    "(train it with train.rewind_step: 0) and retrains them to the end of the LM's schedule (roundN/), "
+    "beside the same mask on a fresh initialisation (controlN/); ticket/ and control/ link to the last "
+    "pair (prune.ticket_procedure: finetune_rounds_then_rewind_once, elmoc's former procedure, fine-tunes "
+    "the rounds and rewinds once into ticket/ and control/). prune.json sums up parameters, nonzero weights and the heldout "
     "metric of each. A killed or stopped run (SIGTERM/SIGUSR1: exit 75) resumes where it was when rerun."
 )
 

@@ -30,7 +30,7 @@ DESCRIPTION = (
     "evaluations log done/total batches, rate and ETA every trainer.progress_seconds (default 60). "
     "A section with encoder: fine_tune reads no --features: the bi-LM of --lm (a model directory from "
     "`elmoc export`) runs inside the task model and trains with it by the section's fine_tune recipe "
-    "(ulmfit, full or frozen; docs/downstream.md); the JSON then has \"encoder\": \"fine_tune\" and its "
+    "(ulmfit, full, full_constant or frozen; docs/downstream.md); the JSON then has \"encoder\": \"fine_tune\" and its "
     "\"recipe\". "
     "--save-model DIR also writes the trained model (best epoch) as a directory for `elmoc predict`, with a "
     "copy of the LM's model directory in DIR/lm (--lm of a fine-tuned run, whose fine-tuned weights are in "

@@ -62,11 +62,15 @@ class MaskConstraint:
     Args:
         masks: parameter name (as ``model.named_parameters()`` gives it) -> bool mask.
         initial: the state dict a fresh run loads before masking (None: keep the model's).
+        start_step: the step a fresh run starts at: ``initial`` are the weights after that many
+            steps, and the LR schedule continues from there (late rewinding, Frankle et al.
+            2020); the run ends at ``train.max_steps`` as usual, so it trains that less this.
     """
 
-    def __init__(self, masks: Masks, initial: dict[str, torch.Tensor] | None = None):
+    def __init__(self, masks: Masks, initial: dict[str, torch.Tensor] | None = None, start_step: int = 0):
         self.masks = masks
         self.initial = initial
+        self.start_step = start_step
 
     def start(self, model: nn.Module) -> None:
         if self.initial is not None:

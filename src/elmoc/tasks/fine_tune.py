@@ -16,7 +16,14 @@ Recipes (``fine_tune.recipe``):
   1..L), the slanted triangular schedule over the run's steps (:func:`slanted_triangular`)
   and gradual unfreezing (epoch 1 trains the top LM layer only, each later epoch one more
   layer down; the task head trains from the start);
-- ``full``: every LM layer at ``lm_lr`` from the first step, no schedule (BERT style);
+- ``full``: BERT's fine-tuning (Devlin et al. 2019, section 4 and appendix A.3): every LM layer
+  at one small rate ``lm_lr`` (None: :data:`BERT_LM_LR`, chosen on SST-5 dev from BERT's grid
+  {5e-5, 3e-5, 2e-5}, unscaled: docs/downstream.md), the task head at ``trainer.lr`` [inferred:
+  BERT's head is one linear layer, elmoc's heads are networks trained from scratch], and every
+  rate following a linear warmup over the first ``warmup_frac`` of the run's steps (0.1, BERT's
+  released fine-tuning code) then a linear decay to zero (:func:`linear_warmup_decay`);
+- ``full_constant`` (elmoc's ``full`` before issue 47): every LM layer at ``lm_lr`` (None:
+  ``trainer.lr``) from the first step, no schedule;
 - ``frozen``: the LM in eval mode without gradients: the feature path's numbers, computed
   in-process (equal within float rounding: other batches, other padding).
 
@@ -46,7 +53,8 @@ from elmoc.tasks.embedder import TaskInputs, TextBatch, TokenEmbedder
 
 log = logging.getLogger(__name__)
 
-RECIPES = ("ulmfit", "full", "frozen")
+RECIPES = ("ulmfit", "full", "full_constant", "frozen")
+BERT_LM_LR = 3e-5  # the ``full`` recipe's LM rate when lm_lr is None: one of Devlin et al.'s {5e-5, 3e-5, 2e-5}
 PRECISIONS = ("fp32", "bf16")
 ENCODERS = ("features", "fine_tune")  # a task section's ``encoder``
 
@@ -56,13 +64,14 @@ class FineTuneSettings:
     """A task section's ``fine_tune`` mapping.
 
     Attributes:
-        recipe: ``ulmfit``, ``full`` or ``frozen`` (module docstring).
-        lm_lr: the LM's (top layer's) learning rate; None = ``trainer.lr``.
+        recipe: ``ulmfit``, ``full``, ``full_constant`` or ``frozen`` (module docstring).
+        lm_lr: the LM's (top layer's) learning rate; None = ``trainer.lr`` (``full``: BERT_LM_LR).
         decay: ULMFiT's discriminative factor (layer l at lm_lr / decay^(L-l)); ulmfit only.
         slanted: ULMFiT's slanted triangular learning rate; ulmfit only.
         cut_frac: the fraction of the run's steps spent increasing the rate.
         ratio: how much smaller the lowest rate is than the peak.
         gradual_unfreeze: unfreeze one LM layer per epoch from the top; ulmfit only.
+        warmup_frac: the fraction of the run's steps of ``full``'s linear warmup (BERT: 0.1).
         checkpointing: recompute the LM's forward in the backward pass (less memory, ~1.3x time).
         precision: ``fp32``, or ``bf16`` (autocast of the LM's forward on a device that has it).
         lm_dropout: the rate of every dropout inside the LM while it is fine-tuned (the LM is
@@ -76,6 +85,7 @@ class FineTuneSettings:
     cut_frac: float = 0.1
     ratio: float = 32.0
     gradual_unfreeze: bool = True
+    warmup_frac: float = 0.1
     checkpointing: bool = False
     precision: str = "fp32"
     lm_dropout: float = 0.0
@@ -98,8 +108,9 @@ class FineTuneSettings:
         for key, allowed in (("recipe", RECIPES), ("precision", PRECISIONS)):
             if values[key] not in allowed:
                 raise ConfigError(f"config {name}.{key} must be one of {', '.join(allowed)}, got {values[key]!r}")
-        if not 0 < values["cut_frac"] < 1:
-            raise ConfigError(f"config {name}.cut_frac must be in (0, 1), got {values['cut_frac']!r}")
+        for key in ("cut_frac", "warmup_frac"):
+            if not 0 < values[key] < 1:
+                raise ConfigError(f"config {name}.{key} must be in (0, 1), got {values[key]!r}")
         return cls(**values)
 
     @property
@@ -128,6 +139,16 @@ def slanted_triangular(step: int, total: int, cut_frac: float, ratio: float) -> 
     else:
         p = max(0.0, 1 - (step - cut) / max(1, total - cut))
     return (1 + p * (ratio - 1)) / ratio
+
+
+def linear_warmup_decay(step: int, total: int, warmup_frac: float) -> float:
+    """BERT's multiplier of the base rate at ``step`` (0-based) of ``total``: a linear rise from
+    0 over the first ``warmup_frac`` of the steps (the first step at 1/warmup, the peak at the
+    last warmup step), then a linear decay to zero at ``total``."""
+    warmup = max(1, math.floor(total * warmup_frac))
+    if step < warmup:
+        return (step + 1) / warmup
+    return max(0.0, (total - step) / (total - warmup + 1))
 
 
 def lm_layer_of(lm: BiLM) -> dict[str, int]:
@@ -309,7 +330,8 @@ class FineTuner:
         groups = [{"params": head, "lr": lr}]
         if not self.settings.trainable:
             return groups
-        lm_lr = self.settings.lm_lr if self.settings.lm_lr is not None else lr
+        lm_lr = self.settings.lm_lr if self.settings.lm_lr is not None else \
+            BERT_LM_LR if self.settings.recipe == "full" else lr
         top = self.embedder.top_layer
         for layer, params in enumerate(self.lm_groups()):
             if params:
@@ -319,8 +341,12 @@ class FineTuner:
 
     def schedule(self, optimizer: torch.optim.Optimizer,
                  total_steps: int) -> torch.optim.lr_scheduler.LambdaLR | None:
-        """ULMFiT's slanted triangular schedule over ``total_steps`` (None unless ulmfit + slanted)."""
+        """The per-step schedule of every rate over ``total_steps``: ULMFiT's slanted triangular
+        one (ulmfit + slanted), BERT's linear warmup and decay (full), else None."""
         s = self.settings
+        if s.recipe == "full":
+            return torch.optim.lr_scheduler.LambdaLR(
+                optimizer, lambda step: linear_warmup_decay(step, total_steps, s.warmup_frac))
         if s.recipe != "ulmfit" or not s.slanted:
             return None
         return torch.optim.lr_scheduler.LambdaLR(

@@ -86,7 +86,11 @@ MODELS = {JOINT: BidirectionalLM, MASKED: MaskedLM}  # the model a run trains; e
 
 class WeightConstraint(Protocol):
     """What :func:`train` asks of a ``constraint``: ``start(model)`` sets the weights of a fresh
-    (not resumed) run; ``apply(model)`` restores the constraint after every optimizer step."""
+    (not resumed) run, which starts at step ``start_step`` (its LR schedule continues from
+    there; 0: an ordinary run); ``apply(model)`` restores the constraint after every optimizer
+    step."""
+
+    start_step: int
 
     def start(self, model: torch.nn.Module) -> None: ...
 
@@ -308,10 +312,13 @@ class Trainer:
         else:
             if constraint is not None:
                 constraint.start(self.core)
+                self.step = constraint.start_step  # a rewound run: the schedule continues from there
+                self.segments = [{"step": self.step, **self.layout}]
             if ddp.is_main:
                 self.log_path.unlink(missing_ok=True)  # a fresh run starts a fresh log
             self.keep_rewind_weights()
-        self.t_start, self.saved_step = time.time(), self.step
+        self.t_start, self.saved_step, self.first_step = time.time(), self.step, 0 if constraint is None else \
+            constraint.start_step
         # rank 0 decides when to stop before the job's time limit and when a timed checkpoint
         # is due; StopSignals.decide makes every process agree in the step's one collective
         self.deadline = Deadline.from_slurm(stop_margin_s) if ddp.is_main else Deadline(None)
@@ -390,7 +397,7 @@ class Trainer:
 
     def _run(self, make_batches: BatchFactory, steps_per_epoch: int | None) -> RunResult:
         s, ddp = self.settings, self.ddp
-        if self.step == 0:
+        if self.step == self.first_step:
             self.heldout("before")
         self.total_steps = s.max_steps  # for the ETA
         if self.total_steps is None and steps_per_epoch:

@@ -13,15 +13,29 @@ pruned weights at zero after every step).  ``method``:
   Transformer's feed-forward units; :mod:`elmoc.train.structured`): the round's spec names the
   smaller size, so its ``model.pt`` is an ordinary, smaller LM.
 
-With ``ticket`` (magnitude only), the lottery ticket of Frankle & Carbin (2019) follows: the
-last round's mask on the weights the LM had at ``train.rewind_step`` (kept in its ``model.pt``
-under ``rewind``: train it with ``train.rewind_step: 0``), trained ``ticket_steps`` steps
-(None: as many as the LM itself), in ``ticket/``; and its control, the same mask on a fresh
-random initialisation (seed ``control_seed``; same data order), in ``control/``.
+With ``ticket`` (magnitude only), the rounds find a lottery ticket; ``ticket_procedure``:
+
+- ``rewind_each_round`` (the default): iterative magnitude pruning with rewinding, as Frankle &
+  Carbin (ICLR 2019, section 1, "Identifying winning tickets", and its iterative pruning) and,
+  for a rewind step k > 0, Frankle et al. (ICML 2020, "Linear mode connectivity and the lottery
+  ticket hypothesis", Algorithm 2, IMP with rewinding to iteration k) define it.  Round ``r``
+  chooses ``levels[r - 1]``'s mask within the previous mask from the previous round's trained
+  weights (round 1: the trained LM's), rewinds the survivors to the weights the LM had at
+  ``train.rewind_step = k`` (kept in its ``model.pt`` under ``rewind``) and retrains them from
+  step k of the LM's own schedule to its end (T - k steps, the LM's T unless ``ticket_steps``
+  says how many): ``roundR/`` is the ticket at that sparsity.  ``controlR/`` is its control
+  at every level: the same mask on a fresh random initialisation (seed ``control_seed``), trained
+  on the same schedule and data order (from step k too: Frankle et al. 2020's random
+  reinitialisation [inferred for k > 0]).  ``finetune_steps`` is unused.  ``ticket/`` and
+  ``control/`` are links to the last round's pair.
+- ``finetune_rounds_then_rewind_once`` (elmoc's procedure before issue 47): the rounds fine-tune
+  without rewinding (as without a ticket); then the last round's mask on the rewind weights,
+  trained ``ticket_steps`` steps (None: as many as the LM) from step 0 of the schedule, in
+  ``ticket/``, and the same mask on a fresh initialisation in ``control/``.
 
 Output folder: ``round1/ ... roundK/`` (each a training run's folder: ``checkpoint.pt``,
 ``model.pt``, ``heldout.json``, ``train_log.jsonl``; ``mask.pt`` for magnitude pruning),
-``ticket/`` and ``control/``, and ``prune.json`` (:func:`summary`).  Resume: a finished run
+``control1/ ... controlK/`` (rewinding each round), ``ticket/`` and ``control/``, and ``prune.json`` (:func:`summary`).  Resume: a finished run
 (its ``model.pt`` exists) is skipped, an unfinished one resumes from its ``checkpoint.pt``
 exactly as ``elmoc train`` does, and masks are read back from ``mask.pt``, so a killed run
 rerun with the same command ends bit-identical to an uninterrupted one (CPU).
@@ -57,6 +71,7 @@ log = logging.getLogger(__name__)
 MASK, SUMMARY, TICKET, CONTROL = "mask.pt", "prune.json", "ticket", "control"
 MASK_FORMAT = "elmoc-mask-v1"
 METHODS = ("magnitude", "structured")
+REWIND_EACH_ROUND, REWIND_ONCE = "rewind_each_round", "finetune_rounds_then_rewind_once"
 
 
 @dataclass
@@ -72,17 +87,21 @@ class PruneSettings:
         finetune_steps: optimizer steps of fine-tuning per round.
         ticket: after the rounds, the lottery ticket and its randomly re-initialised control
             (magnitude only; the LM must keep its rewind weights, ``train.rewind_step``).
-        ticket_steps: steps each of the two trains (None: the LM's own step count).
+        ticket_steps: steps each ticket and control trains (None: rewinding each round, the
+            LM's steps after its rewind step, T - k; rewinding once, the LM's step count).
         control_seed: seed of the control's fresh initialisation.
+        ticket_procedure: how the ticket is found (module docstring): "rewind_each_round"
+            (Frankle & Carbin 2019; the default) or "finetune_rounds_then_rewind_once".
     """
 
-    KEYS = ("method", "levels", "finetune_steps", "ticket", "ticket_steps", "control_seed")
+    KEYS = ("method", "levels", "finetune_steps", "ticket", "ticket_steps", "control_seed", "ticket_procedure")
     method: str = "magnitude"
     levels: tuple[float, ...] = (0.5, 0.75, 0.9)
     finetune_steps: int = 100
     ticket: bool = False
     ticket_steps: int | None = None
     control_seed: int = 1000
+    ticket_procedure: str = REWIND_EACH_ROUND
 
     @classmethod
     def from_section(cls, section: Section) -> "PruneSettings":
@@ -96,7 +115,11 @@ class PruneSettings:
                               f"got {list(levels)}")
         settings = cls(method, tuple(float(v) for v in levels), section.get("finetune_steps", int, cls.finetune_steps),
                        section.get("ticket", bool, cls.ticket), section.get("ticket_steps", int, None),
-                       section.get("control_seed", int, cls.control_seed))
+                       section.get("control_seed", int, cls.control_seed),
+                       section.get("ticket_procedure", str, cls.ticket_procedure))
+        if settings.ticket_procedure not in TICKET_PROCEDURES:
+            raise ConfigError(f"config {section.name}.ticket_procedure must be one of "
+                              f"{', '.join(TICKET_PROCEDURES)}, got {settings.ticket_procedure!r}")
         for key in ("finetune_steps", "ticket_steps"):
             value = getattr(settings, key)
             if value is not None and value < 1:
@@ -151,13 +174,14 @@ def round_masks(out: Path, payload: dict[str, Any], level: float, previous: Mask
 
 
 def ticket_constraints(source: dict[str, Any], masks: Masks, vocab: Vocabulary | None, direction: str,
-                       control_seed: int, path: str | Path) -> dict[str, MaskConstraint]:
+                       control_seed: int, path: str | Path, start_step: int = 0) -> dict[str, MaskConstraint]:
     """``{"ticket": ..., "control": ...}``: the mask on the LM's rewind weights, and the same
-    mask on a fresh initialisation drawn with ``control_seed``."""
+    mask on a fresh initialisation drawn with ``control_seed``; both runs start at
+    ``start_step`` of the schedule."""
     rewind = rewind_weights(source, path)
     torch.manual_seed(control_seed)
     fresh = build_model(source["spec"], vocab, direction).state_dict()
-    return {TICKET: MaskConstraint(masks, rewind), CONTROL: MaskConstraint(masks, fresh)}
+    return {TICKET: MaskConstraint(masks, rewind, start_step), CONTROL: MaskConstraint(masks, fresh, start_step)}
 
 
 def rewind_weights(source: dict[str, Any], path: str | Path) -> dict[str, torch.Tensor]:
@@ -172,47 +196,111 @@ def rewind_weights(source: dict[str, Any], path: str | Path) -> dict[str, torch.
 def prune(source_path: str | Path, out_dir: str | Path, settings: PruneSettings, vocab: Vocabulary | None,
           make_batches: BatchFactory, make_heldout: HeldoutFactory | None, *, direction: str = "forward",
           vocab_path: str | None = None, device: str = "cpu", stop: StopSignals | None = None) -> RunResult | None:
-    """Prune the LM in ``source_path`` (a ``model.pt``) round by round into ``out_dir``, then the
-    ticket and its control when asked (module docstring).  Returns the interrupted run's
+    """Prune the LM in ``source_path`` (a ``model.pt``) round by round into ``out_dir``, with the
+    ticket and its controls when asked (module docstring).  Returns the interrupted run's
     result when a stop signal ended one (rerun to resume), else None; ``prune.json`` is
     written at the end."""
     out_dir = Path(out_dir)
     source = load_checkpoint(source_path)
     if settings.ticket:
         rewind_weights(source, source_path)  # refused before any round, not after them
-    previous, masks = source, None
+    rounds = TICKET_PROCEDURES[settings.ticket_procedure] if settings.ticket else _finetune_rounds
+    job = _Job(source, source_path, out_dir, settings, vocab, make_batches, make_heldout, direction, vocab_path,
+               device, stop)
+    runs = rounds(job)
+    if isinstance(runs, RunResult):
+        return runs
+    with atomic_file(out_dir / SUMMARY) as f:
+        json.dump(summary(source_path, settings, out_dir, runs, job.vocab, job.direction), f, indent=1)
+    return None
+
+
+@dataclass
+class _Job:
+    """What every run of one ``prune`` call shares."""
+
+    source: dict[str, Any]
+    source_path: str | Path
+    out_dir: Path
+    settings: PruneSettings
+    vocab: Vocabulary | None
+    make_batches: BatchFactory
+    make_heldout: HeldoutFactory | None
+    direction: str
+    vocab_path: str | None
+    device: str
+    stop: StopSignals | None
+
+    def run(self, spec: dict[str, Any], name: str, constraint: MaskConstraint) -> RunResult:
+        return _run(spec, self.out_dir / name, constraint, self.vocab, self.make_batches, self.make_heldout,
+                    self.direction, self.vocab_path, self.device, self.stop)
+
+
+def _finetune_rounds(job: _Job) -> list[tuple[str, float | None]] | RunResult:
+    """Rounds of pruning and fine-tuning (Han et al. 2015), then, with a ticket, the rewind
+    once at the end (``finetune_rounds_then_rewind_once``).  The runs' (folder, level), or the
+    interrupted run's result."""
+    settings, vocab, direction = job.settings, job.vocab, job.direction
+    previous, masks = job.source, None
     if settings.method == "structured":
-        _, units = unit_count(build_model(source["spec"], vocab, direction))  # levels are fractions of these
+        _, units = unit_count(build_model(job.source["spec"], vocab, direction))  # levels are fractions of these
     runs: list[tuple[str, float | None]] = []
     for number, level in enumerate(settings.levels, 1):
         name = f"round{number}"
-        out = out_dir / name
         if settings.method == "magnitude":
-            masks = round_masks(out, previous, level, masks, vocab, direction)
+            masks = round_masks(job.out_dir / name, previous, level, masks, vocab, direction)
             spec, constraint = previous["spec"], MaskConstraint(masks, previous["model"])
         else:
             model = build_model(previous["spec"], vocab, direction)
             model.load_state_dict(previous["model"])
             spec, state = shrink(model, previous["spec"], max(1, round(units * (1 - level))))
             constraint = MaskConstraint({}, state)
-        result = _run(finetune_spec(spec, settings.finetune_steps), out, constraint, vocab, make_batches,
-                      make_heldout, direction, vocab_path, device, stop)
+        result = job.run(finetune_spec(spec, settings.finetune_steps), name, constraint)
         if result.interrupted:
             return result
         runs.append((name, level))
-        previous = load_checkpoint(out / MODEL)
+        previous = load_checkpoint(job.out_dir / name / MODEL)
     if settings.ticket:
-        steps = settings.ticket_steps or int(source["step"])
-        for name, constraint in ticket_constraints(source, masks, vocab, direction, settings.control_seed,
-                                                   source_path).items():
-            result = _run(finetune_spec(source["spec"], steps), out_dir / name, constraint, vocab, make_batches,
-                          make_heldout, direction, vocab_path, device, stop)
+        steps = settings.ticket_steps or int(job.source["step"])
+        for name, constraint in ticket_constraints(job.source, masks, vocab, direction, settings.control_seed,
+                                                   job.source_path).items():
+            result = job.run(finetune_spec(job.source["spec"], steps), name, constraint)
             if result.interrupted:
                 return result
             runs.append((name, settings.levels[-1]))
-    with atomic_file(out_dir / SUMMARY) as f:
-        json.dump(summary(source_path, settings, out_dir, runs), f, indent=1)
-    return None
+    return runs
+
+
+def _rewind_rounds(job: _Job) -> list[tuple[str, float | None]] | RunResult:
+    """Iterative magnitude pruning with rewinding each round (``rewind_each_round``; module
+    docstring): per level the ticket ``roundR/`` and its control ``controlR/``, each rewound
+    to the LM's step k and trained to the end of its schedule; ``ticket/`` and ``control/``
+    link to the last pair.  The runs' (folder, level), or the interrupted run's result."""
+    settings, source = job.settings, job.source
+    start = int(source["rewind"]["step"])
+    steps = settings.ticket_steps or max(1, int(source["step"]) - start)
+    spec = finetune_spec(source["spec"], start + steps)  # the schedule's step k + steps is its end
+    previous, masks = source, None
+    runs: list[tuple[str, float | None]] = []
+    for number, level in enumerate(settings.levels, 1):
+        names = {TICKET: f"round{number}", CONTROL: f"{CONTROL}{number}"}
+        masks = round_masks(job.out_dir / names[TICKET], previous, level, masks, job.vocab, job.direction)
+        constraints = ticket_constraints(source, masks, job.vocab, job.direction, settings.control_seed,
+                                         job.source_path, start)
+        for role, name in names.items():
+            result = job.run(spec, name, constraints[role])
+            if result.interrupted:
+                return result
+            runs.append((name, level))
+        previous = load_checkpoint(job.out_dir / names[TICKET] / MODEL)
+    for role, name in names.items():  # the last level's pair under the names the workflow reads
+        link = job.out_dir / role
+        if not link.is_symlink():
+            link.symlink_to(name, target_is_directory=True)
+    return runs
+
+
+TICKET_PROCEDURES = {REWIND_EACH_ROUND: _rewind_rounds, REWIND_ONCE: _finetune_rounds}
 
 
 def _run(spec: dict[str, Any], out: Path, constraint: MaskConstraint, vocab: Vocabulary | None,
@@ -233,26 +321,41 @@ def nonzero_parameters(state: dict[str, torch.Tensor]) -> tuple[int, int]:
     return sum(int(t.count_nonzero()) for t in tensors), sum(t.numel() for t in tensors)
 
 
-def describe(path: Path, level: float | None) -> dict[str, Any]:
-    """One run's row of ``prune.json``: its level, encoder size, weights and heldout result."""
+def encoder_nonzero(payload: dict[str, Any], vocab: Vocabulary | None, direction: str) -> tuple[int, int]:
+    """(nonzero entries, entries) of the encoder's matrices alone (what pruning prunes; the input
+    and output layers are not counted) of a ``model.pt`` dict."""
+    model = build_model(payload["spec"], vocab, direction)
+    model.load_state_dict(payload["model"])
+    matrices = encoder_matrices(model)
+    return sum(int(t.count_nonzero()) for t in matrices.values()), sum(t.numel() for t in matrices.values())
+
+
+def describe(path: Path, level: float | None, vocab: Vocabulary | None, direction: str) -> dict[str, Any]:
+    """One run's row of ``prune.json``: its level, encoder size, weights (all of the model's, and
+    the encoder matrices' alone) and heldout result."""
     payload = load_checkpoint(path / MODEL)
     heldout = json.loads((path / "heldout.json").read_text(encoding="utf-8"))
     nonzero, total = nonzero_parameters(payload["model"])
+    encoder_nz, encoder_total = encoder_nonzero(payload, vocab, direction)
     row = {"run": path.name, "level": level, "steps": payload["step"], "parameters": total, "nonzero": nonzero,
+           "encoder_weights": encoder_total, "encoder_nonzero": encoder_nz,
            "encoder": payload["spec"]["encoder"], "metric": heldout["metric"], "heldout": heldout["after"]}
     if (path / MASK).is_file():
         row["sparsity"] = sparsity_of(load_masks(path / MASK))
     return row
 
 
-def summary(source_path: str | Path, settings: PruneSettings, out_dir: Path,
-            runs: list[tuple[str, float | None]]) -> dict[str, Any]:
+def summary(source_path: str | Path, settings: PruneSettings, out_dir: Path, runs: list[tuple[str, float | None]],
+            vocab: Vocabulary | None = None, direction: str = "forward") -> dict[str, Any]:
     """``prune.json``: the settings, the source LM's row and one row per run."""
     source = load_checkpoint(source_path)
     nonzero, total = nonzero_parameters(source["model"])
+    encoder_nz, encoder_total = encoder_nonzero(source, vocab, direction)
     history = source.get("history") or [{}]
     return {"source": str(source_path), "method": settings.method, "levels": list(settings.levels),
             "finetune_steps": settings.finetune_steps,
-            "original": {"parameters": total, "nonzero": nonzero, "steps": source["step"],
+            "ticket_procedure": settings.ticket_procedure if settings.ticket else None,
+            "original": {"parameters": total, "nonzero": nonzero, "encoder_weights": encoder_total,
+                         "encoder_nonzero": encoder_nz, "steps": source["step"],
                          "metric": history[-1].get("metric"), "heldout": history[-1].get("value")},
-            "runs": [describe(out_dir / name, level) for name, level in runs]}
+            "runs": [describe(out_dir / name, level, vocab, direction) for name, level in runs]}
