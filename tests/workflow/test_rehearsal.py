@@ -78,7 +78,7 @@ def test_rehearsal_has_the_paper_shape(tmp_path):
         assert jobs and all("with-gpus --lock-dir .snakemake/gpu-slots 0 -- " in c and "--device cpu" in c for c in jobs)
 
 
-# config/rehearsal-methods.yaml over config/rehearsal.yaml with .ci/rehearsal.sh's two targets (issue 43.3):
+# config/rehearsal-methods.yaml over config/rehearsal.yaml with .ci/rehearsal-methods.sh's two targets (issue 43.3):
 # every opt-in rule once or per direction, on ELMo-C and sst5 only: 30 jobs
 METHODS_JOBS = {"corpus": 1, "lm_spec": 1, "vocab": 1, "fasttext": 1, "vectors": 1, "task_sentences": 1,
                 "pretrain": 2, "export_model": 1, "extract": 1, "task_run_sst5": 1,
@@ -90,7 +90,8 @@ METHODS_JOBS = {"corpus": 1, "lm_spec": 1, "vocab": 1, "fasttext": 1, "vectors":
 @pytest.mark.slow
 @pytest.mark.skipif(not (SHARED / "data").is_dir(), reason="../shared/data is absent")
 def test_the_methods_rehearsal_runs_every_opt_in_rule_once_at_the_rehearsals_sizes(tmp_path):
-    script = (REPO_ROOT / ".ci/rehearsal.sh").read_text()
+    script = (REPO_ROOT / ".ci/rehearsal-methods.sh").read_text()
+    assert 'bash "$REPO/.ci/rehearsal-methods.sh"' in (REPO_ROOT / ".ci/rehearsal.sh").read_text()
     targets = ["results/tables/finetune.md", "results/tables/compression/elmo-c.md"]
     assert '"$REPO/config/rehearsal-methods.yaml"' in script and " ".join(targets) in script
     work = workdir(tmp_path)
