@@ -105,8 +105,10 @@ def test_the_methods_rehearsal_runs_every_opt_in_rule_once_at_the_rehearsals_siz
     # the LMs train as in the rehearsal (torchrun, 2 processes, its 12 steps); ulmfit reads the lm_finetune LM
     assert sum("-m torch.distributed.run" in c and "--nproc-per-node=2" in c and " train --spec " in c
                for c in commands) == 2
-    assert any("--output results/finetune/sst5/elmo-c/ulmfit/seed1.json" in c
-               and "--lm results/lm_finetune/elmo-c/sst5/model" in c for c in commands)
+    lms = {re.search(r"--output results/finetune/sst5/elmo-c/(\w+)/seed1.json", c)[1]: re.search(r"--lm (\S+)", c)[1]
+           for c in commands if "--output results/finetune/" in c}
+    assert lms == {"ulmfit": "results/lm_finetune/elmo-c/sst5/model", "full": "results/models/elmo-c",
+                   "frozen": "results/models/elmo-c"}, lms
     table = next(c for c in commands if " compression-table " in c)
     for role in ("student-elmo-c-one-layer", "pruned-magnitude-0.5", "pruned-magnitude-0.75", "ticket", "ticket-control"):
         assert f"--heldout {role}=" in table, role
