@@ -3,6 +3,9 @@
 #   make test   set up .venv and run the test suite
 #   make test-fast   the suite without the tests marked slow (end-to-end subprocess runs)
 PYTHON ?= python3
+# pytest-xdist workers of `make test` (one per core of the 2-core CI box); the tests marked
+# serial (multi-process DDP under torchrun, signal timing) run after them, alone
+TEST_WORKERS ?= 2
 VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= all
@@ -23,12 +26,17 @@ demo: $(BIN)/.elmoc-installed
 	@cat results/tables/table2.md
 	@cat results/summary.txt
 
+# two passes: the suite on $(TEST_WORKERS) workers (one test file per worker at a time, so a module's
+# fixtures are built once), then the serial tests alone; both always run, either failing fails
 test: $(BIN)/.elmoc-installed
-	$(BIN)/python -m pytest -q --durations=25
+	status=0; \
+	$(BIN)/python -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadfile -m "not serial" || status=$$?; \
+	$(BIN)/python -m pytest -q --durations=10 -m serial || status=$$?; \
+	exit $$status
 
 # while editing: everything but the end-to-end runs (snakemake, torchrun, `elmoc train` subprocesses)
 test-fast: $(BIN)/.elmoc-installed
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 shared-data: $(BIN)/.elmoc-installed
 	$(BIN)/snakemake --cores $(CORES) --configfile config/shared-data.yaml

@@ -4,7 +4,11 @@
 # torch.distributed.run with 2 gloo processes (ELMo-C and its ablations forward and backward,
 # ELMo-A and ELMo-Sub as one joint bi-LM each; ELMo is the released test model), features,
 # all five tasks, the bench and the tables. Needs ../shared/data beside the repository and the venv
-# (make .venv/bin/.elmoc-installed). Usage: .ci/rehearsal.sh [extra snakemake args]
+# (make .venv/bin/.elmoc-installed). Then the opt-in blocks (issue 43.3) in a second work folder:
+# config/rehearsal-methods.yaml over config/rehearsal.yaml, on ELMo-C and sst5 (fine_tune with each
+# recipe, lm_finetune, distill, prune with its ticket and control, compress and the compression
+# table), and `elmoc predict` on a task model saved by `elmoc task --save-model`; each output checked.
+# Usage: .ci/rehearsal.sh [extra snakemake args, for the paper-shaped run]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -19,6 +23,7 @@ status=0
 "$PY" -m snakemake --snakefile "$REPO/Snakefile" --configfile "$REPO/config/rehearsal.yaml" \
     --directory "$TMP/work" --cores 2 "$@" || status=$?
 echo "rehearsal: snakemake exit $status after $(( $(date +%s) - start )) s (work folder $TMP/work)"
+"$PY" "$REPO/.ci/rule_times.py" "$TMP/work" || true   # where the time went, by rule
 if [ "$status" -ne 0 ]; then exit "$status"; fi
 "$PY" - "$TMP/work" <<'PY'
 import json, sys
@@ -49,4 +54,8 @@ assert not left, f"temporary features were not deleted: {left}"
 print(f"rehearsal: {len(runs)} LM runs (ELMo released; ELMo-A, ELMo-Sub, trans-base-sampled joint; mlm-c-tupe, mlm-sampled "
       f"masked), {len(tasks)} task runs ok, the beyond table, features deleted after use")
 PY
+
+# --- the opt-in blocks: fine-tuning, lm_finetune, distillation, pruning, compression, predict ------
+mkdir "$TMP/methods"
+PY="$PY" bash "$REPO/.ci/rehearsal-methods.sh" "$TMP/methods"
 rm -rf "$TMP"

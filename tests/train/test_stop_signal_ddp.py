@@ -81,6 +81,7 @@ def _results(tmp):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # two spawned gloo ranks and a signal, with a hang time-out: alone, after the parallel pass
 def test_signal_on_one_rank_stops_both_after_the_same_step(tmp_path):
     tmp = str(tmp_path)
     mp.spawn(_worker, args=(2, _free_port(), tmp, 1, _free_port()), nprocs=2, join=True)  # a hang: time-out

@@ -27,7 +27,9 @@ from elmoc.devices import GpuSlots
 from elmoc.process_tree import torchrun_options
 from elmoc.model_file import load_checkpoint
 
-pytestmark = pytest.mark.slow
+# serial: two torchrun workers, a slow save timed against shutdown timeouts and SIGTERM races: alone
+# after make test's parallel pass (one such run failed under load before, docs/results.md)
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 SLOW_SAVE_S = 40
 # `elmoc train` with a slow checkpoint write; each process notes its pid (and rank 0 when a save starts)

@@ -76,3 +76,40 @@ def test_rehearsal_has_the_paper_shape(tmp_path):
     for marker in (" extract --forward ", " task --task "):
         jobs = [c for c in out.splitlines() if marker in c]
         assert jobs and all("with-gpus --lock-dir .snakemake/gpu-slots 0 -- " in c and "--device cpu" in c for c in jobs)
+
+
+# config/rehearsal-methods.yaml over config/rehearsal.yaml with .ci/rehearsal-methods.sh's two targets (issue 43.3):
+# every opt-in rule once or per direction, on ELMo-C and sst5 only: 30 jobs
+METHODS_JOBS = {"corpus": 1, "lm_spec": 1, "vocab": 1, "fasttext": 1, "vectors": 1, "task_sentences": 1,
+                "pretrain": 2, "export_model": 1, "extract": 1, "task_run_sst5": 1,
+                "finetune_run_sst5": 3, "lm_finetune": 1, "finetune_table": 1,
+                "student_spec": 1, "distill": 2, "export_student": 1, "compressed_student": 1,
+                "prune": 2, "compressed_pruned": 4, "compress_copy": 2, "compression_table": 1}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHARED / "data").is_dir(), reason="../shared/data is absent")
+def test_the_methods_rehearsal_runs_every_opt_in_rule_once_at_the_rehearsals_sizes(tmp_path):
+    script = (REPO_ROOT / ".ci/rehearsal-methods.sh").read_text()
+    assert 'bash "$REPO/.ci/rehearsal-methods.sh"' in (REPO_ROOT / ".ci/rehearsal.sh").read_text()
+    targets = ["results/tables/finetune.md", "results/tables/compression/elmo-c.md"]
+    assert '"$REPO/config/rehearsal-methods.yaml"' in script and " ".join(targets) in script
+    work = workdir(tmp_path)
+    r = snakemake("-n", "-p", "--cores", "2", "--snakefile", str(REPO_ROOT / "Snakefile"), "--configfile",
+                  str(REPO_ROOT / "config/rehearsal.yaml"), str(REPO_ROOT / "config/rehearsal-methods.yaml"),
+                  "--directory", str(work), *targets, cwd=work)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    stats = r.stdout.split("Job stats:", 1)[1].split("total", 1)[0]
+    assert {k: int(v) for k, v in re.findall(r"^(\w+)\s+(\d+)$", stats, flags=re.M)} == METHODS_JOBS
+    commands = r.stdout.splitlines()
+    # the LMs train as in the rehearsal (torchrun, 2 processes, its 12 steps); ulmfit reads the lm_finetune LM
+    assert sum("-m torch.distributed.run" in c and "--nproc-per-node=2" in c and " train --spec " in c
+               for c in commands) == 2
+    lms = {re.search(r"--output results/finetune/sst5/elmo-c/(\w+)/seed1.json", c)[1]: re.search(r"--lm (\S+)", c)[1]
+           for c in commands if "--output results/finetune/" in c}
+    assert lms == {"ulmfit": "results/lm_finetune/elmo-c/sst5/model", "full": "results/models/elmo-c",
+                   "frozen": "results/models/elmo-c"}, lms
+    table = next(c for c in commands if " compression-table " in c)
+    for role in ("student-elmo-c-one-layer", "pruned-magnitude-0.5", "pruned-magnitude-0.75", "ticket", "ticket-control"):
+        assert f"--heldout {role}=" in table, role
+    assert "--tasks sst5 " in table

@@ -1,0 +1,54 @@
+"""CI's timed steps and budget (.ci/steps.sh, sourced by .ci/run, issue 43.4): every step's time is
+printed and tabled; a run over ELMOC_CI_BUDGET_S fails with one line naming the slowest steps; a
+failing step stops the run with its status and the table so far."""
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def ci(script: str, budget: str | None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "ELMOC_CI_BUDGET_S"}
+    if budget is not None:
+        env["ELMOC_CI_BUDGET_S"] = budget
+    return subprocess.run(["bash", "-c", f"set -euo pipefail; . .ci/steps.sh; {script}"], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+STEPS = 'step "quick one" true; step "slow one" sleep 2; step "middle one" sleep 1; summary; check_budget'
+
+
+@pytest.mark.slow
+def test_a_run_over_the_budget_fails_naming_the_slowest_steps():
+    r = ci(STEPS, "1")
+    assert r.returncode == 3, r.stdout + r.stderr
+    [line] = [x for x in r.stderr.splitlines() if x.startswith("ci: error:")]
+    assert "over the budget of 1 s (ELMOC_CI_BUDGET_S)" in line, line
+    assert line.index("slow one (2 s)") < line.index("middle one (1 s)") < line.index("quick one (0 s)"), line
+    assert "=== ci: slow one passed in 2 s" in r.stdout
+    table = r.stdout.split("=== ci: step times\n")[1].splitlines()
+    assert [row.split("s  ", 1)[1] for row in table[:3]] == ["slow one", "middle one", "quick one"], table
+
+
+@pytest.mark.slow
+def test_a_run_within_the_budget_passes_and_the_default_is_4800_s():
+    r = ci(STEPS, None)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "all steps passed in" in r.stdout and "(budget 4800 s)" in r.stdout, r.stdout
+
+
+@pytest.mark.slow
+def test_a_failing_step_stops_the_run_with_its_status_and_the_table():
+    r = ci('step "first" true; step "broken" bash -c "exit 7"; step "never" true; check_budget', "100")
+    assert r.returncode == 7, r.stdout + r.stderr
+    assert "=== ci: broken FAILED (exit 7)" in r.stdout and "never" not in r.stdout, r.stdout
+    assert "=== ci: step times" in r.stdout
+
+
+@pytest.mark.slow
+def test_a_budget_that_is_not_a_number_is_refused():
+    r = ci('step "one" true; check_budget', "45m")
+    assert r.returncode == 2 and "ELMOC_CI_BUDGET_S must be a whole number of seconds, got '45m'" in r.stderr, r.stderr
