@@ -82,8 +82,9 @@ def test_vectors_random(monkeypatch, tmp_path):
 
 def test_bpe(monkeypatch, tmp_path):
     capture(monkeypatch, "elmoc.data.vocab.subword", "train_bpe")
-    (tmp_path / "shard_000.txt").write_text("a b\n", encoding="utf-8")
-    common = ["bpe", "--corpus", str(tmp_path), "--out-dir", str(tmp_path / "bpe")]
+    (tmp_path / "corpus").mkdir()  # the output beside the corpus: inside it would be refused (docs/safety.md)
+    (tmp_path / "corpus" / "shard_000.txt").write_text("a b\n", encoding="utf-8")
+    common = ["bpe", "--corpus", str(tmp_path / "corpus"), "--out-dir", str(tmp_path / "bpe")]
     assert call([*common, "--section-json", '{"bpe_merges": 20, "bpe_min_frequency": 1}']) == call(
         [*common, "--num-merges", "20", "--min-frequency", "1"])
 
