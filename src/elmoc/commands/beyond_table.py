@@ -16,6 +16,15 @@ DESCRIPTION = (
 
 INPUTS = ('heldout', 'tasks', 'bench')  # args naming files read; an output among them is refused (cli)
 OUTPUTS = ('out_dir',)
+TABLES = ("beyond",)  # the tables written into --out-dir (tests check these are the files run writes)
+
+
+def outputs(args: argparse.Namespace) -> dict:
+    """What is written: each table's .md/.csv/.tex/.html in --out-dir, not the folder (the
+    workflow's results/tables also holds the input --bench, results/tables/bench.json)."""
+    from elmoc.tables.render import out_dir_outputs
+
+    return out_dir_outputs(TABLES, args.out_dir)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass, field
+from typing import Sequence
 from pathlib import Path
 
 GAP_MD = "—"
@@ -133,6 +134,21 @@ def write_files(table: Table, **paths: str | Path | None) -> list[Path]:
     return written
 
 
+def table_paths(name: str, out_dir: str | Path) -> dict[str, Path]:
+    """``{suffix: out_dir/<name>.<suffix>}``: the files :func:`write` writes for the table ``name``."""
+    return {suffix: Path(out_dir) / f"{name}.{suffix}" for suffix in WRITERS}
+
+
 def write(table: Table, out_dir: str | Path) -> list[Path]:
     """``out_dir/<name>.{md,csv,tex,html}``, each written atomically; returns the paths."""
-    return write_files(table, **{suffix: Path(out_dir) / f"{table.name}.{suffix}" for suffix in WRITERS})
+    return write_files(table, **table_paths(table.name, out_dir))
+
+
+def out_dir_outputs(names: Sequence[str], out_dir: str | Path) -> dict[str, str]:
+    """A table command's outputs for the CLI's output rule (``outputs(args)``): the files it
+    writes into ``out_dir``, not the folder, which may hold the command's inputs
+    (``results/tables/bench.json``) and is never replaced or emptied.  An ``out_dir`` that is an
+    existing file is the output itself (so the rule refuses it when it is an input)."""
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+        return {"--out-dir": str(out_dir)}
+    return {f"--out-dir's {p.name}": str(p) for name in names for p in table_paths(name, out_dir).values()}
