@@ -53,9 +53,16 @@ assert Path("results/distill/elmo-c-one-layer/model/elmoc-model.json").is_file()
 for d in ("forward", "backward"):
     p = json.loads(Path(f"results/prune/elmo-c/magnitude/{d}/prune.json").read_text())
     runs = {run["run"]: run for run in p["runs"]}
-    assert sorted(runs) == ["control", "round1", "round2", "ticket"], sorted(runs)
-    assert runs["round1"]["nonzero"] > runs["round2"]["nonzero"], runs
+    # Frankle & Carbin's procedure (prune.ticket_procedure: rewind_each_round): each round is the ticket at
+    # its level, with its random-reinit control; ticket/ and control/ link the last pair
+    assert p["ticket_procedure"] == "rewind_each_round", p["ticket_procedure"]
+    assert sorted(runs) == ["control1", "control2", "round1", "round2"], sorted(runs)
+    assert runs["round1"]["encoder_nonzero"] > runs["round2"]["encoder_nonzero"], runs
+    assert all(runs[f"control{i}"]["encoder_nonzero"] == runs[f"round{i}"]["encoder_nonzero"] for i in (1, 2)), runs
     assert all(isinstance(run["heldout"], float) for run in runs.values()), runs
+    folder = Path(f"results/prune/elmo-c/magnitude/{d}")
+    assert (folder / "ticket").resolve() == (folder / "round2").resolve(), d
+    assert (folder / "control").resolve() == (folder / "control2").resolve(), d
 # compress and the compression table: the original and every smaller model, each with its heldout and sst5 result
 c = json.loads(Path("results/tables/compression/elmo-c.json").read_text())
 rows = {row["role"]: row for row in c["rows"]}
