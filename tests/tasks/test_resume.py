@@ -156,11 +156,11 @@ def test_stopped_twice_killed_once_then_resumed_equals_the_uninterrupted_run(nam
     # 3. killed one step into epoch 4 (after epoch 3's checkpoint): that step is lost and redone
     real_step, calls = runner.TaskTrainer.train_step, []
 
-    def dies_in_epoch_4(self, idx):
+    def dies_in_epoch_4(self, idx, *built):
         calls.append(self.epoch)
         if self.epoch == 4 and self.batch == 1:
             raise KeyboardInterrupt("kill")  # not caught by the runner: nothing is saved
-        return real_step(self, idx)
+        return real_step(self, idx, *built)
 
     monkeypatch.setattr(runner.TaskTrainer, "train_step", dies_in_epoch_4)
     if len(straight["history"]) >= 4:
@@ -228,9 +228,9 @@ def test_time_based_checkpoints_and_the_deadline(tmp_path, monkeypatch):
     monkeypatch.setattr(periodic, "monotonic", lambda: now[0])
     real_step = runner.TaskTrainer.train_step
 
-    def one_minute(self, idx):
+    def one_minute(self, idx, *built):
         now[0] += 60.0
-        return real_step(self, idx)
+        return real_step(self, idx, *built)
 
     monkeypatch.setattr(runner.TaskTrainer, "train_step", one_minute)
     saved = []

@@ -352,7 +352,6 @@ class TaskTrainer:
                       if trainer.lr_decay and self.slanted is None else None)
         # the position and the early-stopping state: what a checkpoint holds
         self.epoch, self.batch, self.epoch_rng, self.step = 1, 0, None, 0
-        self.built: Any = None  # the next step's batch, built ahead (train_epoch -> train_step)
         self.loss_sum, self.loss_steps = 0.0, 0
         self.best, self.best_state, self.best_epoch, self.bad_epochs = -math.inf, None, 0, 0
         self.history: list[dict] = []
@@ -473,8 +472,7 @@ class TaskTrainer:
         with Prefetch(self.collate, batches[self.batch:]) as ahead:
             t_step = time.time()  # a step's time includes any wait for its batch
             for collated in ahead:  # built on another thread while the previous steps run
-                self.built = collated  # train_step takes it instead of collating again
-                loss = self.train_step(batches[self.batch])
+                loss = self.train_step(batches[self.batch], collated)
                 self.batch += 1
                 self.step += 1
                 self.loss_sum += loss
@@ -493,12 +491,10 @@ class TaskTrainer:
         """The training instances ``idx`` as the task's batch (on the CPU; built ahead of the step)."""
         return self.task.collate([self.train[i] for i in idx], self.inputs)
 
-    def train_step(self, idx: list[int]) -> float:
-        """One optimizer step on the instances ``idx``; returns its loss. Their batch is
-        :attr:`built` when :meth:`train_epoch` built it ahead (taken and cleared here), else
-        it is collated here."""
+    def train_step(self, idx: list[int], collated: Any = None) -> float:
+        """One optimizer step on the instances ``idx``; returns its loss. ``collated``: their
+        batch when :meth:`train_epoch` built it ahead, else it is collated here."""
         c = self.config
-        collated, self.built = self.built, None
         batch = to_device(self.collate(idx) if collated is None else collated, self.device)
         loss = self.model(batch).loss
         if c.mix_l2:
