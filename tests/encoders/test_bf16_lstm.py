@@ -41,7 +41,7 @@ def step(enc, x, mask, state, bf16: bool):
     """Forward (training, dropout masks from seed 7) and gradients of a fixed loss."""
     torch.manual_seed(7)
     xi = x.clone().requires_grad_()
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+    with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bf16):  # CUDA autocast for CUDA tensors
         out = enc(xi, mask, state)
     loss = sum((layer.float() * (k + 1)).pow(2).sum() for k, layer in enumerate(out.layers[1:]))
     loss = loss + sum(h.sum() + 0.5 * c.sum() for h, c in out.state)

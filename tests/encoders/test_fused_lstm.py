@@ -91,3 +91,34 @@ def test_fused_cell_on_cuda_equals_the_python_loop_over_replayed_steps():
                 assert (a - b).abs().max() <= 1e-5 * max(1.0, float(b.abs().max()))
     finally:
         torch.backends.cuda.matmul.fp32_precision = before
+
+
+def test_cuda_wrapper_copies_outputs_out_of_the_graphs_memory(monkeypatch):
+    """CPU stand-in for CUDA graphs' output reuse: a fake ``torch.compile`` whose function writes every
+    call's results into the same buffers, as a replayed graph does.  The CUDA wrapper must hand back
+    copies (the first GPU check failed on this) and mark each call as a new graph step."""
+    from elmoc.encoders import fused_lstm
+
+    buffers = (torch.zeros(3), torch.zeros(2))
+    marks = []
+
+    def fake_compile(fn, **kwargs):
+        assert kwargs["mode"] == "reduce-overhead"
+
+        def replay(x):
+            buffers[0].fill_(x)
+            buffers[1].fill_(-x)
+            return buffers
+        return replay
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append(1))
+    fused_lstm.compiled.cache_clear()
+    try:
+        run = fused_lstm.compiled(fused_lstm.forward_loop, "cuda")
+        first = run(1.0)
+        second = run(2.0)
+    finally:
+        fused_lstm.compiled.cache_clear()
+    assert first[0].tolist() == [1.0] * 3 and first[1].tolist() == [-1.0] * 2  # not overwritten by the replay
+    assert second[0].tolist() == [2.0] * 3 and len(marks) == 2

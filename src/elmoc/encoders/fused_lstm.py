@@ -121,5 +121,18 @@ def reverse_loop(grad_out, dh, dc, maskf, k_cell, k_out, a_cell, f_next, scale_g
 def compiled(fn, device_type: str):
     """``torch.compile`` of :func:`forward_loop` or :func:`reverse_loop` for a device type (cached: one
     compiled function, recompiled by TorchDynamo's guards per shape and option set)."""
-    mode = "reduce-overhead" if device_type == "cuda" else None
-    return torch.compile(fn, dynamic=False, mode=mode, fullgraph=True)
+    if device_type != "cuda":
+        return torch.compile(fn, dynamic=False, fullgraph=True)
+    graphed = torch.compile(fn, dynamic=False, mode="reduce-overhead", fullgraph=True)
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        # A CUDA graph writes its outputs into the same memory at every replay, and the same graph
+        # replays for the next layer or window of the same shape while the autograd function still
+        # holds this call's outputs for its backward (the first GPU check of the fused cell stopped
+        # with "accessing tensor output of CUDAGraphs that has been overwritten"): each call is a new
+        # graph step, and its outputs are copied out of the graph's memory.
+        torch.compiler.cudagraph_mark_step_begin()
+        return tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in graphed(*args, **kwargs))
+
+    return run
