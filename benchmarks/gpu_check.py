@@ -1038,9 +1038,13 @@ def summary_markdown(results: dict, status: dict) -> str:
                  "`cpu_temps`: casts the CPU backend makes inside mixed-dtype operators):", "",
                  "| model | precision | LSTM path | bptt | ops | casts | cpu_temps | bf16 products "
                  "| fp32 products | CUDA launches |", "|---|---|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {c['model']} | {c['precision']} | {c['path']} | {c['bptt']} | {c['ops']:g} | {c['casts']:g} "
-                  f"| {c['cpu_temps']:g} | {c['mm_bf16']:g} | {c['mm_fp32']:g} | {fmt(c['cuda_launches'], '.0f')} |"
+        lines += [f"| {c['model']} | {c['precision']} | {c['path']} | {c['bptt']} | {c['ops']:g} | {fmt(c['casts'], 'g', 'n/r')} "
+                  f"| {fmt(c['cpu_temps'], 'g', 'n/r')} | {fmt(c['mm_bf16'], 'g', 'n/r')} "
+                  f"| {fmt(c['mm_fp32'], 'g', 'n/r')} | {fmt(c['cuda_launches'], '.0f')} |"
                   for c in counts]
+        if any(c["casts"] is None for c in counts):
+            lines += ["", "n/r: not recorded; this torch's profiler gives no input dtypes, so casts and products "
+                          "cannot be told apart by dtype"]
         return lines + [""]
 
     def _fused(fu):

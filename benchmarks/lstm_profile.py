@@ -84,10 +84,12 @@ def classify(events) -> Counter:
     temporary (``cpu_temps``), unless that operator is one autocast casts for (a product).
     """
     counts: Counter = Counter()
+    recorded = False
     for e in events:
         name = e.name
         if not name.startswith("aten::"):
             continue
+        recorded = recorded or bool(_dtypes(e))
         ancestor = _aten_ancestor(e)
         if ancestor is None:
             counts["ops"] += 1
@@ -103,6 +105,8 @@ def classify(events) -> Counter:
         elif name in PRODUCTS and _aten_ancestor(e, PRODUCTS) is None:
             kind = "bf16" if "c10::BFloat16" in dtypes[:3] else "fp32"
             counts[f"mm_{kind}"] += 1
+    if not recorded:  # a profiler that records no input dtypes (torch 2.11's on the GPU machine): unmeasured
+        counts["dtypes_unrecorded"] = 1
     return counts
 
 
@@ -139,6 +143,9 @@ def profile_steps(model_name: str, precision: str, bptt: int, steps: int = 2, de
     finally:
         gc.set_fp32_mode(False)
     row = {k: counts.get(k, 0) / steps for k in ("ops", "casts", "cpu_temps", "mm_bf16", "mm_fp32")}
+    if counts.get("dtypes_unrecorded"):
+        # without input dtypes no cast or product can be told apart: None, never a misleading 0
+        row.update(casts=None, cpu_temps=None, mm_bf16=None, mm_fp32=None)
     row.update(model=model_name, precision=precision, bptt=bptt, batch=m["batch"], steps=steps,
                cuda_launches=launches / steps if dev.type == "cuda" else None)
     return row
@@ -195,8 +202,11 @@ HEADER = (f"{'model':8} {'precision':9} {'path':4} {'bptt':>4} {'ops':>7} {'cast
 
 def format_row(row: dict) -> str:
     launches = "-" if row.get("cuda_launches") is None else f"{row['cuda_launches']:g}"
+    def g(key):  # None: the profiler recorded no dtypes
+        return "n/r" if row[key] is None else f"{row[key]:g}"
+
     return (f"{row['model']:8} {row['precision']:9} {row['path']:4} {row['bptt']:>4} {row['ops']:>7g} "
-            f"{row['casts']:>6g} {row['cpu_temps']:>9g} {row['mm_bf16']:>7g} {row['mm_fp32']:>7g} {launches:>8}")
+            f"{g('casts'):>6} {g('cpu_temps'):>9} {g('mm_bf16'):>7} {g('mm_fp32'):>7} {launches:>8}")
 
 
 def main(argv=None) -> int:

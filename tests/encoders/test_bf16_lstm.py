@@ -147,7 +147,30 @@ def test_bf16_path_on_cuda_matches_float32_and_makes_no_per_step_casts(tmp_path)
             assert close(a, b, GRAD_TOL)
         rows = [lstm_profile.profile_steps("ELMo-C", "bf16", bptt, steps=1, device="cuda", scratch=tmp_path)
                 for bptt in (5, 10)]
+        if rows[0]["casts"] is None:
+            pytest.skip("numerics checked; this torch's profiler records no input dtypes, so the casts and bf16 "
+                        "products per step cannot be counted (torch 2.11 on the GPU machine)")
         assert rows[0]["casts"] == rows[1]["casts"] and rows[1]["cpu_temps"] == 0
         assert rows[1]["mm_bf16"] - rows[0]["mm_bf16"] == 5 * 4 * 2
     finally:
         torch.backends.cuda.matmul.fp32_precision = before
+
+
+def test_a_profile_without_dtypes_counts_no_casts_rather_than_zero():
+    """torch 2.11's profiler (the GPU machine's) gives events no input dtypes: every cast then looked like a
+    same-dtype copy and every bf16 product like a float32 one, and the first GPU check printed 0 casts and
+    0 bf16 products for bf16.  Such a profile is marked unrecorded, and the table prints n/r."""
+    from types import SimpleNamespace
+
+    def event(name, dtypes, parent=None):
+        return SimpleNamespace(name=name, input_dtypes=dtypes, input_shapes=[[2, 2]] * len(dtypes),
+                               cpu_parent=parent, cpu_children=[])
+
+    with_dtypes = [event("aten::mm", ["c10::BFloat16", "c10::BFloat16"]), event("aten::copy_", ["c10::BFloat16", "float"])]
+    without = [event("aten::mm", []), event("aten::copy_", [])]
+    counts = lstm_profile.classify(with_dtypes)
+    assert counts["mm_bf16"] == 1 and counts["casts"] == 1 and not counts.get("dtypes_unrecorded")
+    assert lstm_profile.classify(without)["dtypes_unrecorded"] == 1
+    row = {"model": "ELMo-C", "precision": "bf16", "path": "new", "bptt": 5, "ops": 2.0, "casts": None,
+           "cpu_temps": None, "mm_bf16": None, "mm_fp32": None, "cuda_launches": 10.0}
+    assert lstm_profile.format_row(row).split()[5:9] == ["n/r"] * 4

@@ -122,3 +122,19 @@ def test_cuda_wrapper_copies_outputs_out_of_the_graphs_memory(monkeypatch):
         fused_lstm.compiled.cache_clear()
     assert first[0].tolist() == [1.0] * 3 and first[1].tolist() == [-1.0] * 2  # not overwritten by the replay
     assert second[0].tolist() == [2.0] * 3 and len(marks) == 2
+
+
+def test_compiling_raises_dynamos_recompile_limit():
+    """Dynamo's default of 8 graphs per function is a hard error under fullgraph=True; the GPU check's fused
+    step (three precisions at paper size, then two window lengths each) stopped at the 9th."""
+    from elmoc.encoders import fused_lstm
+
+    before = torch._dynamo.config.recompile_limit
+    torch._dynamo.config.recompile_limit = 8
+    fused_lstm.compiled.cache_clear()
+    try:
+        fused_lstm.compiled(fused_lstm.reverse_loop, "cpu")
+        assert torch._dynamo.config.recompile_limit >= fused_lstm.RECOMPILE_LIMIT > 8
+    finally:
+        torch._dynamo.config.recompile_limit = before
+        fused_lstm.compiled.cache_clear()

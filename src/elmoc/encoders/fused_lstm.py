@@ -32,6 +32,7 @@ import torch.nn.functional as F
 __all__ = ["forward_loop", "reverse_loop", "compiled"]
 
 LN_EPS = 1e-5  # torch.nn.LayerNorm's default, as spec 1.1 uses
+RECOMPILE_LIMIT = 64  # graphs per compiled loop (see compiled)
 
 
 def forward_loop(input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bias, dropout, cell_clip, proj_clip,
@@ -121,6 +122,11 @@ def reverse_loop(grad_out, dh, dc, maskf, k_cell, k_out, a_cell, f_next, scale_g
 def compiled(fn, device_type: str):
     """``torch.compile`` of :func:`forward_loop` or :func:`reverse_loop` for a device type (cached: one
     compiled function, recompiled by TorchDynamo's guards per shape and option set)."""
+    # one graph per (shape, dtype, option set): a run compiles a few (each layer's window, the last short
+    # batch), a process that measures several precisions and window lengths many more; Dynamo's default
+    # limit of 8 recompilations per function is a hard error under fullgraph=True (the GPU check's fused
+    # step hit it at its 9th variant)
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
     if device_type != "cuda":
         return torch.compile(fn, dynamic=False, fullgraph=True)
     graphed = torch.compile(fn, dynamic=False, mode="reduce-overhead", fullgraph=True)
