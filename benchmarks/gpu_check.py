@@ -79,16 +79,16 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 STEPS = ("device", "tests", "resume", "table4", "table5", "throughput", "profile", "embed", "fused")
 # hard limits (seconds) per step: the default CUDA plan / the tiny CPU rehearsal
-LIMITS = {"device": (40, 120), "tests": (90, 300), "resume": (150, 420), "table4": (530, 300),
-          "table5": (200, 300), "throughput": (170, 400), "profile": (130, 450), "embed": (330, 400),
+LIMITS = {"device": (40, 120), "tests": (120, 300), "resume": (130, 420), "table4": (530, 300),
+          "table5": (200, 300), "throughput": (120, 400), "profile": (130, 450), "embed": (330, 400),
           "fused": (400, 600)}
 # estimated seconds of each step of the default CUDA plan on one H100/H200 (derivation in docs/full-run.md,
-# "On a GPU"; device, tests, resume, throughput, profile and table4's S1 as measured on an H200 on 2026-11-26,
-# table4's S2 from its 8 of 9 rows done in 211 s, table5 and embed still derived; issue 44 added a bf16 row per
-# model on the old LSTM path to throughput (45 s measured -> 60 derived) and the tf32/bf16 profiles and the
-# operator counts to profile (60 s measured -> 75 derived))
-ESTIMATES = {"device": 10, "tests": 30, "resume": 85, "table4": 430, "table5": 120, "throughput": 60,
-             "profile": 75, "embed": 200, "fused": 240}
+# "On a GPU"; table4's S1 as measured on an H200 on 2026-11-26, table4's S2 from its 8 of 9 rows done in 211 s;
+# device, tests (9 CUDA tests, 83 s), resume, throughput (12 rows) and profile as measured on an H100 on
+# 2026-11-27; fused's paper-size rows took 160 s there before its operator counts stopped (Dynamo's recompile
+# limit, since raised), so 240 stays derived; table5 and embed still derived)
+ESTIMATES = {"device": 10, "tests": 85, "resume": 100, "table4": 430, "table5": 120, "throughput": 55,
+             "profile": 100, "embed": 200, "fused": 240}
 # the three device commands of docs/full-run.md, each within the tool's 10-minute limit (limits' sums 580,
 # 570 and 570 s)
 GROUPS = {"A": ("device", "tests", "resume", "throughput", "profile"), "B": ("device", "table4"),
