@@ -85,8 +85,8 @@ LIMITS = {"device": (40, 120), "tests": (120, 300), "resume": (130, 420), "table
 # estimated seconds of each step of the default CUDA plan on one H100/H200 (derivation in docs/full-run.md,
 # "On a GPU"; table4's S1 as measured on an H200 on 2026-11-26, table4's S2 from its 8 of 9 rows done in 211 s;
 # device, tests (9 CUDA tests, 83 s), resume, throughput (12 rows) and profile as measured on an H100 on
-# 2026-11-27; fused's paper-size rows took 160 s there before its operator counts stopped (Dynamo's recompile
-# limit, since raised), so 240 stays derived; table5 and embed still derived)
+# 2026-11-27; fused stopped there after 202 s, in its operator counts (Dynamo's recompile limit, since raised),
+# its three paper-size rows done (91 s of it compiling), so 240 stays derived; table5 and embed still derived)
 ESTIMATES = {"device": 10, "tests": 85, "resume": 100, "table4": 430, "table5": 120, "throughput": 55,
              "profile": 100, "embed": 200, "fused": 240}
 # the three device commands of docs/full-run.md, each within the tool's 10-minute limit (limits' sums 580,
