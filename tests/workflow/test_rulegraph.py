@@ -1,4 +1,4 @@
-"""The committed rule graph (docs/rulegraph.mmd and the README's copy) is the one Snakemake
+"""The committed rule graph (docs/rulegraph.mmd and its copy in docs/reference.md) is the one Snakemake
 draws for config/paper.yaml (`make dag`): every rule and every edge, by rule name (Snakemake
 prints the edges in no fixed order)."""
 import re
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FIX = "run `make dag` and copy docs/rulegraph.mmd into the README's mermaid block"
+FIX = "run `make dag` and copy docs/rulegraph.mmd into the mermaid block of docs/reference.md"
 
 
 def graph(text: str) -> tuple[set[str], set[tuple[str, str]]]:
@@ -19,10 +19,10 @@ def graph(text: str) -> tuple[set[str], set[tuple[str, str]]]:
     return set(names.values()), edges
 
 
-def readme_graph() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"```mermaid\n(.*?)```", readme, flags=re.S)
-    assert block, "README.md has no mermaid block"
+def reference_graph() -> str:
+    reference = (REPO / "docs/reference.md").read_text(encoding="utf-8")
+    block = re.search(r"```mermaid\n(.*?)```", reference, flags=re.S)
+    assert block, "docs/reference.md has no mermaid block"
     return block.group(1)
 
 
@@ -36,5 +36,5 @@ def test_committed_rulegraph_is_snakemakes(tmp_path):
     assert len(drawn[0]) > 20 and {"paper_tables", "figures", "summary", "config_dump"} <= drawn[0]
     committed = (REPO / "docs/rulegraph.mmd").read_text(encoding="utf-8")
     assert graph(committed) == drawn, f"docs/rulegraph.mmd is out of date: {FIX}"
-    assert graph(readme_graph()) == drawn, f"the README's rule graph is out of date: {FIX}"
-    assert readme_graph().strip() == committed.strip(), f"the README's rule graph differs from docs/rulegraph.mmd: {FIX}"
+    assert graph(reference_graph()) == drawn, f"the rule graph in docs/reference.md is out of date: {FIX}"
+    assert reference_graph().strip() == committed.strip(), f"the rule graph in docs/reference.md differs from docs/rulegraph.mmd: {FIX}"
