@@ -22,7 +22,7 @@ INPUTS = ('input_file', 'model')  # args naming files read; an output among them
 OUTPUTS = ('output_file',)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from elmoc.commands.extract import add_storage_arguments
+    from elmoc.commands._options import add_storage_arguments
 
     parser.add_argument("input_file", help="sentences, one per line")
     parser.add_argument("output_file", help="HDF5 file to write")

@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     if args.to == "bilm-tf":
         bilm_tf.export_bilm_tf(files["forward"], files.get("backward"), args.output)
         return 0
-    from elmoc.commands.extract import boundaries_option
+    from elmoc.commands._options import boundaries_option
 
     if args.no_boundaries and args.boundaries not in (None, "false"):
         raise ConfigError(f"--no-boundaries contradicts --boundaries {args.boundaries}; give one of them")

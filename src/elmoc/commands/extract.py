@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from elmoc.commands._options import add_storage_arguments, boundaries_option
+
 NAME = "extract"
 HELP = "write bi-LM layer activations for a sentences file to HDF5 (allennlp elmo layout)"
 DESCRIPTION = (
@@ -39,20 +41,6 @@ def implicit_inputs(args: argparse.Namespace) -> dict:
 BOUNDARY_CHOICES = ("auto", "true", "false")
 
 
-def boundaries_option(value: "str | bool | None", where: str) -> "bool | None":
-    """``auto`` (or None) -> None (by the model's kind), ``true``/``false`` (strings or
-    booleans) -> True/False; anything else is a ConfigError naming ``where``."""
-    from elmoc.errors import ConfigError
-
-    if value is None or value == "auto":
-        return None
-    if isinstance(value, bool):
-        return value
-    if value in ("true", "false"):
-        return value == "true"
-    raise ConfigError(f"{where} must be auto, true or false, got {value!r}")
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from elmoc.config_section import add_section_argument
 
@@ -79,17 +67,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_storage_arguments(parser, layout=True)
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-
-
-def add_storage_arguments(parser: argparse.ArgumentParser, layout: bool) -> None:
-    """``--dtype`` (both commands) and ``--layout`` (extract); defaults None: float32, allennlp."""
-    parser.add_argument("--dtype", choices=("float32", "float16"), default=None,
-                        help="stored precision (default float32); float16 halves the file, the tasks compute in float32")
-    if layout:
-        parser.add_argument("--layout", choices=("allennlp", "contiguous"), default=None,
-                            help="allennlp (default): dataset str(i) per sentence, as `allennlp elmo`; contiguous: one "
-                            "dataset `features` [layers, total_tokens, dim] + `offsets`, which the tasks read without "
-                            "an HDF5 call per sentence (docs/downstream.md; `elmoc convert-features` converts)")
 
 
 def run(args: argparse.Namespace) -> int:

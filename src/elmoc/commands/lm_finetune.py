@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from elmoc.attempts import OutputLock
-    from elmoc.commands.train import lm_data
+    from elmoc.train.lm_data import lm_data
     from elmoc.config_section import Section, refuse_with_section
     from elmoc.directions import BACKWARD, FORWARD, single_run
     from elmoc.io.output_paths import check_output_directory

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from elmoc.attempts import OutputLock
-    from elmoc.commands.train import lm_data
+    from elmoc.train.lm_data import lm_data
     from elmoc.config_section import Section
     from elmoc.errors import InputFileError
     from elmoc.model_file import load_checkpoint

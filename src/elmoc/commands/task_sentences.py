@@ -24,24 +24,8 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import logging
 
-    from elmoc.errors import ConfigError
-    from elmoc.features.store import sentence_key
-    from elmoc.tasks.config import build_task, task_section_from_args
+    from elmoc.tasks.task_run import write_task_sentences
 
-    section, _ = task_section_from_args(args)
-    task, _ = build_task(section)
-    missing = task.missing_data()
-    if missing:
-        raise ConfigError(f"task {args.task!r} has no data: set tasks.{args.task}.{missing}")
-    seen: dict[str, None] = {}
-    for split in ("train", "dev", "test"):
-        for tokens in task.sentences(task.read(split)):
-            if tokens:
-                seen.setdefault(sentence_key(tokens), None)
-    from elmoc.io.atomic import atomic_file
-
-    with atomic_file(args.output) as f:
-        for sentence in seen:
-            f.write(sentence + "\n")
-    logging.getLogger(__name__).info("%s: %d distinct sentences -> %s", args.task, len(seen), args.output)
+    count = write_task_sentences(args)
+    logging.getLogger(__name__).info("%s: %d distinct sentences -> %s", args.task, count, args.output)
     return 0

@@ -41,8 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elmoc.attempts import record_job_attempt
-    from elmoc.commands.train import checkpoint_step
+    from elmoc.attempts import checkpoint_step, record_job_attempt
     from elmoc.devices import run_with_gpus
 
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
