@@ -163,7 +163,7 @@ def test_case7_re_export_warns_before_deleting_a_file_the_user_added(world, tmp_
     monkeypatch.chdir(world)
     out = tmp_path / "model"
     argv = ["export", "--forward", "lm/tiny/forward/model.pt", "--backward", "lm/tiny/backward/model.pt",
-            "--output", str(out)]
+            "--output-dir", str(out)]
     assert main(argv) == 0
     (out / "notes.txt").write_text("mine\n")
     caplog.clear()

@@ -13,25 +13,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
+
+from elmoc.config_section import Deprecated
 
 FILE, DIR = "file", "dir"
 _NEW = {FILE: "--output", DIR: "--output-dir"}
 _METAVAR = {FILE: "FILE", DIR: "DIR"}
-
-
-class _Deprecated(argparse.Action):
-    """Stores the value; an old spelling (``self.deprecated``) also prints one line on stderr."""
-
-    def __init__(self, option_strings, dest, deprecated=(), **kwargs):
-        self.deprecated = tuple(deprecated)
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        if option_string in self.deprecated:
-            print(f"{parser.prog}: warning: {option_string} is deprecated; use {self.option_strings[0]}",
-                  file=sys.stderr)
-        setattr(namespace, self.dest, values)
 
 
 def add_output(parser: argparse.ArgumentParser, kind: str, help: str, old: tuple[str, ...] = (),
@@ -39,13 +26,20 @@ def add_output(parser: argparse.ArgumentParser, kind: str, help: str, old: tuple
     """``--output FILE`` (``kind`` FILE) or ``--output-dir DIR`` (``kind`` DIR), stored as
     ``args.output`` / ``args.output_dir``; ``old`` spellings still accepted with a warning."""
     new = _NEW[kind]
-    return parser.add_argument(new, *old, dest=new[2:].replace("-", "_"), action=_Deprecated, deprecated=old,
+    return parser.add_argument(new, *old, dest=new[2:].replace("-", "_"), action=Deprecated, deprecated=old,
                                required=required, default=default, metavar=_METAVAR[kind], help=help)
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Every option's default in its help (unless the text gives it or it is None/False), the
-    description's paragraphs and examples as written, and no deprecated spelling shown."""
+    description wrapped but its indented lines (an example's command line) kept as written, and
+    no deprecated spelling shown."""
+
+    def _fill_text(self, text, width, indent):
+        lines = []
+        for line in text.splitlines():
+            lines.append(indent + line if line.startswith("  ") else super()._fill_text(line, width, indent))
+        return "\n".join(lines)
 
     def _format_action_invocation(self, action):
         deprecated = getattr(action, "deprecated", ())

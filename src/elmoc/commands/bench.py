@@ -1,7 +1,11 @@
 """``elmoc bench``: regenerate the paper's speed tables (Tables 4 and 5) on this machine."""
 from __future__ import annotations
 
+from elmoc.commands._options import DIR, add_device, add_output
+
 NAME = "bench"
+GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc bench --quick --output-dir results/tables'
 HELP = "time real training steps of every output layer and encoder; print Tables 4 and 5"
 DESCRIPTION = (
     "Builds each benchmarked LM from an LM spec (synthetic random vector tables and token ids) and "
@@ -15,7 +19,7 @@ DESCRIPTION = (
     "Table 5 caption names the protocol. "
     "Also times the optimized ELMo LSTM against a per-step reference and reports the CONT share and the "
     "model FLOP utilization. Widths are multiplied by --width-scale and vocabularies by --vocab-scale "
-    "(1.0 = paper sizes, for a GPU). Prints Markdown; --out-dir also writes .md/.csv/.json files. "
+    "(1.0 = paper sizes, for a GPU). Prints Markdown; --output-dir also writes .md/.csv/.json files. "
     "The workflow passes the config's `bench` section as --section-json instead of the settings."
 )
 
@@ -26,7 +30,7 @@ SECTION_KEYS = {"device": ("--device", str), "width_scale": ("--width-scale", fl
                 "threads": ("--threads", int), "table5_protocol": ("--table5-protocol", str)}
 
 
-# --out-dir and --scratch: written only; nothing is read
+# --output-dir and --scratch: written only; nothing is read
 INPUTS = ()  # args naming files read; an output among them is refused (cli)
 OUTPUTS = ()
 
@@ -39,7 +43,7 @@ def add_arguments(parser) -> None:
                         "2 S2 probes, GPT length 64, S3 skipped")
     parser.add_argument("--tables", default="4,5,lstm",
                         help="comma-separated subset of 4, 5, lstm (default: all)")
-    parser.add_argument("--device", default=None, help="torch device (default cpu)")
+    add_device(parser, default=None, what="; default cpu")
     parser.add_argument("--width-scale", type=float, default=None, help="width factor (default 0.125; quick 1/32)")
     parser.add_argument("--vocab-scale", type=float, default=None, help="vocabulary factor (default 0.05)")
     parser.add_argument("--memory-budget-mb", type=float, default=None, help="per-process memory budget of S2 and of Table 5 under s3 (default 768)")
@@ -66,7 +70,7 @@ def add_arguments(parser) -> None:
                         help="comma-separated Table 4 scenarios, a subset of s1, s2, s3 (default: all)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads per process (default 1)")
     parser.add_argument("--no-s3", action="store_true", help="skip the data-parallel scenario S3 (Table 5 auto then times the fixed batch)")
-    parser.add_argument("--out-dir", default=None, help="write table4/table5/lstm .md and .csv and bench.json here")
+    add_output(parser, DIR, "write table4/table5/lstm .md and .csv and bench.json here", old=("--out-dir",), required=False)
     parser.add_argument("--scratch", default=None,
                         help="folder for the synthetic vector tables (default: a temporary folder)")
 
@@ -109,8 +113,8 @@ def run(args) -> int:
             result = go(Path(tmp))
     markdown = to_markdown(result)
     sys.stdout.write(markdown)
-    if args.out_dir:
-        out = Path(args.out_dir)
+    if args.output_dir:
+        out = Path(args.output_dir)
         out.mkdir(parents=True, exist_ok=True)
         files = {"bench.json": json.dumps(result, indent=2), "speed.md": markdown}
         for key, name in (("table4", "table4"), ("table5", "table5"), ("lstm", "lstm_kernel")):

@@ -1,12 +1,16 @@
 """``elmoc bpe``: learn BPE subwords on the training corpus (ELMo-Sub)."""
 from __future__ import annotations
 
+from elmoc.commands._options import DIR, add_output
+
 NAME = "bpe"
+GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc bpe --corpus results/corpus/train --output-dir results/bpe'
 HELP = "learn BPE merges on the corpus; write tokenizer.json and an elmoc vocabulary of subwords"
 DESCRIPTION = (
     "Learns byte-pair-encoding merges (Hugging Face tokenizers, whitespace-split corpus tokens, "
-    "'##' marks non-initial pieces) on every training shard, then writes OUT_DIR/tokenizer.json and "
-    "OUT_DIR/vocab.txt (elmoc vocabulary format: <pad> <s> </s> <unk> first, then subwords in id "
+    "'##' marks non-initial pieces) on every training shard, then writes OUTPUT_DIR/tokenizer.json and "
+    "OUTPUT_DIR/vocab.txt (elmoc vocabulary format: <pad> <s> </s> <unk> first, then subwords in id "
     "order with their corpus counts). Both files are written atomically. The workflow passes the "
     "config's `variants` section (bpe_merges, bpe_min_frequency) as --section-json instead of "
     "--num-merges and --min-frequency."
@@ -14,7 +18,7 @@ DESCRIPTION = (
 
 
 INPUTS = ('corpus',)  # args naming files read; an output among them is refused (cli)
-OUTPUTS = ('out_dir',)
+OUTPUTS = ('output_dir',)
 
 def add_arguments(parser) -> None:
     from elmoc.config_section import add_section_argument
@@ -26,7 +30,7 @@ def add_arguments(parser) -> None:
                         help="BPE merges to learn (paper: about 30K; default 30000)")
     parser.add_argument("--min-frequency", type=int, default=None,
                         help="minimum pair frequency for a merge (default 2)")
-    parser.add_argument("--out-dir", required=True, help="output folder, e.g. results/bpe")
+    add_output(parser, DIR, "output folder, e.g. results/bpe", old=("--out-dir",))
 
 
 def run(args) -> int:
@@ -59,7 +63,7 @@ def run(args) -> int:
     if not files:
         raise InputFileError(args.corpus[0], "no .txt shards found")
     tokenizer = train_bpe(files, merges, min_frequency)
-    out = Path(args.out_dir)
+    out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_file(out / "tokenizer.json") as f:
         f.write(tokenizer.to_str())

@@ -3,7 +3,15 @@ from __future__ import annotations
 
 import argparse
 
+from elmoc.commands._options import DIR, add_output
+
 NAME = "compression-table"
+GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = (
+    'elmoc compression-table --original results/models/elmo-c --models-under results/compressed/elmo-c '
+    '--sentences results/corpus/heldout.txt --work-dir results/compression-work/elmo-c --output-dir '
+    'results/tables/compression'
+)
 HELP = "one table of a model and its smaller versions (float16/int8 copies, students, pruned, ticket): size, speed, fidelity, scores"
 DESCRIPTION = (
     "Measures --original and every --model ROLE=DIR (roles: original's copies float16, bfloat16, int8; "
@@ -14,13 +22,13 @@ DESCRIPTION = (
     "one per direction; a float16/bfloat16/int8 copy shows the original's, marked) and, for each of "
     "--tasks, the task trained on each model's features with every --seeds (`elmoc task`; mean, sample sd, "
     "difference to the original). Writes NAME.md, .csv, .json and the figure NAME.png/.pdf (size and speed "
-    "against the score) into --out-dir. Task features and runs are kept in --work-dir under each model's "
+    "against the score) into --output-dir. Task features and runs are kept in --work-dir under each model's "
     "fingerprint: a rerun (after a stop, or with one more model) reuses them, and a stopped task run resumes "
     "from its checkpoint; the side-by-side timing is always measured afresh."
 )
 
 INPUTS = ('original', 'models_under', 'sentences', 'config', 'fasttext', 'vocab')  # files read; never an output (cli)
-OUTPUTS = ('out_dir', 'work_dir')
+OUTPUTS = ('output_dir', 'work_dir')
 
 
 def _pair(text: str) -> tuple[str, str]:
@@ -56,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--finished-only", action="store_true",
                         help="train nothing: score each model with the task runs already finished in --work-dir "
                         "(the others are gaps; a cell names its seeds when they are not all of --seeds)")
-    parser.add_argument("--out-dir", required=True, help="where NAME.md/.csv/.json/.png/.pdf go")
+    add_output(parser, DIR, "where NAME.md/.csv/.json/.png/.pdf go", old=("--out-dir",))
     parser.add_argument("--name", default="compression", help="file stem of the outputs (default compression)")
 
 

@@ -4,6 +4,11 @@ from __future__ import annotations
 import argparse
 
 NAME = "distill"
+GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = (
+    'elmoc distill --spec student.yaml --teacher results/lm/elmo-c/forward/model.pt --direction forward '
+    '--output-dir results/distill/small/forward'
+)
 HELP = "train a smaller student LM (one direction) to reproduce a trained teacher's representations"
 DESCRIPTION = (
     "Train the student LM that --spec describes (any preset: fewer or narrower LSTM layers, a smaller "

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from elmoc.commands._options import add_storage_arguments, boundaries_option
+from elmoc.commands._options import FILE, add_device, add_output, add_storage_arguments, boundaries_option
 
 NAME = "extract"
+GROUP = "use"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = (
+    'elmoc extract --forward results/lm/elmo-c/forward/model.pt --backward '
+    'results/lm/elmo-c/backward/model.pt --sentences results/tasks/sst5/sentences.txt --output '
+    'results/features/elmo-c/sst5.hdf5'
+)
 HELP = "write bi-LM layer activations for a sentences file to HDF5 (allennlp elmo layout)"
 DESCRIPTION = (
     "Run a forward and a backward LM (model.pt) over one tokenized sentence per line and "
@@ -50,14 +56,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backward", help="backward LM model.pt (or checkpoint.pt; the joint or masked model.pt again); "
                         "omit it for a one-direction LM (train.directions: forward: the forward LM's features alone)")
     parser.add_argument("--sentences", required=True, help="one whitespace-tokenized sentence per line")
-    parser.add_argument("--output", required=True, help="HDF5 file to write")
+    add_output(parser, FILE, "HDF5 file to write")
     parser.add_argument("--vocab", help="vocabulary file (default: the one recorded in the checkpoint)")
     parser.add_argument("--fasttext-model", help="fastText .bin composing out-of-vocabulary words of a FastText "
                         "input (default: results/fasttext/NAME.bin beside the input table)")
     parser.add_argument("--char-cnn-model", help="ELMo model.pt whose char-CNN made a char-CNN input table "
                         "(ELMo-C-CNN; default: results/lm/elmo/joint/model.pt, else .../forward/model.pt, beside results/vectors/cnn.npy)")
     parser.add_argument("--closed-vocabulary", action="store_true",
-                        help="map words outside the LM vocabulary to <unk> (the behaviour before issue 12)")
+                        help="map words outside the LM vocabulary to <unk> instead of composing their input vectors")
     parser.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default 64)")
     parser.add_argument("--boundaries", choices=BOUNDARY_CHOICES, default=None,
                         help="wrap sentences in <s> ... </s> before encoding (dropped from the output): auto (default) "
@@ -65,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "trained (the authors' ELMo-C code feeds bare tokens); true or false forces it")
     parser.add_argument("--no-boundaries", action="store_true", help="the same as --boundaries false")
     add_storage_arguments(parser, layout=True)
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
+    add_device(parser)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
 
 

@@ -1,7 +1,14 @@
 """``elmoc task``: train and evaluate one downstream task for one variant and seed."""
 from __future__ import annotations
 
+from elmoc.commands._options import FILE, add_output
+
 NAME = "task"
+GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = (
+    'elmoc task --task sst5 --config config/config.yaml --variant elmo-c --features '
+    'results/features/elmo-c/sst5.hdf5 --output results/tasks/sst5/elmo-c/seed1.json'
+)
 HELP = "train a downstream task model on LM features and/or FastText vectors; write the metrics JSON"
 DESCRIPTION = (
     "Trains the task model of tasks.<task> in --config (any registered task: sst, snli, ner, ...) on its "
@@ -55,13 +62,13 @@ def implicit_inputs(args) -> dict:
 
 
 def add_arguments(parser) -> None:
-    from elmoc.commands._options import seconds_or_auto
+    from elmoc.commands._options import add_device, seconds_or_auto
     from elmoc.tasks.config import add_task_section_arguments
 
     add_task_section_arguments(parser, config_help="workflow config (uses tasks.<task> and scale) or a single task section YAML")
     parser.add_argument("--variant", required=True, help="name recorded in the metrics JSON (LM variant, or 'fasttext')")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    parser.add_argument("--output", required=True, help="metrics JSON to write (e.g. results/tasks/sst5/elmo-c/seed1.json)")
+    add_output(parser, FILE, "metrics JSON to write (e.g. results/tasks/sst5/elmo-c/seed1.json)")
     parser.add_argument("--features", help="HDF5 features of the task's sentences (results/features/{variant}/{task}.hdf5)")
     parser.add_argument("--fasttext", help="static word vectors: fastText .bin model or .npy table (with --vocab)")
     parser.add_argument("--lm", metavar="DIR", help="encoder: fine_tune: the bi-LM's model directory "
@@ -69,8 +76,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--vocab", help="vocabulary file the .npy table follows (results/vocab/vocab.txt)")
     parser.add_argument("--scale", choices=["demo", "cpu", "full"], help="label of the run (default: the config's `scale`, else demo)")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
-    parser.add_argument("--device", default="cpu",
-                        help="cpu, cuda, cuda:N, or auto (cuda when available); default cpu")
+    add_device(parser)
     parser.add_argument("--checkpoint-minutes", type=float, default=None, metavar="MINUTES",
                         help="override trainer.checkpoint_minutes (default 30; 0: only at epochs' ends and stops)")
     parser.add_argument("--stop-margin", type=seconds_or_auto, default=None, metavar="SECONDS|auto",

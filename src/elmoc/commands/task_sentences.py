@@ -1,7 +1,11 @@
 """``elmoc task-sentences``: the distinct tokenized sentences a task needs features for."""
 from __future__ import annotations
 
+from elmoc.commands._options import FILE, add_output
+
 NAME = "task-sentences"
+GROUP = "internals"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc task-sentences --task sst5 --config config/config.yaml --output results/tasks/sst5/sentences.txt'
 HELP = "write every distinct tokenized sentence of a task (train/dev/test), one per line, for `elmoc extract`"
 DESCRIPTION = (
     "Reads the task's train, dev and test data (paths from the task section of --config) and writes "
@@ -18,7 +22,7 @@ def add_arguments(parser) -> None:
     from elmoc.tasks.config import add_task_section_arguments
 
     add_task_section_arguments(parser, config_help="workflow config (uses tasks.<task>) or a single task section YAML")
-    parser.add_argument("--output", required=True, help="sentences file to write (e.g. results/tasks/sst5/sentences.txt)")
+    add_output(parser, FILE, "sentences file to write (e.g. results/tasks/sst5/sentences.txt)")
 
 
 def run(args) -> int:

@@ -7,6 +7,11 @@ from elmoc.commands._options import add_training_arguments
 from elmoc.directions import RUNS
 
 NAME = "train"
+GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = (
+    'elmoc train --spec results/lm/elmo-c/spec.yaml --direction forward --output-dir '
+    'results/lm/elmo-c/forward --device auto'
+)
 HELP = "pretrain one direction (forward or backward) of an LM variant, or its joint bi-LM, from its spec"
 DESCRIPTION = (
     "Train the LM described by a spec YAML (see `elmoc spec` and config/lm/) on the "

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 
 NAME = "with-gpus"
+GROUP = "internals"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc with-gpus 1 -- elmoc train --spec spec.yaml --direction forward --output-dir out --device cuda'
 HELP = "run a command with N GPUs of its own (sets CUDA_VISIBLE_DEVICES from lock-file slots)"
 DESCRIPTION = (
     "Takes N free GPU slots (one lock file per device under --lock-dir), sets "

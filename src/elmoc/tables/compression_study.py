@@ -12,7 +12,7 @@ from elmoc.tables import compression
 
 
 def run_study(args: Any) -> int:
-    """The study and its files (NAME.md/.csv/.json/.png/.pdf in args.out_dir); the exit status
+    """The study and its files (NAME.md/.csv/.json/.png/.pdf in args.output_dir); the exit status
     (a task run that stopped: its own, and a rerun resumes it)."""
     import logging
 
@@ -90,13 +90,13 @@ def _summary(args: Any, sentences: list, tasks: list, metrics: dict, rows: list)
 
 
 def _write(args: Any, summary: dict) -> None:
-    """NAME.md, .csv, .json and the figure into args.out_dir; the Markdown table printed."""
+    """NAME.md, .csv, .json and the figure into args.output_dir; the Markdown table printed."""
     import json
 
     from elmoc.io.atomic import atomic_file
     from elmoc.tables.render import write_files
 
-    out = Path(args.out_dir)
+    out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = compression.build_table(summary, args.name)
     write_files(table, md=out / f"{args.name}.md", csv=out / f"{args.name}.csv")
