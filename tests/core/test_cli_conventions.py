@@ -141,3 +141,27 @@ def test_device_auto_is_cpu_without_cuda_and_a_bad_name_is_one_line():
     assert check_device("cpu") == "cpu"
     with pytest.raises(ConfigError, match="--device must be cpu, cuda, cuda:N or auto"):
         check_device("gpu0")
+
+
+def test_no_command_module_imports_another():
+    """A command parses, calls the library and reports: what two commands share lives in the library
+    or in a helper module of the package whose name starts with ``_`` (commands/_options.py, _paths.py)."""
+    import ast
+    from pathlib import Path
+
+    import elmoc.commands as package
+
+    commands = {p.stem for p in Path(package.__path__[0]).glob("*.py") if not p.stem.startswith("_")}
+    found = []
+    for name in sorted(commands):
+        tree = ast.parse((Path(package.__path__[0]) / f"{name}.py").read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "elmoc.commands":
+                found += [(name, a.name) for a in node.names if a.name in commands]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("elmoc.commands."):
+                if node.module.split(".")[2] in commands:
+                    found.append((name, node.module))
+            elif isinstance(node, ast.Import):
+                found += [(name, a.name) for a in node.names
+                          if a.name.startswith("elmoc.commands.") and a.name.split(".")[2] in commands]
+    assert not found, found

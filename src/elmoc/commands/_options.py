@@ -6,9 +6,9 @@
   of ``--help``.
 * ``--device`` is ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (:func:`add_device`); the CLI
   checks it before the command runs (:func:`elmoc.devices.check_device`: one line, exit 1).
-* Seconds-or-``auto`` values (:func:`seconds_or_auto`), the stored precision and layout of
-  feature files (:func:`add_storage_arguments`) and ``--boundaries`` (:func:`boundaries_option`)
-  are read the same way by every command that takes them.
+* Seconds-or-``auto`` values (:func:`seconds_or_auto`) and the stored precision and layout of
+  feature files (:func:`add_storage_arguments`) are read the same way by every command that takes
+  them (``--boundaries``: :mod:`elmoc.features.boundaries`).
 """
 from __future__ import annotations
 
@@ -75,20 +75,6 @@ def seconds_or_auto(text: str) -> float | None:
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"expected seconds >= 0 or 'auto', got {text!r}")
     return value
-
-
-def boundaries_option(value: "str | bool | None", where: str) -> "bool | None":
-    """``auto`` (or None) -> None (by the model's kind), ``true``/``false`` (strings or
-    booleans) -> True/False; anything else is a ConfigError naming ``where``."""
-    from elmoc.errors import ConfigError
-
-    if value is None or value == "auto":
-        return None
-    if isinstance(value, bool):
-        return value
-    if value in ("true", "false"):
-        return value == "true"
-    raise ConfigError(f"{where} must be auto, true or false, got {value!r}")
 
 
 def add_storage_arguments(parser: argparse.ArgumentParser, layout: bool) -> None:

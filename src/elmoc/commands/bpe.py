@@ -35,12 +35,8 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     import logging
-    from collections import Counter
-    from pathlib import Path
 
-    from elmoc.data.vocab.subword import SubwordEncoder, train_bpe
-    from elmoc.errors import InputFileError
-    from elmoc.io.atomic import atomic_file
+    from elmoc.data.vocab.subword import build_bpe, corpus_files
 
     merges, min_frequency = args.num_merges, args.min_frequency
     if args.section_json is not None:
@@ -49,34 +45,9 @@ def run(args) -> int:
         refuse_with_section(args, {"--num-merges": merges, "--min-frequency": min_frequency})
         v = Section.parse(args.section_json, "variants", keys=("bpe_merges", "bpe_min_frequency"))
         merges, min_frequency = v.get("bpe_merges", int), v.get("bpe_min_frequency", int)
-    merges = 30000 if merges is None else merges
-    min_frequency = 2 if min_frequency is None else min_frequency
-    files: list[Path] = []
-    for item in args.corpus:
-        path = Path(item)
-        if path.is_dir():
-            files += sorted(p for p in path.iterdir() if p.is_file() and p.suffix == ".txt")
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise InputFileError(path, "corpus file or directory not found")
-    if not files:
-        raise InputFileError(args.corpus[0], "no .txt shards found")
-    tokenizer = train_bpe(files, merges, min_frequency)
-    out = Path(args.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    with atomic_file(out / "tokenizer.json") as f:
-        f.write(tokenizer.to_str())
-    encoder = SubwordEncoder(out / "tokenizer.json")
-    counts: Counter = Counter()
-    for path in files:
-        with open(path, encoding="utf-8") as f:
-            lines = [line for line in f if line.strip()]
-        for ids in encoder.encode_lines(lines):
-            counts.update(ids)
-    vocab = encoder.vocabulary(dict(counts))
-    vocab.save(out / "vocab.txt")
-    logging.getLogger("elmoc.bpe").info(
-        "wrote %s (%d subwords) from %d files, %d subword tokens", out, len(vocab), len(files), sum(counts.values())
-    )
+    files = corpus_files(args.corpus)
+    vocab, tokens = build_bpe(files, args.output_dir, 30000 if merges is None else merges,
+                              2 if min_frequency is None else min_frequency)
+    logging.getLogger("elmoc.bpe").info("wrote %s (%d subwords) from %d files, %d subword tokens", args.output_dir,
+                                        len(vocab), len(files), tokens)
     return 0

@@ -104,54 +104,6 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elmoc.errors import ConfigError
-    from elmoc.io.output_paths import check_output_directory
-    from elmoc.pretrained import bilm_tf, writer
+    from elmoc.pretrained.export_run import run_export
 
-    if bool(args.bilm_tf_options) != bool(args.bilm_tf_weights):
-        raise ConfigError("give both --bilm-tf-options and --bilm-tf-weights")
-    if args.bilm_tf_options and args.to == "bilm-tf":
-        raise ConfigError("--to bilm-tf exports a trained variant; --bilm-tf-options/--bilm-tf-weights already are "
-                          "bilm-tf's files")
-    if args.bilm_tf_options:
-        if args.format == "checkpoints":
-            if not args.spec or not args.vocab:
-                raise ConfigError("--format checkpoints needs --spec (the variant's spec.yaml) and --vocab")
-            from elmoc.config import load_yaml
-
-            bilm_tf.bilm_tf_checkpoints(args.bilm_tf_options, args.bilm_tf_weights, args.output_dir,
-                                        load_yaml(args.spec, mapping="an LM spec"), args.vocab,
-                                        [args.direction] if args.direction else DIRECTIONS)
-        else:
-            check_output_directory(args.output_dir, NAME, {"--bilm-tf-options": args.bilm_tf_options,
-                                                       "--bilm-tf-weights": args.bilm_tf_weights, "--vocab": args.vocab})
-            bilm_tf.convert_bilm_tf(args.bilm_tf_options, args.bilm_tf_weights, args.output_dir, vocab=args.vocab)
-        return 0
-    if args.format != "directory":
-        raise ConfigError("--format checkpoints applies to --bilm-tf-options/--bilm-tf-weights")
-    if args.to == "bilm-tf" and (args.fasttext_model or args.char_cnn_model or args.boundaries or args.no_boundaries):
-        raise ConfigError("--to bilm-tf writes the char-CNN and LSTM weights alone (AllenNLP always reads <S> ... "
-                          "</S>): drop --fasttext-model, --char-cnn-model and --boundaries")
-    check_output_directory(args.output_dir, NAME, {"--forward": args.forward, "--backward": args.backward,
-                                               "--fasttext-model": args.fasttext_model,
-                                               "--char-cnn-model": args.char_cnn_model})
-    if args.variant:
-        if args.forward or args.backward:
-            raise ConfigError("give --variant or --forward/--backward, not both")
-        files = writer.lm_files(args.results, args.variant)
-    elif args.forward:
-        files = {"forward": args.forward, "backward": args.backward}  # no backward: checked by the loader
-    else:
-        raise ConfigError("give --variant (or --forward and --backward; --forward alone for a one-direction LM)")
-    if args.to == "bilm-tf":
-        bilm_tf.export_bilm_tf(files["forward"], files.get("backward"), args.output_dir)
-        return 0
-    from elmoc.commands._options import boundaries_option
-
-    if args.no_boundaries and args.boundaries not in (None, "false"):
-        raise ConfigError(f"--no-boundaries contradicts --boundaries {args.boundaries}; give one of them")
-    boundaries = False if args.no_boundaries else boundaries_option(args.boundaries, "--boundaries")
-    writer.export_model(files["forward"], files.get("backward"), args.output_dir, fasttext_model=args.fasttext_model,
-                        boundaries=boundaries, command=command_line(args),
-                        char_cnn_model=args.char_cnn_model)
-    return 0
+    return run_export(args, command_line(args))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from elmoc.commands._options import FILE, add_device, add_output, add_storage_arguments, boundaries_option
+from elmoc.commands._options import FILE, add_device, add_output, add_storage_arguments
+from elmoc.features.boundaries import boundaries_flags, boundaries_option
 
 NAME = "extract"
 GROUP = "use"  # its heading in `elmoc --help` (cli.GROUPS)
@@ -95,11 +96,7 @@ def run(args: argparse.Namespace) -> int:
         args.closed_vocabulary = f.get("closed_vocabulary", bool, False)
         args.layout, args.dtype = f.get("layout", str), f.get("dtype", str)
     else:
-        from elmoc.errors import ConfigError
-
-        if args.no_boundaries and args.boundaries not in (None, "false"):
-            raise ConfigError(f"--no-boundaries contradicts --boundaries {args.boundaries}; give one of them")
-        boundaries = False if args.no_boundaries else boundaries_option(args.boundaries, "--boundaries")
+        boundaries = boundaries_flags(args.boundaries, args.no_boundaries)
     args.batch_size = 64 if args.batch_size is None else args.batch_size
     layout, dtype = args.layout or "allennlp", args.dtype or "float32"
     from elmoc.features.layouts import dtype_of, writer_of
