@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         model = work / "models" / "float32"
         if not (model / "elmoc-model.json").is_file():
-            run(elmoc + ["export", "--variant", args.variant, "--results", "results", "--output", str(model)],
+            run(elmoc + ["export", "--variant", args.variant, "--results", "results", "--output-dir", str(model)],
                 work / "logs" / "export.log", cwd=wf)
     measure = work / "measure.txt"
     lines = sentences.read_text(encoding="utf-8").splitlines()
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     models = {"float32": model}
     for fmt in args.formats:
         models[fmt] = work / "models" / fmt
-        run(elmoc + ["compress", str(model), "--output", str(models[fmt]), "--format", fmt, "--measure", str(measure),
+        run(elmoc + ["compress", str(model), "--output-dir", str(models[fmt]), "--format", fmt, "--measure", str(measure),
                      "--threads", str(args.embed_threads)], work / "logs" / f"compress-{fmt}.log")
 
     scores: dict[str, dict[int, dict]] = {name: {} for name in models}

@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         source_dir = work / "float32"
         if not (source_dir / "elmoc-model.json").is_file():
             run_child(elmoc + ["export", "--bilm-tf-options", str(options), "--bilm-tf-weights", str(weights),
-                               "--output", str(source_dir)], env, work / "export.log")
+                               "--output-dir", str(source_dir)], env, work / "export.log")
     models = {"float32": source_dir}
     compress_seconds = {}
     measure = sentences
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.reuse and (models[fmt] / "elmoc-model.json").is_file():
             continue
         start = time.perf_counter()
-        run_child(elmoc + ["compress", str(source_dir), "--output", str(models[fmt]), "--format", fmt,
+        run_child(elmoc + ["compress", str(source_dir), "--output-dir", str(models[fmt]), "--format", fmt,
                            "--measure", str(measure), "--threads", str(args.threads),
                            "--batch-size", str(args.batch_size), "--rounds", str(args.compress_rounds)],
                   env, work / f"compress-{fmt}.log")

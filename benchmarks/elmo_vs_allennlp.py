@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     model_dir = work / "elmoc-model"
     start = time.perf_counter()
     run_child(args.elmoc + ["export", "--bilm-tf-options", str(options), "--bilm-tf-weights", str(weights_path),
-                            "--output", str(model_dir)], env, work / "export.log")
+                            "--output-dir", str(model_dir)], env, work / "export.log")
     export_seconds = time.perf_counter() - start
 
     commands = tool_commands(args, model_dir, options, weights_path)

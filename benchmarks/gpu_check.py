@@ -403,8 +403,8 @@ def step_table4(args, out: Path, log) -> dict:
     base = bench_args(args, "4") + ["--no-s3", "--scratch", str(scratch)]
     # S1: the paper timed batch 1 with synchronous CUDA.  The S2 search of this run is cut short by a
     # 1 MB budget (one probe per model), since its S2 comes from the asynchronous run below.
-    s1_cmd = elmoc_cmd() + base + ["--memory-budget-mb", "1", "--out-dir", str(out / "table4_s1")]
-    s2_cmd = elmoc_cmd() + base + ["--out-dir", str(out / "table4_s2")]
+    s1_cmd = elmoc_cmd() + base + ["--memory-budget-mb", "1", "--output-dir", str(out / "table4_s1")]
+    s2_cmd = elmoc_cmd() + base + ["--output-dir", str(out / "table4_s2")]
     env = child_env()
     env.pop("CUDA_LAUNCH_BLOCKING", None)
     t1 = run(s1_cmd, log, child_env(CUDA_LAUNCH_BLOCKING="1"))
@@ -424,7 +424,7 @@ def step_table4(args, out: Path, log) -> dict:
 
 def step_table5(args, out: Path, log) -> dict:
     cmd = elmoc_cmd() + bench_args(args, "5,lstm") + ["--scratch", str(Path(args.scratch) / "bench"),
-                                                       "--out-dir", str(out / "table5")]
+                                                       "--output-dir", str(out / "table5")]
     env = child_env()
     env.pop("CUDA_LAUNCH_BLOCKING", None)
     seconds = run(cmd, log, env)
@@ -893,7 +893,7 @@ def step_embed(args, out: Path, log) -> dict:
                                             "this python): see docs/full-run.md, 'On a GPU'"}
         model = root / "elmoc-model"
         run(elmoc_cmd() + ["export", "--bilm-tf-options", str(options_path), "--bilm-tf-weights", str(weights),
-                           "--output", str(model)], log)
+                           "--output-dir", str(model)], log)
     # elmoc on this device (warm-up, then timed), on the CPU (the reference output), and the 16-bit copies
     if args.device != "cpu":  # CUDA context, cuBLAS/cuDNN handles, the allocator's first blocks
         timed_embed(model, sentences, root / "warm.hdf5", args.device, log, threads)
@@ -913,7 +913,7 @@ def step_embed(args, out: Path, log) -> dict:
     copies = {}
     for fmt in ("float16", "bfloat16"):
         copy = root / f"model-{fmt}"
-        run(elmoc_cmd() + ["compress", str(model), "--output", str(copy), "--format", fmt, "--measure", str(measure),
+        run(elmoc_cmd() + ["compress", str(model), "--output-dir", str(copy), "--format", fmt, "--measure", str(measure),
                            "--rounds", "1", "--threads", str(threads)], log)
         seconds = timed_embed(copy, sentences, root / f"{fmt}.hdf5", args.device, log, threads)
         cmp = eva.compare_features(root / "device.hdf5", root / f"{fmt}.hdf5")

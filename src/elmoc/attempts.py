@@ -215,6 +215,21 @@ def job_outcome(status: int, ranks: list[dict[str, Any]]) -> tuple[str, str]:
     return CRASHED, "; ".join(parts) or f"the launcher exited {status}"
 
 
+def checkpoint_step(out_dir: str | Path) -> int | None:
+    """The step of ``out_dir``'s checkpoint.pt (metadata only, memory-mapped), or None: an LM's
+    (``elmoc train``) or a downstream task run's (``elmoc task``).  Without one, nothing heavy is
+    imported: ``elmoc with-gpus`` asks after every job it ran."""
+    path = Path(out_dir) / "checkpoint.pt"  # = elmoc.train.checkpoint.CHECKPOINT (tests/core/test_cli_startup.py)
+    if not path.is_file():
+        return None
+    from elmoc.model_file import FORMAT, TASK_FORMAT, load_checkpoint
+
+    try:
+        return int(load_checkpoint(path, mmap=True, formats=(FORMAT, TASK_FORMAT))["step"])
+    except Exception:  # noqa: BLE001 (unreadable or foreign: the resume says why; here it is "no step")
+        return None
+
+
 def record_job_attempt(exit_dir: str | Path, status: int, checkpoint_step: Callable[[Path], int | None]) -> None:
     """Append the job's outcome to the attempt log rank 0 announced in ``exit_dir``
     (nothing when none was announced: a refused or non-training command).

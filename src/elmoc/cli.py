@@ -41,27 +41,60 @@ def _command_modules():
         yield module
 
 
+# The headings of `elmoc --help`, in order: a command module's GROUP names one (internals when unset).
+GROUPS = {
+    "use": "use a trained model",
+    "train": "prepare data and train",
+    "evaluate": "evaluate and report",
+    "internals": "internals (the workflow's plumbing)",
+}
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every command; given the command line ``argv``, only the command it names
     gets its arguments: another command's ``add_arguments`` may import torch (``task``: every
     registered task), seconds of start-up that a workflow job such as ``with-gpus`` would pay."""
+    from elmoc.commands._options import HelpFormatter
+
     named = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
+    modules = list(_command_modules())
     parser = argparse.ArgumentParser(
         prog="elmoc",
+        usage="elmoc [-h] [--version] [-v] COMMAND [ARGS ...]",
         description="ELMo-C: contextual word representations with continuous outputs, "
         "and the softmax baselines it replaces.",
+        epilog=_grouped_commands(modules) + "\n\n`elmoc COMMAND --help` shows a command's options, defaults "
+        "and an example.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"elmoc {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    modules = list(_command_modules())
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging (also after the command)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS)
     every = named not in {m.NAME for m in modules}
     for module in modules:
-        p = sub.add_parser(module.NAME, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP))
+        p = sub.add_parser(module.NAME, prog=f"elmoc {module.NAME}", description=getattr(module, "DESCRIPTION", module.HELP),
+                           epilog=_example(module), formatter_class=HelpFormatter)
+        p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging")
         if every or module.NAME == named:
             module.add_arguments(p)
         p.set_defaults(_run=module.run, _paths=_declared_paths(module, p), _module=module)
     return parser
+
+
+def _grouped_commands(modules) -> str:
+    """The commands under their GROUPS headings, each with its one-line HELP."""
+    width = max(len(m.NAME) for m in modules) + 2
+    blocks = []
+    for group, title in GROUPS.items():
+        rows = [f"  {m.NAME.ljust(width)}{m.HELP}" for m in modules if getattr(m, "GROUP", "internals") == group]
+        if rows:
+            blocks.append(f"{title}:\n" + "\n".join(rows))
+    return "\n\n".join(blocks)
+
+
+def _example(module) -> str | None:
+    example = getattr(module, "EXAMPLE", None)
+    return f"example:\n  {example}" if example else None
 
 
 def _declared_paths(module, parser: argparse.ArgumentParser) -> dict[str, list[tuple[str, str]]]:
@@ -104,6 +137,16 @@ def _refuse_outputs_among_inputs(args: argparse.Namespace) -> None:
                                              run_owner=_run_owner if runs else None, runs=runs)
 
 
+def _check_device(args: argparse.Namespace) -> None:
+    """Every command's ``--device``: ``auto`` made cuda or cpu, a CUDA device without CUDA refused
+    in one line before any work (torch is imported only for a device other than cpu)."""
+    device = getattr(args, "device", None)
+    if device is not None and device != "cpu":
+        from elmoc.devices import check_device
+
+        args.device = check_device(device)
+
+
 def _run_owner(folder):
     from elmoc.commands._paths import run_owner
 
@@ -124,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _stacks_on_fatal_signals()
     try:
+        _check_device(args)
         _refuse_outputs_among_inputs(args)
         return int(args._run(args) or 0)
     except ElmocError as e:  # an error may name its own exit status (e.g. a busy output folder)

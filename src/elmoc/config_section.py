@@ -9,8 +9,10 @@ misspelled ``max_sise`` is an error, never a silent default.
 """
 from __future__ import annotations
 
+import argparse
 import difflib
 import json
+import sys
 from typing import Any, Iterable
 
 from elmoc.errors import ConfigError
@@ -18,10 +20,26 @@ from elmoc.errors import ConfigError
 FLAG = "--section-json"
 
 
+class Deprecated(argparse.Action):
+    """An option's value stored as usual; given by one of its deprecated spellings
+    (``deprecated``, left out of ``--help`` by :class:`elmoc.commands._options.HelpFormatter`), it
+    also prints one line on stderr naming the spelling to use."""
+
+    def __init__(self, option_strings, dest, deprecated=(), **kwargs):
+        self.deprecated = tuple(deprecated)
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string in self.deprecated:
+            print(f"{parser.prog}: warning: {option_string} is deprecated; use {self.option_strings[0]}",
+                  file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def add_section_argument(parser, section: str, *aliases: str) -> None:
     """Add ``--section-json`` (and deprecated ``aliases``) for the config section `section`."""
-    parser.add_argument(FLAG, *aliases, dest="section_json", default=None, metavar="JSON",
-                        help=f"the config's `{section}` as JSON (what the workflow passes)")
+    parser.add_argument(FLAG, *aliases, dest="section_json", default=None, metavar="JSON", action=Deprecated,
+                        deprecated=aliases, help=f"the config's `{section}` as JSON (what the workflow passes)")
 
 
 def refuse_with_section(args, flags: dict[str, Any]) -> None:

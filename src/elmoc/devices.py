@@ -204,3 +204,10 @@ def resolve_device(device):
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"--device {device} asked for, but CUDA is not available here; use --device cpu")
     return device
+
+
+def check_device(device: str) -> str:
+    """``--device`` as a command passes it on: ``auto`` becomes ``cuda`` or ``cpu``; a malformed
+    name, or a CUDA device without CUDA, is a ConfigError (one line)."""
+    resolved = resolve_device(device)
+    return str(resolved) if str(device) == "auto" else str(device)

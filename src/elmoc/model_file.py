@@ -45,6 +45,7 @@ from elmoc.io.atomic import atomic_path
 from elmoc.io.safe_load import LEGACY_NUMPY_GLOBALS, load_weights_only
 
 FORMAT = "elmoc-lm-v1"
+TASK_FORMAT = "elmoc-task-v1"  # a downstream task run's checkpoint (elmoc.tasks.checkpoint.FORMAT)
 
 
 def save_checkpoint(path: str | Path, payload: dict[str, Any], fmt: str = FORMAT) -> None:

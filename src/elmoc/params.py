@@ -175,3 +175,47 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         lines.append(f"{r['variant']:<16} {r['vocab']:>9,} {r['input']:>12,} {r['encoder']:>12,} {r['output']:>13,} "
                      f"{r['paper'] / 1e6:>13.1f}M {r['trained'] / 1e6:>13.1f}M  {'masked' if r['masked'] else 'joint' if r['joint'] else 'forward' if r['one_direction'] else 'separate'}")
     return "\n".join(lines)
+
+
+def check_student(spec_path: str, teacher_path: str, direction: str, spec: dict, vocab) -> None:
+    """Before the output folder exists: the teacher is an LM of ``direction`` (or a joint bi-LM) and
+    the student is no larger than it.  Distillation here compresses: a student whose encoder is
+    of the teacher's type with more parameters is refused (to train a larger LM, use `elmoc
+    train`); one of another type (a Transformer student of an LSTM teacher) may need more, and is
+    warned about (docs/safety.md)."""
+    import logging
+    from pathlib import Path
+
+    import numpy as np
+
+    from elmoc.errors import ConfigError
+    from elmoc.model_file import direction_payload, load_checkpoint
+
+    if direction not in ("forward", "backward"):
+        return  # the trainer says a student is trained one direction at a time
+    teacher = direction_payload(load_checkpoint(teacher_path, mmap=True), direction, teacher_path)
+    teacher_size = sum(v.numel() for k, v in teacher["model"].items() if k.startswith("encoder."))
+    tables = {}  # each frozen table's width, from its header (the table itself is read by the trainer)
+    for table in _frozen_tables(spec):
+        if str(table).endswith(".npy") and Path(table).is_file():
+            tables[table] = int(np.load(table, mmap_mode="r").shape[-1])
+    student_size = count_parameters(spec, len(vocab), table_dims=tables, ignore_files=True)["encoder"]
+    kinds = (spec.get("encoder") or {}).get("type"), (teacher["spec"].get("encoder") or {}).get("type")
+    if student_size > teacher_size and kinds[0] != kinds[1]:  # another architecture: it may have to be larger
+        logging.getLogger(__name__).warning("%s: the student's %s encoder has %s parameters, more than the teacher's %s encoder (%s: %s): "
+                    "the distilled LM will not be smaller", spec_path, kinds[0], f"{student_size:,}", kinds[1],
+                    teacher_path, f"{teacher_size:,}")
+    elif student_size > teacher_size:
+        raise ConfigError(f"{spec_path}: the student's encoder has {student_size:,} parameters, more than the "
+                          f"teacher's ({teacher_path}: {teacher_size:,}); distillation trains a smaller LM: give "
+                          "the student fewer or narrower layers (to train a larger LM, use `elmoc train`)")
+
+
+def _frozen_tables(node) -> list[str]:
+    """Every ``vectors`` file a spec names (its frozen tables)."""
+    if isinstance(node, dict):
+        own = [node["vectors"]] if isinstance(node.get("vectors"), str) else []
+        return own + [v for value in node.values() for v in _frozen_tables(value)]
+    if isinstance(node, list):
+        return [v for value in node for v in _frozen_tables(value)]
+    return []

@@ -13,7 +13,7 @@ from elmoc.errors import ConfigError
 
 @pytest.mark.slow
 def test_quick_bench_prints_tables_4_and_5(tmp_path, capsys):
-    code = main(["bench", "--quick", "--out-dir", str(tmp_path), "--scratch", str(tmp_path / "scratch")])
+    code = main(["bench", "--quick", "--output-dir", str(tmp_path), "--scratch", str(tmp_path / "scratch")])
     assert code == 0
     out = capsys.readouterr().out
     assert "## Table 4" in out and "## Table 5" in out and "## ELMo LSTM kernel" in out

@@ -31,13 +31,13 @@ def test_with_gpus_asks_a_finished_jobs_folder_for_its_checkpoint_without_torch(
     """After every job `elmoc with-gpus` reads the step of the job's checkpoint; a finished task or
     LM run has none, and finding that out must not import torch (every task, through
     elmoc.tasks.checkpoint)."""
-    code = ("import sys; from pathlib import Path; from elmoc.commands.train import checkpoint_step; "
+    code = ("import sys; from pathlib import Path; from elmoc.attempts import checkpoint_step; "
             "assert checkpoint_step(Path(sys.argv[1])) is None; assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, env={"PYTHONPATH": str(SRC)})
 
 
 def test_checkpoint_step_reads_the_checkpoint_the_trainers_write(tmp_path):
-    from elmoc.commands.train import checkpoint_step
+    from elmoc.attempts import checkpoint_step
     from elmoc.tasks.checkpoint import FORMAT as TASK_FORMAT
     from elmoc.model_file import save_checkpoint
     from elmoc.train.checkpoint import CHECKPOINT

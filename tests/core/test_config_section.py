@@ -15,29 +15,29 @@ SST = {"type": "sst", "format": "polarity", "granularity": "2-class", "train": "
 # command line (OUT: the output path) -> (the misspelled key, the suggestion); one case per
 # command that takes --section-json, and one per nested mapping a command reads
 CASES = {
-    "fetch": (["fetch", "--out", "OUT", "--section-json",
+    "fetch": (["fetch", "--output-dir", "OUT", "--section-json",
                {"source": "x.bin", "sha256": "none", "member": ["a"]}], "member", "members"),
-    "corpus": (["corpus", "--out", "OUT", "--section-json",
+    "corpus": (["corpus", "--output-dir", "OUT", "--section-json",
                 {"sources": [{"format": "lines", "path": "a.txt"}], "sed": 3}], "sed", "seed"),
-    "corpus-lowercase": (["corpus", "--out", "OUT", "--section-json",
+    "corpus-lowercase": (["corpus", "--output-dir", "OUT", "--section-json",
                           {"sources": [{"format": "lines", "path": "a.txt"}], "lowercas": True}], "lowercas", "lowercase"),
-    "corpus-source": (["corpus", "--out", "OUT", "--section-json",
+    "corpus-source": (["corpus", "--output-dir", "OUT", "--section-json",
                        {"sources": [{"fromat": "lines", "path": "a.txt"}]}], "fromat", "format"),
-    "vocab": (["vocab", "--corpus", "train", "--out", "OUT", "--section-json", {"max_sise": 3}], "max_sise", "max_size"),
-    "fasttext": (["fasttext", "--name", "cc", "--out", "OUT", "--section-json",
+    "vocab": (["vocab", "--corpus", "train", "--output", "OUT", "--section-json", {"max_sise": 3}], "max_sise", "max_size"),
+    "fasttext": (["fasttext", "--name", "cc", "--output", "OUT", "--section-json",
                   {"eval": {}, "models": {"cc": {"pretrained": {"paht": "cc.bin"}}}}], "paht", "path"),
-    "fasttext-model": (["fasttext", "--name", "cc", "--corpus", "train", "--out", "OUT", "--section-json",
+    "fasttext-model": (["fasttext", "--name", "cc", "--corpus", "train", "--output", "OUT", "--section-json",
                         {"models": {"cc": {"trian": {"dim": 3}}}}], "trian", "train"),
-    "fasttext-train": (["fasttext", "--name", "cc", "--corpus", "train", "--out", "OUT", "--section-json",
+    "fasttext-train": (["fasttext", "--name", "cc", "--corpus", "train", "--output", "OUT", "--section-json",
                         {"models": {"cc": {"train": {"epochs": 3}}}}], "epochs", "epoch"),
-    "vectors": (["vectors", "--vocab", "vocab.txt", "--random", "--out", "OUT", "--section-json",
+    "vectors": (["vectors", "--vocab", "vocab.txt", "--random", "--output", "OUT", "--section-json",
                  {"dim": 3, "sed": 1}], "sed", "seed"),
-    "bpe": (["bpe", "--corpus", "train", "--out-dir", "OUT", "--section-json", {"bpe_merge": 3}], "bpe_merge", "bpe_merges"),
+    "bpe": (["bpe", "--corpus", "train", "--output-dir", "OUT", "--section-json", {"bpe_merge": 3}], "bpe_merge", "bpe_merges"),
     "spec": (["spec", "--output", "OUT", "--section-json", {"trian": {}}], "trian", "train"),
     "spec-data": (["spec", "--output", "OUT", "--section-json", {"data": {"heldot": "h.txt"}}], "heldot", "heldout"),
     "extract": (["extract", "--forward", "f.pt", "--backward", "b.pt", "--sentences", "s.txt", "--output", "OUT",
                  "--section-json", {"boundary": False}], "boundary", "boundaries"),
-    "bench": (["bench", "--out-dir", "OUT", "--section-json", {"repeat": 2}], "repeat", "repeats"),
+    "bench": (["bench", "--output-dir", "OUT", "--section-json", {"repeat": 2}], "repeat", "repeats"),
     "task": (["task", "--task", "sst5", "--variant", "v", "--output", "OUT", "--section-json",
               {**SST, "granularty": "2-class"}], "granularty", "granularity"),
     "task-runner-key": (["task", "--task", "sst5", "--variant", "v", "--output", "OUT", "--section-json",
@@ -52,7 +52,7 @@ CASES = {
                  "--section-json", {"lm_wieght": 1}], "lm_wieght", "lm_weight"),
     "prune": (["prune", "--model", "m.pt", "--direction", "forward", "--output-dir", "OUT", "--section-json",
                {"levls": [0.5]}], "levls", "levels"),
-    "lm-finetune": (["lm-finetune", "--lm-dir", "../lm", "--text", "../t.txt", "--output", "OUT", "--section-json",
+    "lm-finetune": (["lm-finetune", "--lm-dir", "../lm", "--text", "../t.txt", "--output-dir", "OUT", "--section-json",
                      {"epoch": 2}], "epoch", "epochs"),
     "config-dump": (["config-dump", "--output", "OUT", "--section-json",
                      {"scale": "demo", "pretrian": {}}], "pretrian", "pretrain"),
@@ -129,7 +129,7 @@ def test_train_and_params_name_a_misspelled_spec_key(tmp_path, repo_root, capsys
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     monkeypatch.chdir(tmp_path)
-    for argv in (["train", "--spec", str(path), "--direction", "forward", "--out", str(tmp_path / "out")],
+    for argv in (["train", "--spec", str(path), "--direction", "forward", "--output-dir", str(tmp_path / "out")],
                  ["params", "--preset", str(path)]):
         assert main(argv) == 1
         err = capsys.readouterr().err.strip()

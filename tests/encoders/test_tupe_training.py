@@ -86,7 +86,7 @@ def test_a_masked_tupe_lm_resumes_bit_exact_and_embeds_as_it_was_trained(tmp_pat
     def elmoc(*args):
         return subprocess.run(ELMOC + list(args), cwd=root, capture_output=True, text=True, timeout=300)
 
-    r = elmoc("export", "--forward", "out/model.pt", "--backward", "out/model.pt", "--output", "model_dir")
+    r = elmoc("export", "--forward", "out/model.pt", "--backward", "out/model.pt", "--output-dir", "model_dir")
     assert r.returncode == 0, r.stderr[-2000:]
     r = elmoc("embed", "--model", "model_dir", "sents.txt", "embedded.hdf5", "--all", "--threads", "1")
     assert r.returncode == 0, r.stderr[-2000:]

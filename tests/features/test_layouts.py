@@ -242,7 +242,7 @@ def test_embed_writes_float16_in_the_allennlp_layout(elmo_fixture_dir, tmp_path,
     precision (the float32 values rounded once); `elmoc convert-features` makes it contiguous."""
     monkeypatch.chdir(tmp_path)
     options, weights = elmo_fixture_dir / "options.json", elmo_fixture_dir / "lm_weights.hdf5"
-    assert main(["export", "--bilm-tf-options", str(options), "--bilm-tf-weights", str(weights), "--output", "model"]) == 0
+    assert main(["export", "--bilm-tf-options", str(options), "--bilm-tf-weights", str(weights), "--output-dir", "model"]) == 0
     Path("s.txt").write_text("the cat sat .\nA dog ran far away .\nthe cat sat .\nzebra\n", encoding="utf-8")
     assert main(["embed", "s.txt", "e32.hdf5", "--model", "model", "--all"]) == 0
     assert main(["embed", "s.txt", "e16.hdf5", "--model", "model", "--all", "--dtype", "float16"]) == 0

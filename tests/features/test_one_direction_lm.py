@@ -108,7 +108,7 @@ def test_features_are_the_forward_lms_alone_width_h_and_the_task_and_tables_take
     assert r.returncode == 0, r.stderr
     flat = (root / "pretrain.csv").read_text().splitlines()
     assert len(flat) == 2 and f"{VARIANT},forward" in flat[1]
-    r = elmoc(root, "tables", "beyond", "--heldout", f"{RUN}/heldout.json", "--tasks", out, "--out-dir", "tables",
+    r = elmoc(root, "tables", "beyond", "--heldout", f"{RUN}/heldout.json", "--tasks", out, "--output-dir", "tables",
               "--section-json", json.dumps({VARIANT: "gpt-c"}))
     assert r.returncode == 0, r.stderr
     with open(root / "tables/beyond.csv", newline="") as f:
@@ -127,7 +127,7 @@ def test_export_embed_and_elmo_read_one_forward_stack(trained, monkeypatch):
     r = elmoc(root, "extract", "--forward", f"{RUN}/model.pt", "--sentences", "sents.txt", "--output", "s.hdf5",
               "--threads", "1")
     assert r.returncode == 0, r.stderr
-    r = elmoc(root, "export", "--variant", VARIANT, "--output", "model_dir")
+    r = elmoc(root, "export", "--variant", VARIANT, "--output-dir", "model_dir")
     assert r.returncode == 0, r.stderr
     meta = json.loads((root / "model_dir/elmoc-model.json").read_text())
     assert meta["stack"] == "forward" and meta["layers"] == BLOCKS + 1 and meta["dim"] == D_MODEL

@@ -33,7 +33,7 @@ def world(tmp_path_factory):
             assert main(["train", "--spec", "spec.yaml", "--direction", run, "--output-dir", f"lm/tiny/{run}",
                          "--threads", "1"]) == 0
         assert main(["export", "--forward", "lm/tiny/forward/model.pt", "--backward", "lm/tiny/backward/model.pt",
-                     "--output", "models/tiny"]) == 0
+                     "--output-dir", "models/tiny"]) == 0
     for handler in set(logging.getLogger().handlers) - set(handlers):  # train.log: later tests must not grow it
         logging.getLogger().removeHandler(handler)
         handler.close()

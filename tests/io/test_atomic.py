@@ -68,7 +68,7 @@ def test_a_command_on_a_full_disk_prints_one_line(tmp_path, small_disk, fill_dis
     vocab.write_text("<pad>\t0\n<s>\t0\n</s>\t0\n<unk>\t0\n" + "".join(f"w{i}\t{1000 - i}\n" for i in range(996)))
     disk = small_disk(256)
     fill_disk(disk, 8000)
-    assert main(["vectors", "--vocab", str(vocab), "--random", "--dim", "300", "--out", str(disk / "rnd.npy")]) == 1
+    assert main(["vectors", "--vocab", str(vocab), "--random", "--dim", "300", "--output", str(disk / "rnd.npy")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{disk / 'rnd.npy'}: could not be written: no space left" in err[0], err
     assert sorted(p.name for p in disk.iterdir()) == ["filler"]
@@ -83,6 +83,6 @@ def test_a_full_disk_elsewhere_is_one_line_too(monkeypatch, capsys, tmp_path):
 
     monkeypatch.setattr(vocabulary, "build_vocabulary", full)
     (tmp_path / "corpus").mkdir()
-    assert main(["vocab", "--corpus", str(tmp_path / "corpus"), "--out", str(tmp_path / "v.txt")]) == 1
+    assert main(["vocab", "--corpus", str(tmp_path / "corpus"), "--output", str(tmp_path / "v.txt")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{tmp_path / 'v.txt'}: could not be written: no space left" in err[0], err

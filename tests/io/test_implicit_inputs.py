@@ -37,9 +37,9 @@ WALK = {
     "extract": (["extract", "--forward", f"{RUN}/model.pt", "--backward", "lm/tiny/backward/model.pt",
                  "--sentences", "task.txt", "--output", "OUT"],
                 [*FWD_RUN, "lm/tiny/backward/model.pt", "task.txt", *LM_IMPLICIT]),
-    "export": (["export", "--forward", f"{RUN}/model.pt", "--backward", "lm/tiny/backward/model.pt", "--output", "OUT"],
+    "export": (["export", "--forward", f"{RUN}/model.pt", "--backward", "lm/tiny/backward/model.pt", "--output-dir", "OUT"],
                [*FWD_RUN, "lm/tiny/backward/model.pt", *LM_IMPLICIT]),
-    "cnn-table": (["cnn-table", "--checkpoint", f"{RUN}/model.pt", "--vocab", "vocab.txt", "--out", "OUT"],
+    "cnn-table": (["cnn-table", "--checkpoint", f"{RUN}/model.pt", "--vocab", "vocab.txt", "--output", "OUT"],
                   [*FWD_RUN, *LM_IMPLICIT]),
     "prune": (["prune", "--model", f"{RUN}/model.pt", "--direction", "forward", "--output-dir", "OUT"],
               [*FWD_RUN, *LM_IMPLICIT]),
@@ -47,19 +47,19 @@ WALK = {
                  "--output-dir", "OUT"], ["student.yaml", *FWD_RUN, *LM_IMPLICIT]),
     "train": (["train", "--spec", "spec.yaml", "--direction", "forward", "--output-dir", "OUT"],
               ["spec.yaml", *LM_IMPLICIT]),
-    "lm-finetune": (["lm-finetune", "--lm-dir", "lm/tiny", "--text", "task.txt", "--output", "OUT"],
+    "lm-finetune": (["lm-finetune", "--lm-dir", "lm/tiny", "--text", "task.txt", "--output-dir", "OUT"],
                     ["lm/tiny", "lm/tiny/spec.yaml", *FWD_RUN, "lm/tiny/backward/model.pt", "task.txt",
                      *LM_IMPLICIT]),
     "embed": (["embed", "task.txt", "OUT", "--model", "models/tiny", "--top"],
               ["task.txt", "models/tiny", "models/tiny/forward.pt"]),
-    "compress": (["compress", "models/tiny", "--output", "OUT", "--format", "float16", "--measure", "task.txt"],
+    "compress": (["compress", "models/tiny", "--output-dir", "OUT", "--format", "float16", "--measure", "task.txt"],
                  ["models/tiny", "models/tiny/forward.pt", "task.txt"]),
     "task": (["task", "--task", "sst5", "--config", "config.yaml", "--variant", "v", "--features", "feats.hdf5",
               "--output", "OUT"],
              ["config.yaml", "feats.hdf5", "data/sst/train.txt", "data/sst/dev.txt", "data/sst/test.txt"]),
     "predict": (["predict", "task.txt", "--task-model", "tm", "--output", "OUT"],
                 ["task.txt", "tm", "tm/weights.pt", "tm/lm", "tm/lm/forward.pt"]),
-    "vocab": (["vocab", "--corpus", "corpus/train", "--out", "OUT"], ["corpus/train", "corpus/train/shard_000.txt"]),
+    "vocab": (["vocab", "--corpus", "corpus/train", "--output", "OUT"], ["corpus/train", "corpus/train/shard_000.txt"]),
 }
 
 
@@ -102,10 +102,10 @@ def test_case1_lm_finetune_into_the_variant_folder_is_refused(world, monkeypatch
     """Before: `lm-finetune --lm-dir V --output V/model` overwrote V/forward/model.pt, exit 0."""
     monkeypatch.chdir(world)
     before = _tree(world)
-    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "task.txt", "--output", "lm/tiny/model"]) == 1
+    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "task.txt", "--output-dir", "lm/tiny/model"]) == 1
     _one_line(capsys, "elmoc lm-finetune: error:", "inside the input folder --lm-dir")
-    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "task.txt", "--output", "lm/model"]) == 1
-    _one_line(capsys, "elmoc lm-finetune: error:", "--output's parent (the work folder) holds the input --lm-dir")
+    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "task.txt", "--output-dir", "lm/model"]) == 1
+    _one_line(capsys, "elmoc lm-finetune: error:", "--output-dir's parent (the work folder) holds the input --lm-dir")
     assert _tree(world) == before and not Path("lm/tiny/model").exists() and not Path("lm/model").exists()
 
 
@@ -222,7 +222,7 @@ def test_every_command_refuses_its_input_through_a_symlink_or_as_the_folder_hold
     argv[index] = out
     before = {str(p): p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file() and not p.is_symlink()}
     if how == "parent" and hasattr(_module_named(name), "TABLES"):
-        # a table command writes only its tables' files into --out-dir (results/tables holds its --bench):
+        # a table command writes only its tables' files into --output-dir (results/tables holds its --bench):
         # the folder holding an input is no refusal, and nothing the user had changes
         main(argv)
         capsys.readouterr()
@@ -248,21 +248,21 @@ def test_an_output_folder_holding_another_commands_output_is_refused(world, tmp_
     _one_line(capsys, "elmoc train: error:", "an output of `elmoc export`")
     assert main(["prune", "--model", f"{RUN}/model.pt", "--direction", "forward", "--output-dir", str(other)]) == 1
     _one_line(capsys, "elmoc prune: error:", "holds a training run's model.pt")
-    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "task.txt", "--output", str(other / "model")]) == 1
-    _one_line(capsys, "elmoc lm-finetune: error:", "--output's parent (the work folder) holds a training run's")
+    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "task.txt", "--output-dir", str(other / "model")]) == 1
+    _one_line(capsys, "elmoc lm-finetune: error:", "--output-dir's parent (the work folder) holds a training run's")
     assert _tree(world) == before and _tree(other) == kept
 
 
 def test_export_checkpoints_writes_beside_its_spec(world, tmp_path, monkeypatch, capsys):
     """The workflow's released_lm rule: `export --format checkpoints --spec results/lm/V/spec.yaml
-    --output results/lm/V` writes only V/{direction}/model.pt and heldout.json, beside the spec: not
+    --output-dir results/lm/V` writes only V/{direction}/model.pt and heldout.json, beside the spec: not
     refused as "holds the input --spec"; an output file that is the spec still is."""
     from elmoc.cli import build_parser, _refuse_outputs_among_inputs
 
     monkeypatch.chdir(world)
     args = build_parser(argv := ["export", "--bilm-tf-options", "o.json", "--bilm-tf-weights", "w.hdf5",
                                  "--format", "checkpoints", "--spec", "lm/tiny/spec.yaml", "--vocab", "vocab.txt",
-                                 "--direction", "forward", "--output", "lm/tiny"]).parse_args(argv)
+                                 "--direction", "forward", "--output-dir", "lm/tiny"]).parse_args(argv)
     _refuse_outputs_among_inputs(args)  # no error
     args = build_parser(argv).parse_args([*argv[:-1], "lm"])
     _refuse_outputs_among_inputs(args)

@@ -131,16 +131,15 @@ def test_case6_distill_refuses_a_student_larger_than_its_teacher(world, tmp_path
 
 def test_case6_a_larger_student_of_another_architecture_is_warned_about(world, tmp_path, monkeypatch, caplog):
     """A Transformer student of an LSTM teacher may need more parameters: trained, with a warning."""
-    from elmoc.commands.distill import check_student
+    from elmoc.params import check_student
 
     monkeypatch.chdir(world)
     spec = yaml.safe_load((world / "spec.yaml").read_text())
     spec["encoder"] = {"type": "transformer", "d_model": 16, "heads": 2, "d_ff": 64, "num_layers": 2}
-    args = type("Args", (), {"direction": "forward", "teacher": "lm/tiny/forward/model.pt", "spec": "s.yaml"})()
     from elmoc.data.vocab.vocabulary import Vocabulary
 
     with caplog.at_level(logging.WARNING):
-        check_student(args, spec, Vocabulary.load("vocab.txt"))
+        check_student("s.yaml", "lm/tiny/forward/model.pt", "forward", spec, Vocabulary.load("vocab.txt"))
     warned = [r.getMessage() for r in caplog.records if "more than the teacher's" in r.getMessage()]
     assert len(warned) == 1 and "transformer encoder" in warned[0] and "will not be smaller" in warned[0], warned
 
@@ -164,7 +163,7 @@ def test_case7_re_export_warns_before_deleting_a_file_the_user_added(world, tmp_
     monkeypatch.chdir(world)
     out = tmp_path / "model"
     argv = ["export", "--forward", "lm/tiny/forward/model.pt", "--backward", "lm/tiny/backward/model.pt",
-            "--output", str(out)]
+            "--output-dir", str(out)]
     assert main(argv) == 0
     (out / "notes.txt").write_text("mine\n")
     caplog.clear()

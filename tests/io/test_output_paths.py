@@ -122,9 +122,9 @@ def test_export_refuses_a_training_folder_and_any_other_folder(tmp_path, capsys)
     fwd, bwd = str(other / "forward/model.pt"), str(other / "backward/model.pt")
     for output, why in ((run, "holds a training run's model.pt and checkpoint.pt"), (run.parent, "not empty"),
                         (tmp_path / "keep", "not empty")):
-        assert main(["export", "--forward", fwd, "--backward", bwd, "--output", str(output)]) == 1
+        assert main(["export", "--forward", fwd, "--backward", bwd, "--output-dir", str(output)]) == 1
         _one_line_error(capsys, "elmoc export: error:", str(output), why)
-    assert main(["export", "--forward", fwd, "--backward", bwd, "--output", str(other)]) == 1
+    assert main(["export", "--forward", fwd, "--backward", bwd, "--output-dir", str(other)]) == 1
     _one_line_error(capsys, "holds the input --forward")
     assert _tree(tmp_path) == before
 
@@ -134,9 +134,9 @@ def test_compress_refuses_a_foreign_folder_before_measuring(tmp_path, capsys):
     (tmp_path / "keep").mkdir()
     (tmp_path / "keep/notes.txt").write_text("notes")
     argv = ["compress", str(tmp_path / "box/model"), "--format", "float16", "--measure", str(tmp_path / "absent.txt")]
-    assert main([*argv, "--output", str(tmp_path / "keep")]) == 1
+    assert main([*argv, "--output-dir", str(tmp_path / "keep")]) == 1
     _one_line_error(capsys, "elmoc compress: error:", "not empty")
-    assert main([*argv, "--output", str(tmp_path / "box")]) == 1
+    assert main([*argv, "--output-dir", str(tmp_path / "box")]) == 1
     _one_line_error(capsys, "holds the input MODEL_DIR")
     assert (tmp_path / "keep/notes.txt").read_text() == "notes"
 
@@ -151,7 +151,7 @@ def test_fetch_out_dot_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, cap
         if name == "full":
             (work / "notes.txt").write_text("notes")
         monkeypatch.chdir(work)
-        assert main(["fetch", str(source), "--sha256", "none", "--out", "."]) == 1
+        assert main(["fetch", str(source), "--sha256", "none", "--output-dir", "."]) == 1
         _one_line_error(capsys, "elmoc fetch: error:", "current directory")
         assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
         assert sorted(p.name for p in work.iterdir()) == (["notes.txt"] if name == "full" else [])
@@ -162,17 +162,17 @@ def test_fetch_replaces_its_own_output_but_no_other_folder(tmp_path, capsys):
     one.write_text("1\n")
     two.write_text("2\n")
     out = tmp_path / "dl/x"
-    assert main(["fetch", str(one), "--sha256", "none", "--out", str(out)]) == 0
+    assert main(["fetch", str(one), "--sha256", "none", "--output-dir", str(out)]) == 0
     (out / ".fetch.json").unlink()  # what Snakemake does before it reruns the rule
-    assert main(["fetch", str(two), "--sha256", "none", "--out", str(out)]) == 0  # its own output: replaced
+    assert main(["fetch", str(two), "--sha256", "none", "--output-dir", str(out)]) == 0  # its own output: replaced
     assert sorted(p.name for p in out.iterdir()) == [MANIFEST, ".fetch.json", "two.txt"]
     keep = tmp_path / "keep"
     keep.mkdir()
     (keep / "notes.txt").write_text("notes")
-    assert main(["fetch", str(one), "--sha256", "none", "--out", str(keep)]) == 1
+    assert main(["fetch", str(one), "--sha256", "none", "--output-dir", str(keep)]) == 1
     _one_line_error(capsys, "elmoc fetch: error:", "not empty")
     assert sorted(p.name for p in keep.iterdir()) == ["notes.txt"]
-    assert main(["fetch", str(out / "two.txt"), "--sha256", "none", "--out", str(out)]) == 1
+    assert main(["fetch", str(out / "two.txt"), "--sha256", "none", "--output-dir", str(out)]) == 1
     _one_line_error(capsys, "holds the input SOURCE")
 
 
@@ -181,16 +181,16 @@ def test_corpus_refuses_a_foreign_folder_and_reruns_into_its_own(tmp_path, capsy
     text.write_text("".join(f"sentence number {i} .\n" for i in range(40)))
     out = tmp_path / "corpus"
     argv = ["corpus", "--source", f"lines:{text}", "--heldout", "4"]
-    assert main([*argv, "--out", str(out)]) == 0
-    assert main([*argv, "--out", str(out)]) == 0  # the workflow's rerun into its own folder
+    assert main([*argv, "--output-dir", str(out)]) == 0
+    assert main([*argv, "--output-dir", str(out)]) == 0  # the workflow's rerun into its own folder
     keep = tmp_path / "keep"
     (keep / "sub").mkdir(parents=True)
     (keep / "sub/notes.txt").write_text("notes")
-    assert main([*argv, "--out", str(keep)]) == 1
+    assert main([*argv, "--output-dir", str(keep)]) == 1
     _one_line_error(capsys, "elmoc corpus: error:", "not empty")
     assert (keep / "sub/notes.txt").read_text() == "notes"
     inside = out / "train" / "shard_000.txt"
-    assert main(["corpus", "--source", f"lines:{inside}", "--heldout", "4", "--out", str(out)]) == 1
+    assert main(["corpus", "--source", f"lines:{inside}", "--heldout", "4", "--output-dir", str(out)]) == 1
     _one_line_error(capsys, "holds the input --source")
     assert inside.is_file()
 
@@ -214,35 +214,35 @@ def test_same_file_sees_links_and_respellings(tmp_path, monkeypatch):
 def _argv_output_is_input(name: str, x: str, d: str) -> list[str]:
     """A command line of command ``name`` whose output is its input ``x`` (a file; ``d`` a folder)."""
     return {
-        "bpe": ["bpe", "--corpus", d, "--out-dir", d],
-        "cnn-table": ["cnn-table", "--checkpoint", x, "--vocab", "v.txt", "--out", x],
+        "bpe": ["bpe", "--corpus", d, "--output-dir", d],
+        "cnn-table": ["cnn-table", "--checkpoint", x, "--vocab", "v.txt", "--output", x],
         "compression-table": ["compression-table", "--original", d, "--sentences", x, "--work-dir", "w",
-                              "--out-dir", x],
-        "compress": ["compress", d, "--output", d, "--format", "float16", "--measure", "s.txt"],
+                              "--output-dir", x],
+        "compress": ["compress", d, "--output-dir", d, "--format", "float16", "--measure", "s.txt"],
         "convert-features": ["convert-features", x, x, "--layout", "contiguous"],
         "embed": ["embed", "--model", d, "--top", x, x],
-        "export": ["export", "--forward", x, "--backward", "b.pt", "--output", x],
+        "export": ["export", "--forward", x, "--backward", "b.pt", "--output-dir", x],
         "extract": ["extract", "--forward", x, "--backward", "b.pt", "--sentences", "s.txt", "--output", x],
-        "fasttext": ["fasttext", "--pretrained", x, "--out", x],
-        "fetch": ["fetch", x, "--sha256", "none", "--out", x],
+        "fasttext": ["fasttext", "--pretrained", x, "--output", x],
+        "fetch": ["fetch", x, "--sha256", "none", "--output-dir", x],
         "spec": ["spec", "--config", x, "--variant", "v", "--output", x],
         "summary": ["summary", "--heldout", x, "--output", x],
         "predict": ["predict", "--task-model", d, x, "--output", x],
         "pretrain-table": ["pretrain-table", "--inputs", x, "--output", x],
         "downstream-table": ["downstream-table", "--inputs", x, "--output", "t.md", "--runs-csv", x],
         "finetune-table": ["finetune-table", "--inputs", x, "--output", "t.md", "--csv", x],
-        "paper-tables": ["paper-tables", "--heldout", x, "--out-dir", x],
-        "beyond-table": ["beyond-table", "--tasks", x, "--out-dir", x],
-        "figures": ["figures", "--bench", x, "--out-dir", x],
+        "paper-tables": ["paper-tables", "--heldout", x, "--output-dir", x],
+        "beyond-table": ["beyond-table", "--tasks", x, "--output-dir", x],
+        "figures": ["figures", "--bench", x, "--output-dir", x],
         "majority-baseline": ["majority-baseline", "--task", "t", "--config", x, "--output", x],
         "task": ["task", "--task", "t", "--variant", "v", "--features", x, "--output", x],
         "task-sentences": ["task-sentences", "--task", "t", "--config", x, "--output", x],
         "train": ["train", "--spec", x, "--direction", "forward", "--output-dir", x],
         "distill": ["distill", "--spec", "s.yaml", "--teacher", x, "--direction", "forward", "--output-dir", x],
         "prune": ["prune", "--model", x, "--direction", "forward", "--output-dir", x],
-        "lm-finetune": ["lm-finetune", "--lm-dir", d, "--text", x, "--output", x],
-        "vectors": ["vectors", "--vocab", x, "--random", "--out", x],
-        "vocab": ["vocab", "--from-file", x, "--out", x],
+        "lm-finetune": ["lm-finetune", "--lm-dir", d, "--text", x, "--output-dir", x],
+        "vectors": ["vectors", "--vocab", x, "--random", "--output", x],
+        "vocab": ["vocab", "--from-file", x, "--output", x],
     }[name]
 
 
@@ -284,8 +284,8 @@ def test_an_existing_file_in_an_input_folder_is_an_input(tmp_path, capsys):
     (model / "forward.pt").write_text("weights")
     (tmp_path / "in.txt").write_text("a b\n")
     before = _tree(tmp_path)
-    assert main(["vocab", "--corpus", str(corpus), "--out", str(corpus / "shard_000.txt")]) == 1
-    _one_line_error(capsys, "elmoc vocab: error:", "--out is a file in the input folder --corpus")
+    assert main(["vocab", "--corpus", str(corpus), "--output", str(corpus / "shard_000.txt")]) == 1
+    _one_line_error(capsys, "elmoc vocab: error:", "--output is a file in the input folder --corpus")
     assert main(["embed", "--model", str(model), "--top", str(tmp_path / "in.txt"), str(model / "forward.pt")]) == 1
     _one_line_error(capsys, "elmoc embed: error:", "OUTPUT_FILE is a file in the input folder --model")
     assert _tree(tmp_path) == before
@@ -388,7 +388,7 @@ def test_sigterm_during_fetch_is_a_clean_exit_and_a_stale_part_goes_next_run(tmp
     unrelated = cache / ".big.bin.notes"
     unrelated.write_text("not ours")
     proc = subprocess.Popen([sys.executable, "-m", "elmoc.cli", "fetch", slow_server, "--sha256", "none",
-                             "--allow-unpinned", "--out", str(out), "--cache", str(cache)],
+                             "--allow-unpinned", "--output-dir", str(out), "--cache", str(cache)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while time.time() < deadline:

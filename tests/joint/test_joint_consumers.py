@@ -77,7 +77,7 @@ def test_extract_reads_the_joint_file_as_both_directions(joint):
 
 def test_cnn_table_of_a_joint_elmo_is_its_shared_char_cnn(joint, tmp_path):
     model, path, vocab = joint
-    assert main(["cnn-table", "--checkpoint", str(path), "--vocab", "vocab.txt", "--out", "cnn.npy",
+    assert main(["cnn-table", "--checkpoint", str(path), "--vocab", "vocab.txt", "--output", "cnn.npy",
                  "--chunk", "4"]) == 0
     with torch.no_grad():
         expected = model.input_layer(torch.arange(len(vocab))[None])[0].numpy()
@@ -94,7 +94,7 @@ def test_export_and_from_pretrained_of_a_joint_model(joint):
     from elmoc.pretrained.elmo import Elmo
 
     model, path, vocab = joint
-    assert main(["export", "--forward", str(path), "--backward", str(path), "--output", "model"]) == 0
+    assert main(["export", "--forward", str(path), "--backward", str(path), "--output-dir", "model"]) == 0
     elmo = Elmo.from_pretrained("model", num_output_representations=1, dropout=0.0)
     layers, mask, _ = elmo.bilm.embed(SENTENCES)
     for i, words in enumerate(SENTENCES):

@@ -132,7 +132,7 @@ def test_extraction_export_embed_and_elmo_read_one_bidirectional_stack(straight,
     want = torch.stack(layers, 1)[0].numpy()
     np.testing.assert_allclose(extracted[0], want, atol=1e-6)
 
-    r = elmoc(root, "export", "--forward", "out/model.pt", "--backward", "out/model.pt", "--output", "model_dir")
+    r = elmoc(root, "export", "--forward", "out/model.pt", "--backward", "out/model.pt", "--output-dir", "model_dir")
     assert r.returncode == 0, r.stderr
     meta = json.loads((root / "model_dir/elmoc-model.json").read_text())
     assert meta["stack"] == "single" and meta["layers"] == BLOCKS + 1 and meta["dim"] == D_MODEL

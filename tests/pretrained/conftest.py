@@ -77,7 +77,7 @@ def elmo_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("compress")
     assert run_command("export", ["--bilm-tf-options", str(elmo_fixture_dir / "options.json"),
                                   "--bilm-tf-weights", str(elmo_fixture_dir / "lm_weights.hdf5"),
-                                  "--output", str(root / "elmo")]) == 0
+                                  "--output-dir", str(root / "elmo")]) == 0
     sentences = json.loads((elmo_fixture_dir / "sentences.json").read_text())
     lines = [s for batch in sentences for s in batch]
     (root / "s.txt").write_text("\n".join(lines) + "\n")

@@ -171,7 +171,7 @@ def write_reference() -> None:
     fixture = fixture / "fixtures/allennlp/elmo"
     with tempfile.TemporaryDirectory() as tmp:
         assert run_command("export", ["--bilm-tf-options", str(fixture / "options.json"), "--bilm-tf-weights",
-                                      str(fixture / "lm_weights.hdf5"), "--output", f"{tmp}/elmo"]) == 0
+                                      str(fixture / "lm_weights.hdf5"), "--output-dir", f"{tmp}/elmo"]) == 0
         with torch.no_grad():
             layers, mask, _ = load_bilm(f"{tmp}/elmo").embed(SENTENCES)
     mean = layers.mean(dim=1) * mask[:, :, None]  # softmax of equal weights, gamma 1

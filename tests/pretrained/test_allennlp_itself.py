@@ -61,7 +61,7 @@ def test_allennlp_and_elmoc_agree_on_the_snippet_and_on_exported_weights(elmo_fi
     backward = load_checkpoint(backward_path)
     backward["model"].update({k: v for k, v in forward["model"].items() if k.startswith("input_layer.")})
     save_checkpoint(backward_path, backward)  # one char-CNN, as a joint bi-LM
-    assert run_command("export", ["--variant", "tiny", "--to", "bilm-tf", "--output", "bilm_tf"]) == 0
+    assert run_command("export", ["--variant", "tiny", "--to", "bilm-tf", "--output-dir", "bilm_tf"]) == 0
     args = {"options": str(elmo_fixture_dir / "options.json"), "weights": str(elmo_fixture_dir / "lm_weights.hdf5"),
             "snippet": SNIPPET, "sentences": SENTENCES,
             "exported_options": str(root / "bilm_tf/options.json"),

@@ -37,7 +37,7 @@ def test_card_of_a_demo_sized_elmo_c_gives_its_real_sizes(lm_tree):
         save_checkpoint(folder / "model.pt", payload)
         heldout = json.loads((folder / "heldout.json").read_text())
         (folder / "heldout.json").write_text(json.dumps({**heldout, "trainable_parameters": 76576 + seed}))
-    assert run_command("export", ["--variant", "tiny", "--output", "model"]) == 0
+    assert run_command("export", ["--variant", "tiny", "--output-dir", "model"]) == 0
     card = (root / "model/README.md").read_text()
     assert "76M" not in card
     assert card_description(preset) in card
@@ -52,7 +52,7 @@ def test_card_opens_with_the_exported_models_own_settings(lm_tree):
         payload = load_checkpoint(path)
         payload["spec"]["description"] = "ELMo-C: 2-layer LSTM 4096/512 (76M)"  # a preset's full-size words
         save_checkpoint(path, payload)
-    assert run_command("export", ["--variant", "tiny", "--output", "model"]) == 0
+    assert run_command("export", ["--variant", "tiny", "--output-dir", "model"]) == 0
     card = (root / "model/README.md").read_text().split("\n")
     assert card[2] == ("This model: `fasttext` input, `elmo_lstm` encoder (cell_size 10, num_layers 2, "
                        "projection_size 6); 1,298 / 1,298 parameters (forward / backward, input + encoder); "

@@ -38,7 +38,7 @@ STORED = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 @pytest.fixture(scope="module")
 def copies(elmo_dir):
     for fmt in BOUND:
-        assert run_command("compress", [str(elmo_dir / "elmo"), "--output", str(elmo_dir / fmt), "--format", fmt,
+        assert run_command("compress", [str(elmo_dir / "elmo"), "--output-dir", str(elmo_dir / fmt), "--format", fmt,
                                         "--measure", str(elmo_dir / "s.txt"), "--threads", "1",
                                         "--rounds", "1"]) == 0
     return elmo_dir
@@ -148,9 +148,9 @@ def test_fasttext_model_tables_become_float16(lm_tree, tmp_path):
     """A FastText-input model: its input table and fastText n-gram tables are stored in float16
     and words outside the LM vocabulary still get their composed vector."""
     root = lm_tree("fasttext")
-    assert run_command("export", ["--variant", "tiny", "--output", "model"]) == 0
+    assert run_command("export", ["--variant", "tiny", "--output-dir", "model"]) == 0
     (root / "s.txt").write_text("the zebra ran to the house\nthe cat sat on a big mat\n")
-    assert run_command("compress", ["model", "--output", "model16", "--format", "float16", "--measure", "s.txt",
+    assert run_command("compress", ["model", "--output-dir", "model16", "--format", "float16", "--measure", "s.txt",
                                     "--rounds", "1"]) == 0
     for name in ("input_vectors.npy", "fasttext_buckets.npy", "fasttext_word_vectors.npy"):
         assert np.load(root / "model" / name).dtype == np.float32
@@ -186,13 +186,13 @@ def test_bad_requests_are_one_line(copies, tmp_path, capsys):
         return err
 
     measure = ["--measure", str(copies / "s.txt")]
-    err = error([str(copies / "elmo"), "--output", str(tmp_path / "x"), "--format", "int4"] + measure)
+    err = error([str(copies / "elmo"), "--output-dir", str(tmp_path / "x"), "--format", "int4"] + measure)
     assert "unknown compressed format 'int4'; choose one of float16, bfloat16, int8" in err
-    err = error([str(copies / "int8"), "--output", str(tmp_path / "x"), "--format", "float16"] + measure)
+    err = error([str(copies / "int8"), "--output-dir", str(tmp_path / "x"), "--format", "float16"] + measure)
     assert "is already a compressed copy (int8" in err and "compress the uncompressed model directory" in err
-    err = error([str(tmp_path / "nowhere"), "--output", str(tmp_path / "x"), "--format", "float16"] + measure)
+    err = error([str(tmp_path / "nowhere"), "--output-dir", str(tmp_path / "x"), "--format", "float16"] + measure)
     assert "nowhere: model directory not found" in err
-    err = error([str(copies / "elmo"), "--output", str(tmp_path / "x"), "--format", "float16",
+    err = error([str(copies / "elmo"), "--output-dir", str(tmp_path / "x"), "--format", "float16",
                  "--measure", str(tmp_path / "none.txt")])
     assert "none.txt" in err
     assert not (tmp_path / "x").exists()

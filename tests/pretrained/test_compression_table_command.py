@@ -21,7 +21,7 @@ TREES = """(3 (2 The) (4 (3 film) (4 rocks)))
 @pytest.fixture(scope="module")
 def setup(elmo_dir):
     root = elmo_dir
-    assert run_command("compress", [str(root / "elmo"), "--output", str(root / "models" / "float16"),
+    assert run_command("compress", [str(root / "elmo"), "--output-dir", str(root / "models" / "float16"),
                                     "--format", "float16", "--measure", str(root / "s.txt"),
                                     "--threads", "1", "--rounds", "1"]) == 0
     pruned = root / "models" / "pruned-0.5"
@@ -46,7 +46,7 @@ def _args(root, sections, *extra):
     return ["--original", str(root / "elmo"), "--models-under", str(root / "models"), "--sentences", str(root / "s.txt"),
             "--rounds", "1", "--batch-size", "4", "--threads", "1", "--heldout", f"original={root / 'heldout.json'}",
             "--heldout", f"original={root / 'heldout2.json'}", "--tasks", "tiny", "--sections-json", sections,
-            "--seeds", "1", "2", "--work-dir", str(root / "work"), "--out-dir", str(root / "out"), *extra]
+            "--seeds", "1", "2", "--work-dir", str(root / "work"), "--output-dir", str(root / "out"), *extra]
 
 
 def test_table_json_figure_and_rerun(setup, capsys):

@@ -29,7 +29,7 @@ def _share_forward_cnn(root):
 def test_round_trip_through_bilm_tf_files_keeps_every_layer(lm_tree, shared_data):
     root = lm_tree("char_cnn", shared_data)
     _share_forward_cnn(root)
-    assert run_command("export", ["--variant", "tiny", "--to", "bilm-tf", "--output", "bilm_tf"]) == 0
+    assert run_command("export", ["--variant", "tiny", "--to", "bilm-tf", "--output-dir", "bilm_tf"]) == 0
     options = json.loads((root / "bilm_tf/options.json").read_text())
     assert options["char_cnn"]["n_characters"] == 262 and options["lstm"]["dim"] == 10
     assert options["lstm"]["projection_dim"] == 6 and options["lstm"]["use_skip_connections"] is True
@@ -49,14 +49,14 @@ def test_round_trip_through_bilm_tf_files_keeps_every_layer(lm_tree, shared_data
 
 def test_separately_trained_char_cnns_are_refused(lm_tree, shared_data, capsys):
     lm_tree("char_cnn", shared_data)  # forward and backward LMs with their own char-CNN
-    assert run_command("export", ["--variant", "tiny", "--to", "bilm-tf", "--output", "bilm_tf"]) == 1
+    assert run_command("export", ["--variant", "tiny", "--to", "bilm-tf", "--output-dir", "bilm_tf"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "one char-CNN shared by both directions" in err and "joint" in err
 
 
 def test_elmo_c_says_why_no_allennlp_format_exists(lm_tree, capsys):
     root = lm_tree("fasttext")
-    assert run_command("export", ["--variant", "tiny", "--to", "bilm-tf", "--output", "bilm_tf"]) == 1
+    assert run_command("export", ["--variant", "tiny", "--to", "bilm-tf", "--output-dir", "bilm_tf"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "no bilm-tf/AllenNLP format exists for input 'fasttext'" in err
     assert "Elmo.from_pretrained(DIR)" in err and not (root / "bilm_tf").exists()
@@ -65,7 +65,7 @@ def test_elmo_c_says_why_no_allennlp_format_exists(lm_tree, capsys):
 def test_to_bilm_tf_with_the_released_files_is_refused(elmo_fixture_dir, tmp_path, capsys):
     assert run_command("export", ["--bilm-tf-options", str(elmo_fixture_dir / "options.json"), "--bilm-tf-weights",
                                   str(elmo_fixture_dir / "lm_weights.hdf5"), "--to", "bilm-tf",
-                                  "--output", str(tmp_path / "x")]) == 1
+                                  "--output-dir", str(tmp_path / "x")]) == 1
     assert "already are bilm-tf's files" in capsys.readouterr().err
 
 

@@ -110,7 +110,7 @@ def test_a_frozen_table_input_in_one_file_exports_and_embeds(plugin, tmp_path, m
             "output": {"type": "cosine", "vectors": "results/vectors/words.npy"}, "vocab": "results/vocab/vocab.txt"}
     save_lm_pair(root, spec, vocab)
 
-    assert run_command("export", ["--variant", "tiny", "--output", str(tmp_path / "model")]) == 0
+    assert run_command("export", ["--variant", "tiny", "--output-dir", str(tmp_path / "model")]) == 0
     model = tmp_path / "model"
     meta = json.loads((model / "elmoc-model.json").read_text())
     assert meta["input"] == {"type": "hashed_table", "vectors": "input_vectors.npy"}

@@ -60,7 +60,7 @@ def test_joint_file_extracts_and_exports_like_the_two_directions(lm_tree):
     # export --variant finds the joint file; embedding with the exported model gives the same layers
     (root / "results/lm/tiny/forward/model.pt").unlink()
     (root / "results/lm/tiny/backward/model.pt").unlink()
-    assert run_command("export", ["--variant", "tiny", "--output", "model"]) == 0
+    assert run_command("export", ["--variant", "tiny", "--output-dir", "model"]) == 0
     assert run_command("embed", ["s.txt", "embed.hdf5", "--model", "model", "--all"]) == 0
     with h5py.File("embed.hdf5") as h5:
         for key in separate:

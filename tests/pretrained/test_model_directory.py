@@ -25,7 +25,7 @@ def exported(lm_tree, tmp_path, monkeypatch):
     assert run_command("extract", ["--forward", "results/lm/tiny/forward/model.pt", "--backward",
                                    "results/lm/tiny/backward/model.pt", "--sentences", "s.txt",
                                    "--output", "extract.hdf5"]) == 0
-    assert run_command("export", ["--variant", "tiny", "--output", "model"]) == 0
+    assert run_command("export", ["--variant", "tiny", "--output-dir", "model"]) == 0
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     shutil.move(root / "model", elsewhere / "model")
@@ -125,7 +125,7 @@ def test_bad_model_directories_are_one_line(exported, tmp_path, capsys):
 def test_released_bilm_tf_through_elmo_module(elmo_fixture_dir, tmp_path):
     """AllenNLP's fixture ELMo, converted, reproduces bilm-tf's lm_embeddings_0.hdf5 (stateful, as AllenNLP)."""
     assert run_command("export", ["--bilm-tf-options", str(elmo_fixture_dir / "options.json"), "--bilm-tf-weights",
-                                  str(elmo_fixture_dir / "lm_weights.hdf5"), "--output", str(tmp_path / "elmo")]) == 0
+                                  str(elmo_fixture_dir / "lm_weights.hdf5"), "--output-dir", str(tmp_path / "elmo")]) == 0
     top_only = [-1e9, -1e9, 0.0]  # softmax -> (0, 0, 1): the top layer, as the fixture stores
     elmo = Elmo.from_pretrained(tmp_path / "elmo", 1, dropout=0.0, scalar_mix_parameters=top_only, stateful=True)
     sentences = json.loads((elmo_fixture_dir / "sentences.json").read_text())

@@ -131,6 +131,6 @@ def test_char_cnn_table_input_reads_the_cnn_vector_of_the_word(lm_tree, shared_d
     want = layer0(bilm, cnn)
     np.testing.assert_allclose(feats[0], want[:4], atol=1e-5)
     assert np.abs(feats[0, 1] - want[4]).max() > 1e-3
-    assert run_command("export", ["--variant", "tiny", "--output", str(tmp_path / "cnn_model")]) == 0
+    assert run_command("export", ["--variant", "tiny", "--output-dir", str(tmp_path / "cnn_model")]) == 0
     assert (tmp_path / "cnn_model/char_cnn.safetensors").is_file()
     np.testing.assert_allclose(embed_sentences(tmp_path / "cnn_model", [SENTENCE])[0], feats, atol=1e-6)

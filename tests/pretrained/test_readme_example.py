@@ -18,7 +18,7 @@ def test_readme_example_runs(lm_tree, repo_root):
     code = readme_example(repo_root)
     assert len(code.strip().splitlines()) <= 11
     lm_tree("fasttext")
-    assert run_command("export", ["--variant", "tiny", "--output", "models/elmo-c"]) == 0
+    assert run_command("export", ["--variant", "tiny", "--output-dir", "models/elmo-c"]) == 0
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code, "README.md", "exec"), {})

@@ -21,7 +21,7 @@ def test_released_weights_through_extract_and_cnn_table(elmo_fixture_dir, tmp_pa
         assert run_command("export", [
             "--bilm-tf-options", str(elmo_fixture_dir / "options.json"), "--bilm-tf-weights",
             str(elmo_fixture_dir / "lm_weights.hdf5"), "--format", "checkpoints", "--spec", "spec.yaml",
-            "--vocab", "vocab.txt", "--direction", direction, "--output", "lm/elmo"]) == 0
+            "--vocab", "vocab.txt", "--direction", direction, "--output-dir", "lm/elmo"]) == 0
     heldout = json.loads((tmp_path / "lm/elmo/forward/heldout.json").read_text())
     assert heldout["released"]["weights"].endswith("lm_weights.hdf5") and heldout["steps"] == 0
     sentences = json.loads((elmo_fixture_dir / "sentences.json").read_text())

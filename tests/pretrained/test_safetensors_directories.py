@@ -22,7 +22,7 @@ SENTENCES = [["the", "zebra", "ran", "to", "the", "house"], ["a", "xqzzy"]]
 
 @pytest.fixture(scope="module")
 def int8_copy(elmo_dir):
-    assert run_command("compress", [str(elmo_dir / "elmo"), "--output", str(elmo_dir / "int8"), "--format", "int8",
+    assert run_command("compress", [str(elmo_dir / "elmo"), "--output-dir", str(elmo_dir / "int8"), "--format", "int8",
                                     "--measure", str(elmo_dir / "s.txt"), "--threads", "1", "--rounds", "1"]) == 0
     return elmo_dir / "int8"
 
@@ -38,7 +38,7 @@ def _no_unpickling(monkeypatch):
 
 def test_every_kind_of_directory_loads_without_unpickling(elmo_dir, int8_copy, lm_tree, monkeypatch):
     root = lm_tree("fasttext")  # ELMo-C: a FastText table and fastText's n-grams
-    assert run_command("export", ["--variant", "tiny", "--output", "elmo_c"]) == 0
+    assert run_command("export", ["--variant", "tiny", "--output-dir", "elmo_c"]) == 0
     directories = [elmo_dir / "elmo", int8_copy, root / "elmo_c"]
     from elmoc import Elmo
 
@@ -96,7 +96,7 @@ def test_directories_written_before_with_pt_weights_still_load(elmo_dir, tmp_pat
         want = load_bilm(elmo_dir / "elmo").embed(SENTENCES)[0]
         got = load_bilm(old).embed(SENTENCES)[0]
     assert torch.equal(want, got)
-    assert run_command("compress", [str(old), "--output", str(tmp_path / "half"), "--format", "float16",
+    assert run_command("compress", [str(old), "--output-dir", str(tmp_path / "half"), "--format", "float16",
                                     "--measure", str(elmo_dir / "s.txt"), "--threads", "1", "--rounds", "1"]) == 0
     half = json.loads((tmp_path / "half" / "elmoc-model.json").read_text())
     assert half["format"] == "elmoc-model-v2" and "forward.safetensors" in half["files"]

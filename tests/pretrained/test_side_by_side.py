@@ -17,7 +17,7 @@ from elmoc.pretrained.side_by_side import layer_pairs, measure_side_by_side, sto
 @pytest.fixture(scope="module")
 def trio(elmo_dir):
     """The test ELMo, its float16 copy and a copy with half of one LSTM matrix set to zero."""
-    assert run_command("compress", [str(elmo_dir / "elmo"), "--output", str(elmo_dir / "float16"),
+    assert run_command("compress", [str(elmo_dir / "elmo"), "--output-dir", str(elmo_dir / "float16"),
                                     "--format", "float16", "--measure", str(elmo_dir / "s.txt"),
                                     "--threads", "1", "--rounds", "1"]) == 0
     pruned = elmo_dir / "pruned-half"

@@ -72,7 +72,7 @@ def test_transformer_variant_extracts_exports_embeds_and_mixes(lm_tree):
             assert extracted[str(i)].dtype == np.float32
         halves = extracted["0"][1:, :, :D_MODEL], extracted["0"][1:, :, D_MODEL:]
         assert np.abs(halves[0] - halves[1]).max() > 1e-3  # two encoders, not one twice
-        assert run_command("export", ["--variant", variant, "--output", f"model-{variant}"]) == 0
+        assert run_command("export", ["--variant", variant, "--output-dir", f"model-{variant}"]) == 0
         assert run_command("embed", ["s.txt", "embed.hdf5", "--model", f"model-{variant}", "--all"]) == 0
         with h5py.File("embed.hdf5") as h5:
             for key, value in extracted.items():

@@ -137,16 +137,16 @@ def test_cli_writes_the_table_and_refuses_bad_names(tree, tmp_path, capsys):
     inputs = ["--heldout", *map(str, tree["heldout"]), "--tasks", *map(str, tree["tasks"]), "--bench", str(bench)]
     # "trans-base-c" is named by its preset (gpt-c): GPT although its sizes are no paper size
     presets = json.dumps({"trans-base-c": "gpt-c"})
-    assert main(["beyond-table", *inputs, "--presets-json", presets, "--out-dir", str(out)]) == 0
+    assert main(["beyond-table", *inputs, "--presets-json", presets, "--output-dir", str(out)]) == 0
     table = (out / "beyond.md").read_text()
     assert "| GPT | 2×32, ff 64, 4 heads, len 20 | CONT | trans-base-c |" in table
     # the old spelling, with the old flag name, writes the same table
-    assert main(["tables", "beyond", *inputs, "--section-json", presets, "--out-dir", str(tmp_path / "old")]) == 0
+    assert main(["tables", "beyond", *inputs, "--section-json", presets, "--output-dir", str(tmp_path / "old")]) == 0
     assert (tmp_path / "old" / "beyond.md").read_text() == table
     capsys.readouterr()
     for bad, message in (('["gpt-c"]', "--presets-json (variant presets) must be a JSON object, got list"),
                          ('{"trans-base-c": 3}', "config variant presets.trans-base-c must be str, got 3")):
-        assert main(["beyond-table", *inputs, "--presets-json", bad, "--out-dir", str(tmp_path / "bad")]) == 1
+        assert main(["beyond-table", *inputs, "--presets-json", bad, "--output-dir", str(tmp_path / "bad")]) == 1
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
     assert not (tmp_path / "bad").exists()

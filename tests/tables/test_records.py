@@ -98,11 +98,11 @@ def test_heldout_record_defaults(tmp_path):
 
 @pytest.mark.parametrize("argv", [
     ["downstream-table", "--inputs", "{task}", "--output", "{out}/d.md"],
-    ["paper-tables", "--tasks", "{task}", "--out-dir", "{out}"],
-    ["paper-tables", "--heldout", "{heldout}", "--out-dir", "{out}"],
+    ["paper-tables", "--tasks", "{task}", "--output-dir", "{out}"],
+    ["paper-tables", "--heldout", "{heldout}", "--output-dir", "{out}"],
     ["pretrain-table", "--inputs", "{heldout}", "--output", "{out}/p.md"],
-    ["figures", "--heldout", "{heldout}", "--out-dir", "{out}"],
-    ["tables", "paper", "--heldout", "{heldout}", "--out-dir", "{out}"],  # the old spelling
+    ["figures", "--heldout", "{heldout}", "--output-dir", "{out}"],
+    ["tables", "paper", "--heldout", "{heldout}", "--output-dir", "{out}"],  # the old spelling
     ["summary", "--tasks", "{task}"],
     ["summary", "--heldout", "{heldout}"],
 ])

@@ -35,16 +35,16 @@ def test_the_old_spelling_writes_what_the_command_writes(results, tmp_path, caps
 
 
 def test_a_flag_of_another_kind_is_refused(results, tmp_path, capsys):
-    with pytest.raises(SystemExit):  # argparse: the kind's command has no --out-dir
+    with pytest.raises(SystemExit):  # argparse: the kind's command has no --output-dir
         main(["tables", "pretrain", "--inputs", str(results["heldout"][0]), "--output", str(tmp_path / "p.md"),
-              "--out-dir", str(tmp_path)])
-    assert "unrecognized arguments: --out-dir" in capsys.readouterr().err
+              "--output-dir", str(tmp_path)])
+    assert "unrecognized arguments: --output-dir" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["paper-tables", "beyond-table"])
 def test_a_table_folder_that_holds_the_bench_input_is_written_into_and_the_input_kept(command, results, tmp_path,
                                                                                        capsys):
-    """The workflow runs `paper-tables --bench results/tables/bench.json --out-dir results/tables` (and
+    """The workflow runs `paper-tables --bench results/tables/bench.json --output-dir results/tables` (and
     beyond-table likewise): the folder holds an input, but the command writes only its tables' files
     there, so the one output rule (docs/safety.md) must not refuse it; an input that is one of those
     files is still refused."""
@@ -56,11 +56,11 @@ def test_a_table_folder_that_holds_the_bench_input_is_written_into_and_the_input
     bench = out / "bench.json"
     bench.write_text("{}", encoding="utf-8")
     heldout = [str(p) for p in results["heldout"]]
-    assert main([command, "--heldout", *heldout, "--bench", str(bench), "--out-dir", str(out)]) == 0
+    assert main([command, "--heldout", *heldout, "--bench", str(bench), "--output-dir", str(out)]) == 0
     assert bench.read_text(encoding="utf-8") == "{}"
     written = sorted(p.name for p in out.iterdir() if p.name != "bench.json")
     assert written == sorted(f"{name}.{suffix}" for name in module.TABLES for suffix in ("md", "csv", "tex", "html"))
     capsys.readouterr()
     target = out / f"{module.TABLES[0]}.md"
-    assert main([command, "--heldout", *heldout, "--bench", str(target), "--out-dir", str(out)]) == 1
+    assert main([command, "--heldout", *heldout, "--bench", str(target), "--output-dir", str(out)]) == 1
     assert "error:" in capsys.readouterr().err

@@ -49,7 +49,7 @@ def model_dir(tmp_path_factory) -> Path:
             "spec": spec, "vocab_path": spec["vocab"], "direction": direction,
             "model": LanguageModel.from_spec(spec, vocab).state_dict(), "step": 1, "tokens": 5, "final": True})
     assert run_command("export", ["--forward", str(root / "forward.pt"), "--backward", str(root / "backward.pt"),
-                                  "--output", str(root / "model")]) == 0
+                                  "--output-dir", str(root / "model")]) == 0
     return root / "model"
 
 

@@ -81,7 +81,7 @@ def lm(tmp_path_factory):
             save_checkpoint(Path(f"results/lm/tiny/{direction}/model.pt"), {
                 "spec": spec, "vocab_path": spec["vocab"], "direction": direction, "step": 1, "tokens": 5,
                 "model": LanguageModel.from_spec(spec, vocab).state_dict(), "final": True})
-        assert main(["export", "--variant", "tiny", "--output", "model"]) == 0
+        assert main(["export", "--variant", "tiny", "--output-dir", "model"]) == 0
     finally:
         os.chdir(cwd)
     return root

@@ -53,7 +53,7 @@ def _srl(tmp_path):
 def _spy_optimizer(monkeypatch, seen: dict):
     from elmoc.tasks import runner
 
-    real = runner.build_optimizer
+    real = runner.task_optimizer
 
     def spy(params, trainer):
         seen["optimizer"] = real(params, trainer)
@@ -62,7 +62,7 @@ def _spy_optimizer(monkeypatch, seen: dict):
         seen["cublas"] = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
         return seen["optimizer"]
 
-    monkeypatch.setattr(runner, "build_optimizer", spy)
+    monkeypatch.setattr(runner, "task_optimizer", spy)
 
 
 def test_step_decay_of_the_learning_rate(tmp_path, random_inputs, monkeypatch):

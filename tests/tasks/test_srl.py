@@ -170,8 +170,8 @@ def test_paper_optimizer_is_adadelta_and_adam_stays_available(conll, random_inpu
     trainer = TrainerConfig.from_dict({"epochs": 1}, task.default_trainer)
     assert (trainer.optimizer, trainer.rho, trainer.lr) == ("adadelta", 0.95, 1.0)
     built = []
-    real = runner.build_optimizer
-    monkeypatch.setattr(runner, "build_optimizer", lambda p, t: built.append(real(p, t)) or built[-1])
+    real = runner.task_optimizer
+    monkeypatch.setattr(runner, "task_optimizer", lambda p, t: built.append(real(p, t)) or built[-1])
     run_task(task, random_inputs(task, task.read("train")), seed=1, trainer=trainer)
     assert isinstance(built[0], torch.optim.Adadelta)
     assert built[0].defaults["rho"] == 0.95 and built[0].defaults["lr"] == 1.0
@@ -179,7 +179,7 @@ def test_paper_optimizer_is_adadelta_and_adam_stays_available(conll, random_inpu
     adam = TrainerConfig.from_dict({"optimizer": "adam"}, task.default_trainer)
     assert (adam.optimizer, adam.lr) == ("adam", 1e-3)
     assert TrainerConfig.from_dict({"optimizer": "adam", "lr": 3e-3}, task.default_trainer).lr == 3e-3
-    assert isinstance(runner.build_optimizer([torch.nn.Parameter(torch.zeros(1))], adam), torch.optim.Adam)
+    assert isinstance(runner.task_optimizer([torch.nn.Parameter(torch.zeros(1))], adam), torch.optim.Adam)
 
 
 def test_result_carries_both_scores_named(conll, random_inputs):

@@ -202,7 +202,7 @@ def test_the_student_is_an_ordinary_lm_that_exports_and_embeds(work, tmp_path):
     assert payload["distilled"]["layer_map"] == [0, 2]  # input view to input view, top to top
     LanguageModel.from_spec(payload["spec"], Vocabulary.load("vocab.txt")).load_state_dict(payload["model"])
     assert main(["export", "--forward", "student/forward/model.pt", "--backward", "student/backward/model.pt",
-                 "--output", "student/model"]) == 0
+                 "--output-dir", "student/model"]) == 0
     Path("sentences.txt").write_text("the cat sat\nred ball\n")
     assert main(["embed", "sentences.txt", "student.h5", "--model", "student/model", "--all"]) == 0
     with h5py.File("student.h5") as f:

@@ -68,7 +68,7 @@ def work(trained, tmp_path, monkeypatch):
 
 
 def lm_finetune(*extra: str, output: str = "ft/tiny/task/model") -> int:
-    return main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "task.txt", "--output", output,
+    return main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "task.txt", "--output-dir", output,
                  "--threads", "1", *extra])
 
 
@@ -173,7 +173,7 @@ def test_a_run_stopped_by_sigterm_resumes_bit_exact(work, monkeypatch, caplog):
 
 def test_bad_input_is_one_line(work, capsys):
     Path("empty.txt").write_text("\n  \n")
-    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "empty.txt", "--output", "o/model"]) == 1
+    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "empty.txt", "--output-dir", "o/model"]) == 1
     assert "empty.txt: has 0 sentence(s); LM fine-tuning needs at least 2" in capsys.readouterr().err
     shutil.rmtree("lm/tiny/backward")
     assert lm_finetune() == 1
@@ -189,7 +189,7 @@ def test_a_text_shorter_than_one_window_is_one_line(tmp_path, monkeypatch, capsy
     spec = tiny_spec("tiny", {"type": "cosine", "vectors": "vec.npy"}, batch_size=16, bptt=5, directions="forward")
     monkeypatch.chdir(trained_variant(tmp_path / "w", spec))
     Path("short.txt").write_text("the cat\nthe dog\n")  # 4 tokens to train on: no row of 16
-    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "short.txt", "--output", "o/model"]) == 1
+    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "short.txt", "--output-dir", "o/model"]) == 1
     assert "short.txt: is too short for one training window of lm/tiny/forward/model.pt" in capsys.readouterr().err
     assert not Path("o/model").exists()
 
@@ -221,7 +221,7 @@ def test_a_heldout_shorter_than_a_batch_gets_fewer_rows_not_an_error(work):
         payload["spec"]["train"]["eval_batch_size"] = 8  # 8 rows need 9 heldout tokens
         save_checkpoint(Path(f"lm/tiny/{run}/model.pt"), payload)
     Path("short.txt").write_text("\n".join(TASK * 3 + ["no", "yes"]) + "\n")  # 14 lines: "no", "yes" heldout
-    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "short.txt", "--output", "ft/tiny/short/model",
+    assert main(["lm-finetune", "--lm-dir", "lm/tiny", "--text", "short.txt", "--output-dir", "ft/tiny/short/model",
                  "--threads", "1", "--section-json", SECTION]) == 0
     assert Path("ft/tiny/short/text/heldout.txt").read_text().split() == ["no", "yes"]
     assert Path("ft/tiny/short/model/elmoc-model.json").is_file()

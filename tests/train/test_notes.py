@@ -215,7 +215,7 @@ def sub(tmp_path):
 
 
 def _sub_data(spec):
-    from elmoc.commands.train import lm_data
+    from elmoc.train.lm_data import lm_data
 
     return lm_data(spec, "sub.yaml", "joint", TrainSettings.from_config(spec["train"]))
 

@@ -67,8 +67,8 @@ def test_commands_give_one_line_and_run_nothing(crafted, tmp_path, command):
     Vocabulary.from_counts({"a": 2, "b": 1}).save(tmp_path / "vocab.txt")
     args = {"extract": ["--forward", path, "--backward", path, "--sentences", tmp_path / "s.txt",
                         "--output", tmp_path / "o.hdf5"],
-            "export": ["--forward", path, "--backward", path, "--output", tmp_path / "exported"],
-            "cnn-table": ["--checkpoint", path, "--vocab", tmp_path / "vocab.txt", "--out", tmp_path / "t.npy"]}[command]
+            "export": ["--forward", path, "--backward", path, "--output-dir", tmp_path / "exported"],
+            "cnn-table": ["--checkpoint", path, "--vocab", tmp_path / "vocab.txt", "--output", tmp_path / "t.npy"]}[command]
     r = subprocess.run(ELMOC + [command, *map(str, args)], capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and "Traceback" not in r.stderr
     errors = [line for line in r.stderr.splitlines() if "error:" in line]

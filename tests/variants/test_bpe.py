@@ -8,7 +8,7 @@ def test_bpe_command_writes_vocab_and_first_subwords(tmp_path):
     corpus.mkdir()
     (corpus / "shard_000.txt").write_text("the unbelievable cats sat .\nthe cats ran .\n" * 5)
     assert main(["bpe", "--corpus", str(corpus), "--num-merges", "10", "--min-frequency", "1",
-                 "--out-dir", str(tmp_path / "bpe")]) == 0
+                 "--output-dir", str(tmp_path / "bpe")]) == 0
     vocab = Vocabulary.load(tmp_path / "bpe" / "vocab.txt")
     assert vocab.tokens[:4] == ["<pad>", "<s>", "</s>", "<unk>"]
     enc = SubwordEncoder(tmp_path / "bpe" / "tokenizer.json")
@@ -28,7 +28,7 @@ def test_bpe_command_writes_vocab_and_first_subwords(tmp_path):
 
 
 def test_bpe_missing_corpus_is_an_error(tmp_path, capsys):
-    assert main(["bpe", "--corpus", str(tmp_path / "none"), "--out-dir", str(tmp_path / "bpe")]) == 1
+    assert main(["bpe", "--corpus", str(tmp_path / "none"), "--output-dir", str(tmp_path / "bpe")]) == 1
     assert "not found" in capsys.readouterr().err
 
 

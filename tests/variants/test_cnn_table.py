@@ -22,7 +22,7 @@ def test_cnn_table_matches_the_trained_layer(tmp_path):
     save_checkpoint(tmp_path / "ckpt.pt", {"spec": spec, "model": model.state_dict(), "direction": "forward"})
     out = tmp_path / "vectors" / "cnn.npy"
     assert main(["cnn-table", "--checkpoint", str(tmp_path / "ckpt.pt"), "--vocab", str(tmp_path / "vocab.txt"),
-                 "--out", str(out), "--chunk", "3"]) == 0
+                 "--output", str(out), "--chunk", "3"]) == 0
     table = np.load(out)
     assert table.shape == (len(vocab), 8) and table.dtype == np.float32
     with torch.no_grad():
@@ -35,6 +35,6 @@ def test_cnn_table_rejects_non_cnn_checkpoint(tmp_path, capsys):
     vocab.save(tmp_path / "vocab.txt")
     save_checkpoint(tmp_path / "ckpt.pt", {"spec": {"input": {"type": "fasttext"}}, "model": {}})
     assert main(["cnn-table", "--checkpoint", str(tmp_path / "ckpt.pt"), "--vocab", str(tmp_path / "vocab.txt"),
-                 "--out", str(tmp_path / "x.npy")]) == 1
+                 "--output", str(tmp_path / "x.npy")]) == 1
     assert "not 'char_cnn'" in capsys.readouterr().err
     assert not (tmp_path / "x.npy").exists()

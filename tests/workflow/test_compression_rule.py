@@ -53,7 +53,7 @@ def test_compression_table_rows_of_configured_students_and_prune_plans(tmp_path)
                  "pruned-structured-0.5", "ticket", "ticket-control"):
         assert f"results/compressed/elmo-c/{role}" in inputs, role
     assert ("export --forward results/prune/elmo-c/magnitude/forward/round2/model.pt --backward "
-            "results/prune/elmo-c/magnitude/backward/round2/model.pt --output results/compressed/elmo-c/pruned-magnitude-0.9"
+            "results/prune/elmo-c/magnitude/backward/round2/model.pt --output-dir results/compressed/elmo-c/pruned-magnitude-0.9"
             in r.stdout)
     assert "export --forward results/prune/elmo-c/magnitude/forward/control/model.pt" in r.stdout
     # every row's heldout value comes from its own training runs, one file per direction

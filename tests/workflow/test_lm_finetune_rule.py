@@ -20,7 +20,7 @@ def test_a_requested_model_directory_is_one_job_per_variant_and_task(tmp_path):
     assert len(commands) == 2
     for variant, command in zip(("elmo-a", "elmo-c"), commands):
         assert (f"lm-finetune --lm-dir results/lm/{variant} --text results/tasks/sentiment/sentences.txt "
-                f"--output results/lm_finetune/{variant}/sentiment/model --section-json '{{}}'") in command
+                f"--output-dir results/lm_finetune/{variant}/sentiment/model --section-json '{{}}'") in command
     inputs = [line for line in r.stdout.splitlines() if line.strip().startswith("input:") and "sentences.txt" in line
               and "lm/elmo" in line]
     assert any("results/lm/elmo-c/forward/model.pt" in line and "results/lm/elmo-c/backward/model.pt" in line

@@ -36,24 +36,24 @@ def test_corpus(monkeypatch):
                "seed": 1}
     by_hand = ["--source", "lines:d/shard*", "--source", "raw:d/lee.cor", "--shards", "4", "--seed", "1",
                "--heldout", "0.05"]
-    assert call(["corpus", "--section-json", json.dumps(section), "--out", "o"]) == call(["corpus", *by_hand,
-                                                                                         "--out", "o"])
+    assert call(["corpus", "--section-json", json.dumps(section), "--output-dir", "o"]) == call(["corpus", *by_hand,
+                                                                                         "--output-dir", "o"])
     section.update(heldout_sources=[{"format": "lines", "path": "h.txt"}], num_shards=None, lowercase=True,
                    max_length=50, seed=3)
     by_hand = ["--source", "lines:d/shard*", "--source", "raw:d/lee.cor", "--heldout-source", "lines:h.txt",
                "--shards", "0", "--seed", "3", "--lowercase", "--max-length", "50"]
-    assert call(["corpus", "--section-json", json.dumps(section), "--out", "o"]) == call(["corpus", *by_hand,
-                                                                                         "--out", "o"])
+    assert call(["corpus", "--section-json", json.dumps(section), "--output-dir", "o"]) == call(["corpus", *by_hand,
+                                                                                         "--output-dir", "o"])
 
 
 def test_vocab(monkeypatch):
     capture(monkeypatch, "elmoc.data.vocab.vocabulary", "build_vocabulary")
     section = {"file": None, "max_size": 40000, "min_count": 2}
-    assert call(["vocab", "--section-json", json.dumps(section), "--corpus", "c", "--out", "v"]) == call(
-        ["vocab", "--corpus", "c", "--min-count", "2", "--max-size", "40000", "--out", "v"])
+    assert call(["vocab", "--section-json", json.dumps(section), "--corpus", "c", "--output", "v"]) == call(
+        ["vocab", "--corpus", "c", "--min-count", "2", "--max-size", "40000", "--output", "v"])
     section = {"file": "list.txt", "max_size": None, "min_count": 1}
-    assert call(["vocab", "--section-json", json.dumps(section), "--corpus", "c", "--out", "v"]) == call(
-        ["vocab", "--from-file", "list.txt", "--out", "v"])
+    assert call(["vocab", "--section-json", json.dumps(section), "--corpus", "c", "--output", "v"]) == call(
+        ["vocab", "--from-file", "list.txt", "--output", "v"])
 
 
 def test_fasttext(monkeypatch):
@@ -62,20 +62,20 @@ def test_fasttext(monkeypatch):
     trained = {"eval": evals, "models": {"cc": {"train": {"dim": 50, "lr": 0.05, "thread": 1, "minCount": 2}}}}
     by_hand = ["--eval", "simlex999=s.txt", "--eval", "wordsim353=w.tsv", "--corpus", "c", "--dim", "50",
                "--lr", "0.05", "--minCount", "2", "--thread", "1"]
-    assert call(["fasttext", "--section-json", json.dumps(trained), "--name", "cc", "--corpus", "c", "--out", "m"]) \
-        == call(["fasttext", *by_hand, "--out", "m"])
+    assert call(["fasttext", "--section-json", json.dumps(trained), "--name", "cc", "--corpus", "c", "--output", "m"]) \
+        == call(["fasttext", *by_hand, "--output", "m"])
     pretrained = {"eval": {}, "models": {"cc": {"pretrained": {"url": "https://x/cc.zip", "sha256": "ab" * 32,
                                                                "member": "cc.bin"}}}}
     by_hand = ["--pretrained", "https://x/cc.zip", "--sha256", "ab" * 32, "--member", "cc.bin", "--cache", "k"]
     assert call(["fasttext", "--section-json", json.dumps(pretrained), "--name", "cc", "--corpus", "c",
-                 "--cache", "k", "--out", "m"]) == call(["fasttext", *by_hand, "--out", "m"])
+                 "--cache", "k", "--output", "m"]) == call(["fasttext", *by_hand, "--output", "m"])
 
 
 def test_vectors_random(monkeypatch, tmp_path):
     capture(monkeypatch, "elmoc.data.vectors.tables", "random_table")
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("<pad>\t0\n<s>\t0\n</s>\t0\n<unk>\t0\nthe\t3\n", encoding="utf-8")
-    common = ["vectors", "--vocab", str(vocab), "--random", "--out", "r.npy"]
+    common = ["vectors", "--vocab", str(vocab), "--random", "--output", "r.npy"]
     assert call([*common, "--section-json", '{"dim": 50, "seed": 2}']) == call([*common, "--dim", "50",
                                                                                    "--seed", "2"])
 
@@ -84,7 +84,7 @@ def test_bpe(monkeypatch, tmp_path):
     capture(monkeypatch, "elmoc.data.vocab.subword", "train_bpe")
     (tmp_path / "corpus").mkdir()  # the output beside the corpus: inside it would be refused (docs/safety.md)
     (tmp_path / "corpus" / "shard_000.txt").write_text("a b\n", encoding="utf-8")
-    common = ["bpe", "--corpus", str(tmp_path / "corpus"), "--out-dir", str(tmp_path / "bpe")]
+    common = ["bpe", "--corpus", str(tmp_path / "corpus"), "--output-dir", str(tmp_path / "bpe")]
     assert call([*common, "--section-json", '{"bpe_merges": 20, "bpe_min_frequency": 1}']) == call(
         [*common, "--num-merges", "20", "--min-frequency", "1"])
 
@@ -125,15 +125,15 @@ def test_extract(monkeypatch):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["corpus", "--section-json", '{"sources": [], "seed": "1"}', "--out", "o"], "config corpus.seed must be int"),
-    (["corpus", "--section-json", '{"sources": [{"path": "x"}]}', "--out", "o"],
+    (["corpus", "--section-json", '{"sources": [], "seed": "1"}', "--output-dir", "o"], "config corpus.seed must be int"),
+    (["corpus", "--section-json", '{"sources": [{"path": "x"}]}', "--output-dir", "o"],
      "config corpus.sources[0].format is required"),
-    (["corpus", "--section-json", "{}", "--seed", "2", "--out", "o"], "drop --seed"),
-    (["vocab", "--section-json", '{"max_size": 1.5}', "--corpus", "c", "--out", "v"],
+    (["corpus", "--section-json", "{}", "--seed", "2", "--output-dir", "o"], "drop --seed"),
+    (["vocab", "--section-json", '{"max_size": 1.5}', "--corpus", "c", "--output", "v"],
      "config vocab.max_size must be int"),
-    (["fasttext", "--section-json", '{"models": {}}', "--name", "cc", "--out", "m"],
+    (["fasttext", "--section-json", '{"models": {}}', "--name", "cc", "--output", "m"],
      "config fasttext.models.cc is required"),
-    (["bpe", "--corpus", "c", "--out-dir", "o", "--section-json", "[2]"],
+    (["bpe", "--corpus", "c", "--output-dir", "o", "--section-json", "[2]"],
      "--section-json (variants) must be a JSON object"),
     (["bench", "--section-json", '{"quick": "yes"}'], "config bench.quick must be bool"),
     (["extract", "--forward", "f", "--backward", "b", "--sentences", "s", "--output", "o", "--section-json",

@@ -26,7 +26,7 @@ rule bench:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.with_gpus} {params.elmoc} bench --section-json {params.section:q} --out-dir results/tables > {log} 2>&1"
+        "{params.with_gpus} {params.elmoc} bench --section-json {params.section:q} --output-dir results/tables > {log} 2>&1"
 
 
 FINAL_OUTPUT_HOOKS.append(lambda: ["results/tables/speed.md"] if config.get("bench", {}).get("enabled") else [])

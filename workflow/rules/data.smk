@@ -27,7 +27,7 @@ rule fetch:
         "../envs/elmoc.yaml"
     shell:
         "{params.elmoc} fetch --section-json {params.section:q} --pins {params.pins:q}"
-        " --out resources/{wildcards.place}/{wildcards.download} --cache {params.cache} > {log} 2>&1"
+        " --output-dir resources/{wildcards.place}/{wildcards.download} --cache {params.cache} > {log} 2>&1"
 
 
 rule corpus:
@@ -49,7 +49,7 @@ rule corpus:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} corpus --section-json {params.section:q} --out results/corpus > {log} 2>&1"
+        "{params.elmoc} corpus --section-json {params.section:q} --output-dir results/corpus > {log} 2>&1"
 
 
 rule vocab:
@@ -69,7 +69,7 @@ rule vocab:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} vocab --section-json {params.section:q} --corpus results/corpus/train --out {output} > {log} 2>&1"
+        "{params.elmoc} vocab --section-json {params.section:q} --corpus results/corpus/train --output {output} > {log} 2>&1"
 
 
 rule fasttext:
@@ -95,7 +95,7 @@ rule fasttext:
         "../envs/elmoc.yaml"
     shell:
         "{params.elmoc} fasttext --section-json {params.section:q} --name {wildcards.model} --corpus results/corpus/train"
-        " --cache {params.cache} --out {output.model} --eval-out {output.eval} > {log} 2>&1"
+        " --cache {params.cache} --output {output.model} --eval-out {output.eval} > {log} 2>&1"
 
 
 rule vectors:
@@ -117,7 +117,7 @@ rule vectors:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} vectors --vocab {input.vocab} --model {input.model} --out {output} > {log} 2>&1"
+        "{params.elmoc} vectors --vocab {input.vocab} --model {input.model} --output {output} > {log} 2>&1"
 
 
 rule random_vectors:
@@ -136,4 +136,4 @@ rule random_vectors:
         "../envs/elmoc.yaml"
     shell:
         "{params.elmoc} vectors --vocab {input.vocab} --random --section-json {params.section:q}"
-        " --out {output} > {log} 2>&1"
+        " --output {output} > {log} 2>&1"

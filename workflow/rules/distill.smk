@@ -76,4 +76,4 @@ rule export_student:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} export --forward {input.forward} --backward {input.backward} --output {output} > {log} 2>&1"
+        "{params.elmoc} export --forward {input.forward} --backward {input.backward} --output-dir {output} > {log} 2>&1"

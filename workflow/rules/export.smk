@@ -31,7 +31,7 @@ rule released_lm:
     shell:
         "{params.elmoc} export --bilm-tf-options {params.options:q} --bilm-tf-weights {params.weights:q}"
         " --format checkpoints --spec {input.spec} --vocab {input.vocab} --direction {wildcards.direction}"
-        " --output results/lm/{wildcards.variant} > {log} 2>&1"
+        " --output-dir results/lm/{wildcards.variant} > {log} 2>&1"
 
 
 ruleorder: released_lm > pretrain
@@ -51,4 +51,4 @@ rule export_model:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} export {params.models} --output {output} > {log} 2>&1"
+        "{params.elmoc} export {params.models} --output-dir {output} > {log} 2>&1"

@@ -44,5 +44,5 @@ rule lm_finetune:
         "../envs/elmoc.yaml"
     shell:
         "{params.with_gpus} {params.elmoc} lm-finetune --lm-dir results/lm/{wildcards.variant}"
-        " --text {input.text} --output {output} --section-json {params.section:q}"
+        " --text {input.text} --output-dir {output} --section-json {params.section:q}"
         " --device {params.device} --threads {params.threads} >> {log} 2>&1"

@@ -81,7 +81,7 @@ rule paper_tables:
         "../envs/elmoc.yaml"
     shell:
         "{params.elmoc} paper-tables --heldout {input.heldout} --tasks {input.tasks} --majority {input.majority}"
-        " {params.bench} --out-dir results/tables > {log} 2>&1"
+        " {params.bench} --output-dir results/tables > {log} 2>&1"
 
 
 # The table beyond the paper (docs/beyond-paper.md): built by default only when the config
@@ -114,7 +114,7 @@ rule beyond_table:
         "../envs/elmoc.yaml"
     shell:
         "{params.elmoc} beyond-table --heldout {input.heldout} --tasks {input.tasks} {params.bench}"
-        " --presets-json {params.names:q} --out-dir results/tables > {log} 2>&1"
+        " --presets-json {params.names:q} --output-dir results/tables > {log} 2>&1"
 
 
 rule figures:
@@ -136,7 +136,7 @@ rule figures:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} figures --heldout {input.heldout} {params.bench} --out-dir results/figures > {log} 2>&1"
+        "{params.elmoc} figures --heldout {input.heldout} {params.bench} --output-dir results/figures > {log} 2>&1"
 
 
 rule summary:
@@ -194,7 +194,7 @@ rule compress_copy:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} compress {input.model} --output {output} --format {wildcards.fmt}"
+        "{params.elmoc} compress {input.model} --output-dir {output} --format {wildcards.fmt}"
         " --measure {input.sentences} > {log} 2>&1"
 
 
@@ -232,7 +232,7 @@ rule compressed_pruned:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} export {params.models} --output {output} > {log} 2>&1"
+        "{params.elmoc} export {params.models} --output-dir {output} > {log} 2>&1"
 
 
 rule compression_table:
@@ -270,7 +270,7 @@ rule compression_table:
         "{params.elmoc} compression-table --original {input.original} --models-under results/compressed/{wildcards.variant}"
         " --sentences {input.sentences} {params.heldout} --tasks {params.tasks} --sections-json {params.sections:q}"
         " --seeds {params.seeds} {params.vectors} --scale {params.scale} --threads {threads}"
-        " --work-dir results/compression-work/{wildcards.variant} --out-dir results/tables/compression"
+        " --work-dir results/compression-work/{wildcards.variant} --output-dir results/tables/compression"
         " --name {wildcards.variant} > {log} 2>&1"
 
 

@@ -22,7 +22,7 @@ rule bpe:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} bpe --section-json {params.section:q} --corpus {input.corpus} --out-dir results/bpe > {log} 2>&1"
+        "{params.elmoc} bpe --section-json {params.section:q} --corpus {input.corpus} --output-dir results/bpe > {log} 2>&1"
 
 
 rule cnn_table:
@@ -40,7 +40,7 @@ rule cnn_table:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} cnn-table --checkpoint {input.model} --vocab {input.vocab} --out {output} > {log} 2>&1"
+        "{params.elmoc} cnn-table --checkpoint {input.model} --vocab {input.vocab} --output {output} > {log} 2>&1"
 
 
 # Open-vocabulary training (paper §3.2, spec 1.2 `emb_on_the_fly`): instead of mapping
@@ -63,7 +63,7 @@ rule open_vocab:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} vocab --corpus {input.corpus} --min-count 1 --out {output} > {log} 2>&1"
+        "{params.elmoc} vocab --corpus {input.corpus} --min-count 1 --output {output} > {log} 2>&1"
 
 
 rule open_vectors:
@@ -83,4 +83,4 @@ rule open_vectors:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} vectors --vocab {input.vocab} --model {input.model} --out {output} > {log} 2>&1"
+        "{params.elmoc} vectors --vocab {input.vocab} --model {input.model} --output {output} > {log} 2>&1"

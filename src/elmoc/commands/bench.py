@@ -1,7 +1,11 @@
 """``elmoc bench``: regenerate the paper's speed tables (Tables 4 and 5) on this machine."""
 from __future__ import annotations
 
+from elmoc.commands._options import DIR, add_device, add_output
+
 NAME = "bench"
+GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc bench --quick --output-dir results/tables'
 HELP = "time real training steps of every output layer and encoder; print Tables 4 and 5"
 DESCRIPTION = (
     "Builds each benchmarked LM from an LM spec (synthetic random vector tables and token ids) and "
@@ -15,7 +19,7 @@ DESCRIPTION = (
     "Table 5 caption names the protocol. "
     "Also times the optimized ELMo LSTM against a per-step reference and reports the CONT share and the "
     "model FLOP utilization. Widths are multiplied by --width-scale and vocabularies by --vocab-scale "
-    "(1.0 = paper sizes, for a GPU). Prints Markdown; --out-dir also writes .md/.csv/.json files. "
+    "(1.0 = paper sizes, for a GPU). Prints Markdown; --output-dir also writes .md/.csv/.json files. "
     "The workflow passes the config's `bench` section as --section-json instead of the settings."
 )
 
@@ -26,7 +30,7 @@ SECTION_KEYS = {"device": ("--device", str), "width_scale": ("--width-scale", fl
                 "threads": ("--threads", int), "table5_protocol": ("--table5-protocol", str)}
 
 
-# --out-dir and --scratch: written only; nothing is read
+# --output-dir and --scratch: written only; nothing is read
 INPUTS = ()  # args naming files read; an output among them is refused (cli)
 OUTPUTS = ()
 
@@ -39,7 +43,7 @@ def add_arguments(parser) -> None:
                         "2 S2 probes, GPT length 64, S3 skipped")
     parser.add_argument("--tables", default="4,5,lstm",
                         help="comma-separated subset of 4, 5, lstm (default: all)")
-    parser.add_argument("--device", default=None, help="torch device (default cpu)")
+    add_device(parser, default=None, what="; default cpu")
     parser.add_argument("--width-scale", type=float, default=None, help="width factor (default 0.125; quick 1/32)")
     parser.add_argument("--vocab-scale", type=float, default=None, help="vocabulary factor (default 0.05)")
     parser.add_argument("--memory-budget-mb", type=float, default=None, help="per-process memory budget of S2 and of Table 5 under s3 (default 768)")
@@ -66,65 +70,24 @@ def add_arguments(parser) -> None:
                         help="comma-separated Table 4 scenarios, a subset of s1, s2, s3 (default: all)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads per process (default 1)")
     parser.add_argument("--no-s3", action="store_true", help="skip the data-parallel scenario S3 (Table 5 auto then times the fixed batch)")
-    parser.add_argument("--out-dir", default=None, help="write table4/table5/lstm .md and .csv and bench.json here")
+    add_output(parser, DIR, "write table4/table5/lstm .md and .csv and bench.json here", old=("--out-dir",), required=False)
     parser.add_argument("--scratch", default=None,
                         help="folder for the synthetic vector tables (default: a temporary folder)")
 
 
 def run(args) -> int:
-    import json
-    import os
     import sys
-    import tempfile
-    from pathlib import Path
 
-    from elmoc.bench.report import rows_to_csv, to_markdown
-    from elmoc.bench.speed import BenchSettings, run_all
-    from elmoc.errors import ConfigError
+    from elmoc.bench.run_bench import run_bench
 
     if args.section_json is not None:
         _flags_from_section(args)
-    args.device = args.device or "cpu"
-    tables = tuple(t.strip() for t in args.tables.split(",") if t.strip())
-    bad = sorted(set(tables) - {"4", "5", "lstm"})
-    if bad or not tables:
-        raise ConfigError(f"--tables takes a comma-separated subset of 4, 5, lstm; got {args.tables!r}")
-    overrides = {k: v for k, v in {
-        "device": args.device, "width_scale": args.width_scale, "vocab_scale": args.vocab_scale,
-        "memory_budget_mb": args.memory_budget_mb, "repeats": args.repeats, "world": args.world,
-        "table5_batch": args.table5_batch, "threads": args.threads, "skip_s3": args.no_s3 or None,
-        "table5_protocol": args.table5_protocol,
-        "table4_rows": _list(args.table4_rows), "scenarios": _list(args.scenarios),
-        "s1_interleave": args.s1_interleave or None,
-    }.items() if v is not None}
-    settings = BenchSettings.quick(**overrides) if args.quick else BenchSettings(**overrides)
+        if args.device not in (None, "cpu"):  # the section's device, checked as the CLI checks --device
+            from elmoc.devices import check_device
 
-    def go(scratch: Path) -> dict:
-        return run_all(settings, scratch, tables)
-
-    if args.scratch:
-        result = go(Path(args.scratch))
-    else:
-        with tempfile.TemporaryDirectory(prefix="elmoc-bench-") as tmp:
-            result = go(Path(tmp))
-    markdown = to_markdown(result)
-    sys.stdout.write(markdown)
-    if args.out_dir:
-        out = Path(args.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        files = {"bench.json": json.dumps(result, indent=2), "speed.md": markdown}
-        for key, name in (("table4", "table4"), ("table5", "table5"), ("lstm", "lstm_kernel")):
-            if key in result:
-                files[f"{name}.csv"] = rows_to_csv(result[key])
-        for name, text in files.items():
-            tmp = out / f".{name}.tmp"
-            tmp.write_text(text)
-            os.replace(tmp, out / name)
+            args.device = check_device(args.device)
+    sys.stdout.write(run_bench(args))
     return 0
-
-
-def _list(text: str | None) -> list[str] | None:
-    return None if text is None else [x.strip() for x in text.split(",") if x.strip()]
 
 
 def _flags_from_section(args) -> None:

@@ -1,12 +1,16 @@
 """``elmoc bpe``: learn BPE subwords on the training corpus (ELMo-Sub)."""
 from __future__ import annotations
 
+from elmoc.commands._options import DIR, add_output
+
 NAME = "bpe"
+GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc bpe --corpus results/corpus/train --output-dir results/bpe'
 HELP = "learn BPE merges on the corpus; write tokenizer.json and an elmoc vocabulary of subwords"
 DESCRIPTION = (
     "Learns byte-pair-encoding merges (Hugging Face tokenizers, whitespace-split corpus tokens, "
-    "'##' marks non-initial pieces) on every training shard, then writes OUT_DIR/tokenizer.json and "
-    "OUT_DIR/vocab.txt (elmoc vocabulary format: <pad> <s> </s> <unk> first, then subwords in id "
+    "'##' marks non-initial pieces) on every training shard, then writes OUTPUT_DIR/tokenizer.json and "
+    "OUTPUT_DIR/vocab.txt (elmoc vocabulary format: <pad> <s> </s> <unk> first, then subwords in id "
     "order with their corpus counts). Both files are written atomically. The workflow passes the "
     "config's `variants` section (bpe_merges, bpe_min_frequency) as --section-json instead of "
     "--num-merges and --min-frequency."
@@ -14,7 +18,7 @@ DESCRIPTION = (
 
 
 INPUTS = ('corpus',)  # args naming files read; an output among them is refused (cli)
-OUTPUTS = ('out_dir',)
+OUTPUTS = ('output_dir',)
 
 def add_arguments(parser) -> None:
     from elmoc.config_section import add_section_argument
@@ -26,17 +30,13 @@ def add_arguments(parser) -> None:
                         help="BPE merges to learn (paper: about 30K; default 30000)")
     parser.add_argument("--min-frequency", type=int, default=None,
                         help="minimum pair frequency for a merge (default 2)")
-    parser.add_argument("--out-dir", required=True, help="output folder, e.g. results/bpe")
+    add_output(parser, DIR, "output folder, e.g. results/bpe", old=("--out-dir",))
 
 
 def run(args) -> int:
     import logging
-    from collections import Counter
-    from pathlib import Path
 
-    from elmoc.data.vocab.subword import SubwordEncoder, train_bpe
-    from elmoc.errors import InputFileError
-    from elmoc.io.atomic import atomic_file
+    from elmoc.data.vocab.subword import build_bpe, corpus_files
 
     merges, min_frequency = args.num_merges, args.min_frequency
     if args.section_json is not None:
@@ -45,34 +45,9 @@ def run(args) -> int:
         refuse_with_section(args, {"--num-merges": merges, "--min-frequency": min_frequency})
         v = Section.parse(args.section_json, "variants", keys=("bpe_merges", "bpe_min_frequency"))
         merges, min_frequency = v.get("bpe_merges", int), v.get("bpe_min_frequency", int)
-    merges = 30000 if merges is None else merges
-    min_frequency = 2 if min_frequency is None else min_frequency
-    files: list[Path] = []
-    for item in args.corpus:
-        path = Path(item)
-        if path.is_dir():
-            files += sorted(p for p in path.iterdir() if p.is_file() and p.suffix == ".txt")
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise InputFileError(path, "corpus file or directory not found")
-    if not files:
-        raise InputFileError(args.corpus[0], "no .txt shards found")
-    tokenizer = train_bpe(files, merges, min_frequency)
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    with atomic_file(out / "tokenizer.json") as f:
-        f.write(tokenizer.to_str())
-    encoder = SubwordEncoder(out / "tokenizer.json")
-    counts: Counter = Counter()
-    for path in files:
-        with open(path, encoding="utf-8") as f:
-            lines = [line for line in f if line.strip()]
-        for ids in encoder.encode_lines(lines):
-            counts.update(ids)
-    vocab = encoder.vocabulary(dict(counts))
-    vocab.save(out / "vocab.txt")
-    logging.getLogger("elmoc.bpe").info(
-        "wrote %s (%d subwords) from %d files, %d subword tokens", out, len(vocab), len(files), sum(counts.values())
-    )
+    files = corpus_files(args.corpus)
+    vocab, tokens = build_bpe(files, args.output_dir, 30000 if merges is None else merges,
+                              2 if min_frequency is None else min_frequency)
+    logging.getLogger("elmoc.bpe").info("wrote %s (%d subwords) from %d files, %d subword tokens", args.output_dir,
+                                        len(vocab), len(files), tokens)
     return 0

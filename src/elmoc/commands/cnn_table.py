@@ -1,7 +1,14 @@
 """``elmoc cnn-table``: run a trained ELMo char-CNN over the vocabulary (ELMo-C-CNN ablations)."""
 from __future__ import annotations
 
+from elmoc.commands._options import FILE, add_output
+
 NAME = "cnn-table"
+GROUP = "internals"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = (
+    'elmoc cnn-table --checkpoint results/lm/elmo/forward/model.pt --vocab results/vocab/vocab.txt '
+    '--output results/vectors/cnn.npy'
+)
 HELP = "write the trained char-CNN's vector of every vocabulary word as a frozen .npy table"
 DESCRIPTION = (
     "Loads the char-CNN input layer (CNN + highway + projection) of a trained LM (model.pt) whose "
@@ -13,7 +20,7 @@ DESCRIPTION = (
 
 
 INPUTS = ('checkpoint', 'vocab')  # args naming files read; an output among them is refused (cli)
-OUTPUTS = ('out',)
+OUTPUTS = ('output',)
 
 
 def implicit_inputs(args) -> dict:
@@ -28,7 +35,7 @@ def add_arguments(parser) -> None:
                         help="trained ELMo LM: the forward direction's model.pt, or a joint bi-LM's "
                         "(results/lm/elmo/joint/model.pt), whose char-CNN both directions share")
     parser.add_argument("--vocab", required=True, help="vocabulary the table is aligned with (results/vocab/vocab.txt)")
-    parser.add_argument("--out", required=True, help="output .npy (results/vectors/cnn.npy)")
+    add_output(parser, FILE, "output .npy (results/vectors/cnn.npy)", old=("--out",))
     parser.add_argument("--chunk", type=int, default=2000, help="words per forward pass (default 2000)")
 
 
@@ -76,7 +83,7 @@ def run(args) -> int:
 
     vocab = Vocabulary.load(args.vocab)
     table = char_cnn_table(args.checkpoint, vocab, args.chunk)
-    with atomic_file(args.out, "wb", encoding=None) as f:
+    with atomic_file(args.output, "wb", encoding=None) as f:
         np.save(f, table)
-    logging.getLogger("elmoc.cnn_table").info("wrote %s table to %s", table.shape, args.out)
+    logging.getLogger("elmoc.cnn_table").info("wrote %s table to %s", table.shape, args.output)
     return 0

@@ -3,10 +3,17 @@ from __future__ import annotations
 
 import argparse
 
+from elmoc.commands._options import DIR, add_output
+
 NAME = "compress"
+GROUP = "use"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = (
+    'elmoc compress results/models/elmo-c --output-dir results/compressed/elmo-c/int8 --format int8 '
+    '--measure results/corpus/heldout.txt'
+)
 HELP = "write a float16/bfloat16/int8 copy of a model directory, with its measured size, speed and fidelity"
 DESCRIPTION = (
-    "Copy MODEL_DIR (written by `elmoc export`, of a variant or of the released bilm-tf ELMo) to --output "
+    "Copy MODEL_DIR (written by `elmoc export`, of a variant or of the released bilm-tf ELMo) to --output-dir "
     "with its weights in --format: float16 or bfloat16 (half the size; widened to float32 on load) or "
     "int8 (torch dynamic quantization of every Linear, the LSTM matrices included; CPU only). Frozen "
     ".npy tables become float16. The copy is measured against MODEL_DIR on --measure (one sentence per "
@@ -17,11 +24,11 @@ DESCRIPTION = (
 
 
 INPUTS = ('model_dir', 'measure')  # args naming files read; an output among them is refused (cli)
-OUTPUTS = ('output',)
+OUTPUTS = ('output_dir',)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model_dir", help="the model directory to compress (elmoc export)")
-    parser.add_argument("--output", required=True, help="directory to write: absent, empty or an earlier output of this command (replaced atomically)")
+    add_output(parser, DIR, "directory to write: absent, empty or an earlier output of this command (replaced atomically)", old=("--output",))
     parser.add_argument("--format", required=True, dest="fmt", metavar="{float16,bfloat16,int8}",
                         help="storage format of the weights")
     parser.add_argument("--measure", required=True, metavar="SENTENCES_FILE",
@@ -37,7 +44,7 @@ def command_line(args: argparse.Namespace) -> str:
     """The command as typed (for the model card)."""
     import shlex
 
-    parts = ["elmoc", "compress", shlex.quote(args.model_dir), "--output", shlex.quote(args.output),
+    parts = ["elmoc", "compress", shlex.quote(args.model_dir), "--output-dir", shlex.quote(args.output_dir),
              "--format", args.fmt, "--measure", shlex.quote(args.measure), "--batch-size", str(args.batch_size),
              "--rounds", str(args.rounds)]
     if args.tokenize:
@@ -57,13 +64,13 @@ def run(args: argparse.Namespace) -> int:
     from elmoc.pretrained.formats import check_format
 
     check_format(args.fmt)
-    check_output_directory(args.output, NAME, {"MODEL_DIR": args.model_dir, "--measure": args.measure})
+    check_output_directory(args.output_dir, NAME, {"MODEL_DIR": args.model_dir, "--measure": args.measure})
     for name in ("batch_size", "rounds"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.threads:
         torch.set_num_threads(args.threads)
     sentences = read_sentences(args.measure, tokenize=args.tokenize)
-    compress_model(args.model_dir, args.output, args.fmt, sentences, args.measure, args.batch_size, args.rounds,
+    compress_model(args.model_dir, args.output_dir, args.fmt, sentences, args.measure, args.batch_size, args.rounds,
                    command_line(args))
     return 0

@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import argparse
 
+from elmoc.commands._options import FILE, add_output
+
 NAME = "config-dump"
+GROUP = "internals"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc config-dump --section-json \'{"scale": "demo"}\' --output results/config.yaml'
 HELP = "write the effective workflow config (checked against the workflow schema) as YAML"
 DESCRIPTION = (
     "The whole workflow config as --section-json (what the workflow's config_dump passes: the config "
@@ -19,7 +23,7 @@ OUTPUTS = ('output',)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--section-json", required=True, metavar="JSON",
                         help="the whole effective workflow config as JSON (what the workflow passes)")
-    parser.add_argument("--output", required=True, help="YAML file to write")
+    add_output(parser, FILE, "YAML file to write")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,7 +1,11 @@
 """``elmoc corpus``: prepare train shards and a heldout file from raw sources."""
 from __future__ import annotations
 
+from elmoc.commands._options import DIR, add_output
+
 NAME = "corpus"
+GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc corpus --source lines:my_corpus.txt --heldout 0.1 --output-dir results/corpus'
 HELP = "clean, shuffle and split corpus sources into train shards + heldout.txt"
 DESCRIPTION = (
     "Read every --source FORMAT:PATH_OR_GLOB (FORMAT: lines = one tokenized sentence per line; "
@@ -12,15 +16,15 @@ DESCRIPTION = (
     "With --shards N the sentences are pooled, shuffled with --seed, the heldout part (--heldout: "
     "fraction < 1 or sentence count) is cut off, and the rest is split into N shards. With "
     "--shards 0 each train file becomes one shard unshuffled and the heldout file comes from "
-    "--heldout-source. Writes OUT/train/shard_NNN.txt, OUT/heldout.txt, OUT/stats.json and "
-    "OUT/.elmoc-output.json, atomically: on any error nothing is written. An existing OUT is replaced "
+    "--heldout-source. Writes OUTPUT_DIR/train/shard_NNN.txt, OUTPUT_DIR/heldout.txt, OUTPUT_DIR/stats.json and "
+    "OUTPUT_DIR/.elmoc-output.json, atomically: on any error nothing is written. An existing OUTPUT_DIR is replaced "
     "only when it is empty or an earlier `elmoc corpus` output, and never when it holds a source. The "
     "workflow passes the config's `corpus` section as --section-json instead of the other options "
     "(sources, heldout_sources, num_shards, heldout, lowercase, max_length, seed)."
 )
 
 
-# the sources (globs, or in --section-json) are checked against --out by the output folder's check
+# the sources (globs, or in --section-json) are checked against --output-dir by the output folder's check
 INPUTS = ()  # args naming files read; an output among them is refused (cli)
 OUTPUTS = ()
 
@@ -32,7 +36,7 @@ def add_arguments(parser) -> None:
                         help="training text (repeatable); quote globs")
     parser.add_argument("--heldout-source", action="append", default=[], metavar="FORMAT:PATH_OR_GLOB",
                         help="heldout text instead of a split of the sources (repeatable)")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output directory, e.g. results/corpus: absent, empty or an earlier output of this command (replaced atomically)")
+    add_output(parser, DIR, "output directory, e.g. results/corpus: absent, empty or an earlier output of this command (replaced atomically)", old=("--out",))
     parser.add_argument("--shards", type=int, default=None,
                         help="number of train shards; 0 = one shard per train file, unshuffled (default 1)")
     parser.add_argument("--heldout", type=float, default=None,
@@ -67,7 +71,7 @@ def run(args) -> int:
         max_length=args.max_length,
         seed=args.seed,
     )
-    prepare_corpus(config, args.out)
+    prepare_corpus(config, args.output_dir)
     return 0
 
 

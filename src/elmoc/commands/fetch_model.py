@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 NAME = "fetch-model"
+GROUP = "use"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc fetch-model small'
 HELP = "download a released ELMo (original, medium, small) or a model directory at a URL into the cache, pinned"
 DESCRIPTION = (
     "Fetch SOURCE once into the model cache (--cache, default $ELMOC_CACHE, else $XDG_CACHE_HOME/elmoc, else "

@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import argparse
 
+from elmoc.commands._options import FILE, add_output
+
 NAME = "finetune-table"
+GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc finetune-table --inputs results/finetune/*/*/*/seed*.json --output results/tables/finetune.md'
 HELP = "write the side-by-side table of features and fine-tuning (Markdown, CSV, LaTeX, HTML) from task metrics JSONs"
 DESCRIPTION = (
     "Rows variant x mode (features, then each fine-tuning recipe, read from each metrics JSON's encoder and "
@@ -19,7 +23,7 @@ OUTPUTS = ('output', 'csv', 'tex', 'html')
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inputs", nargs="+", required=True,
                         help="results/tasks/*/*/seed*.json and results/finetune/*/*/*/seed*.json")
-    parser.add_argument("--output", required=True, help="the table in Markdown")
+    add_output(parser, FILE, "the table in Markdown")
     parser.add_argument("--csv", help="also write the table as CSV here")
     parser.add_argument("--tex", help="also write the table as LaTeX (booktabs) here")
     parser.add_argument("--html", help="also write the table as HTML here")

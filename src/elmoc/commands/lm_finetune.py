@@ -3,7 +3,14 @@ from __future__ import annotations
 
 import argparse
 
+from elmoc.commands._options import DIR, add_device, add_output
+
 NAME = "lm-finetune"
+GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = (
+    'elmoc lm-finetune --lm-dir results/lm/elmo-c --text results/tasks/sst5/sentences.txt --output-dir '
+    'results/lm_finetune/elmo-c/sst5/model'
+)
 HELP = "fine-tune a trained LM on a task's own text with its own objective (ULMFiT), as a model directory"
 DESCRIPTION = (
     "ULMFiT's intermediate step: every training run of the variant in --lm-dir (results/lm/VARIANT: forward "
@@ -11,22 +18,22 @@ DESCRIPTION = (
     "(--text, one tokenized sentence a line) with the LM's own output layer and loss, through the training "
     "loop of `elmoc train`, for lm_finetune.epochs epochs with a fresh optimizer (the LM's own, or Adam at "
     "lm_finetune.lr). The text's last 10% of sentences is the heldout text (each run's heldout.json: before "
-    "and after). The runs are then exported as one model directory at --output (as `elmoc export` writes "
-    "it; usable as `elmoc task --lm`). Work folder: --output's parent (text/, and one run folder per run "
+    "and after). The runs are then exported as one model directory at --output-dir (as `elmoc export` writes "
+    "it; usable as `elmoc task --lm`). Work folder: --output-dir's parent (text/, and one run folder per run "
     "with checkpoint.pt, model.pt, heldout.json, train_log.jsonl). A killed or stopped run (SIGTERM/SIGUSR1: "
     "exit 75) resumes where it was when rerun; a finished run is reused."
 )
 
 INPUTS = ("lm_dir", "text")  # args naming files read; an output among them is refused (cli)
-OUTPUTS = ("output",)
-MANIFEST_OWNERS = ("export",)  # --output is a model directory as `elmoc export` writes it
+OUTPUTS = ("output_dir",)
+MANIFEST_OWNERS = ("export",)  # --output-dir is a model directory as `elmoc export` writes it
 
 
 def implicit_outputs(args: argparse.Namespace) -> dict:
-    """The work folder (--output's parent): text/ and one run folder per run are written there."""
+    """The work folder (--output-dir's parent): text/ and one run folder per run are written there."""
     from pathlib import Path
 
-    return {"--output's parent (the work folder)": str(Path(args.output).absolute().parent)}
+    return {"--output-dir's parent (the work folder)": str(Path(args.output_dir).absolute().parent)}
 
 
 def implicit_inputs(args: argparse.Namespace) -> dict:
@@ -49,13 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--lm-dir", required=True, help="the trained variant's folder (results/lm/VARIANT)")
     parser.add_argument("--text", required=True, help="the task's sentences (results/tasks/TASK/sentences.txt)")
-    parser.add_argument("--output", required=True,
-                        help="the model directory to write (results/lm_finetune/VARIANT/TASK/model); its parent "
-                             "is the work folder")
+    add_output(parser, DIR, "the model directory to write (results/lm_finetune/VARIANT/TASK/model); its parent "
+                             "is the work folder", old=("--output",))
     parser.add_argument("--epochs", type=int, default=None, help="epochs over the text (default 1; the workflow "
                         "passes lm_finetune.epochs in --section-json instead)")
     add_section_argument(parser, "lm_finetune")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, or cuda:N (default cpu)")
+    add_device(parser)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
 
 
@@ -65,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from elmoc.attempts import OutputLock
-    from elmoc.commands.train import lm_data
+    from elmoc.train.lm_data import lm_data
     from elmoc.config_section import Section, refuse_with_section
     from elmoc.directions import BACKWARD, FORWARD, single_run
     from elmoc.io.output_paths import check_output_directory
@@ -78,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     section = Section.parse(args.section_json, "lm_finetune") if args.section_json is not None else \
         Section(data, "lm_finetune")
     settings = LMFineTuneSettings.from_section(section)
-    output = Path(args.output)
+    output = Path(args.output_dir)
     sources = run_files(args.lm_dir)
     check_output_directory(output, "export", {"--lm-dir": list(sources.values()), "--text": args.text})
     if args.threads:
@@ -91,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         single = single_run(tuple(done.models))
         files = dict.fromkeys((FORWARD, BACKWARD), done.models[single]) if single else done.models
         export_model(files[FORWARD], files.get(BACKWARD), output,
-                     command=f"elmoc lm-finetune --lm-dir {args.lm_dir} --text {args.text} --output {args.output}")
+                     command=f"elmoc lm-finetune --lm-dir {args.lm_dir} --text {args.text} --output-dir {args.output_dir}")
     finally:
         lock.release()
     return 0

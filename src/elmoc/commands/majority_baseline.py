@@ -3,7 +3,14 @@ from __future__ import annotations
 
 import argparse
 
+from elmoc.commands._options import FILE, add_output
+
 NAME = "majority-baseline"
+GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = (
+    'elmoc majority-baseline --task sst5 --config config/config.yaml --output '
+    'results/tasks/sst5/majority/seed1.json'
+)
 HELP = "score always predicting a task's most frequent training label; write the task metrics JSON"
 DESCRIPTION = (
     "Reads the task's training and test data (its section from --section-json, what the workflow passes, "
@@ -21,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_task_section_arguments(parser, config_help="workflow config (uses tasks.<task>) or a single task section YAML")
     parser.add_argument("--scale", default="demo", choices=["demo", "cpu", "full"], help="the record's scale label")
-    parser.add_argument("--output", required=True, help="task metrics JSON to write")
+    add_output(parser, FILE, "task metrics JSON to write")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 NAME = "params"
+GROUP = "use"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc params --config config/paper.yaml'
 HELP = "count trainable parameters per variant at the config's sizes (meta device, no allocation)"
 DESCRIPTION = (
     "Builds each LM on the meta device and counts trainable parameters. 'paper' counts the "

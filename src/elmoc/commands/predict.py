@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import argparse
 
+from elmoc.commands._options import FILE, add_device, add_output
+
 NAME = "predict"
+GROUP = "use"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc predict sentences.txt --task-model sst5-model --output predictions.jsonl'
 HELP = "predict with a saved task model directory (elmoc task --save-model); write JSON lines"
 DESCRIPTION = (
     "Loads the task model directory written by `elmoc task --save-model DIR` (its section, weights, "
@@ -26,7 +30,7 @@ MAX_LINE_TOKENS = 1000  # a sentence longer than this is refused (--max-line-tok
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input_file", help="sentences.txt (one tokenized sentence per line) or the task's own format")
     parser.add_argument("--task-model", required=True, help="task model directory (elmoc task --save-model)")
-    parser.add_argument("--output", required=True, help="JSON lines to write, one record per instance")
+    add_output(parser, FILE, "JSON lines to write, one record per instance")
     parser.add_argument("--input-format", choices=("sentences", "task"), default=None,
                         help="sentences: one sentence per line; task: the task's own format (default: sentences "
                              "for single-sentence tasks, else task)")
@@ -35,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-line-tokens", type=int, default=MAX_LINE_TOKENS, metavar="N",
                         help=f"refuse a sentence longer than N tokens (default {MAX_LINE_TOKENS}: a longer line is "
                              "a document or several sentences, and the task model's memory grows with its square)")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
+    add_device(parser)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
 
 

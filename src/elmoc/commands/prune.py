@@ -3,9 +3,16 @@ from __future__ import annotations
 
 import argparse
 
+from elmoc.commands._options import DIR, add_device, add_output
+
 from elmoc.directions import RUNS
 
 NAME = "prune"
+GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = (
+    'elmoc prune --model results/lm/elmo-c/forward/model.pt --direction forward --output-dir '
+    'results/prune/elmo-c/magnitude/forward'
+)
 HELP = "prune a trained LM (magnitude or whole units) with fine-tuning between rounds; optionally its lottery ticket"
 DESCRIPTION = (
     "Prune the trained LM --model (one direction's model.pt, or a joint or masked LM's) in rounds, one per "
@@ -41,9 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--model", required=True, help="the trained LM's model.pt (results/lm/<variant>/<run>/)")
     parser.add_argument("--direction", choices=RUNS, required=True, help="the run --model is (as `elmoc train`)")
-    parser.add_argument("--output-dir", required=True, help="where round1/ ... , ticket/, control/ and prune.json go")
+    add_output(parser, DIR, "where round1/ ... , ticket/, control/ and prune.json go")
     add_section_argument(parser, "prune")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, or cuda:N (default cpu)")
+    add_device(parser)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
 
 
@@ -53,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from elmoc.attempts import OutputLock
-    from elmoc.commands.train import lm_data
+    from elmoc.train.lm_data import lm_data
     from elmoc.config_section import Section
     from elmoc.errors import InputFileError
     from elmoc.model_file import load_checkpoint

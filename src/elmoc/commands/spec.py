@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import argparse
 
+from elmoc.commands._options import FILE, add_output
+
 NAME = "spec"
+GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc spec --config config/config.yaml --variant elmo-c --output results/lm/elmo-c/spec.yaml'
 HELP = "resolve an LM variant (preset + overrides) into a spec YAML file"
 DESCRIPTION = (
     "Write the complete LM spec of one variant. Either give --config and --variant "
     "(the workflow config and a name under pretrain.variants) or --section-json (the "
-    "variant's resolved spec, as the workflow passes it; --spec-json is its old name)."
+    "variant's resolved spec, as the workflow passes it)."
 )
 
 
@@ -22,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--config", help="workflow config YAML (e.g. config/config.yaml)")
     add_section_argument(src, "resolved variant spec (pretrain.variants.<variant> over its preset)", "--spec-json")
     parser.add_argument("--variant", help="variant name under pretrain.variants (with --config)")
-    parser.add_argument("--output", required=True, help="where to write the spec YAML")
+    add_output(parser, FILE, "where to write the spec YAML")
 
 
 def run(args: argparse.Namespace) -> int:

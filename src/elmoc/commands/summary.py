@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import argparse
 
+from elmoc.commands._options import FILE, add_output
+
 NAME = "summary"
+GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc summary --heldout results/lm/*/*/heldout.json --tasks results/tasks/*/*/seed*.json'
 HELP = "print params and training tokens/s per variant (ratios to ELMo-C), heldout metric, downstream vs baselines"
 DESCRIPTION = (
     "Reads heldout.json (+ train_log.jsonl beside it) of every LM direction, the downstream metrics JSONs "
@@ -18,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--heldout", nargs="*", default=[], help="results/lm/*/*/heldout.json")
     parser.add_argument("--tasks", nargs="*", default=[], help="results/tasks/*/*/seed*.json")
     parser.add_argument("--majority", nargs="*", default=[], help="results/baselines/*/majority.json")
-    parser.add_argument("--output", help="also write the summary to this text file")
+    add_output(parser, FILE, "also write the summary to this text file", required=False)
 
 
 def run(args: argparse.Namespace) -> int:

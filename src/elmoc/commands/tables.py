@@ -1,17 +1,18 @@
-"""`elmoc tables KIND ...`: the old spelling of the table commands, one per kind, kept for scripts."""
+"""`elmoc tables KIND ...`: the table commands by kind (one command per kind is the usual way)."""
 from __future__ import annotations
 
 import argparse
 
 NAME = "tables"
-HELP = ("the old spelling of paper-tables, beyond-table, figures, pretrain-table, downstream-table, "
-        "majority-baseline and config-dump")
+GROUP = "internals"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc tables pretrain --inputs results/lm/elmo-c/forward/heldout.json --output pretrain.md'
+HELP = ("run paper-tables, beyond-table, figures, pretrain-table, downstream-table, majority-baseline or "
+        "config-dump by kind")
 DESCRIPTION = (
     "`elmoc tables KIND ARGS` runs the command of KIND with ARGS (see `elmoc <command> --help`): paper = "
     "paper-tables, beyond = beyond-table, figures = figures, pretrain = pretrain-table, downstream = "
-    "downstream-table, majority = majority-baseline, config = config-dump. The old flag names are "
-    "understood: --config-json (majority, config: --section-json), --section-json and --config-json of "
-    "beyond (--presets-json)."
+    "downstream-table, majority = majority-baseline, config = config-dump. Also understood: --config-json "
+    "(majority, config: = --section-json), --section-json and --config-json of beyond (= --presets-json)."
 )
 
 # kind -> the module of its command, and the old flag names it understood -> the command's

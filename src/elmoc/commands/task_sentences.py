@@ -1,7 +1,11 @@
 """``elmoc task-sentences``: the distinct tokenized sentences a task needs features for."""
 from __future__ import annotations
 
+from elmoc.commands._options import FILE, add_output
+
 NAME = "task-sentences"
+GROUP = "internals"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc task-sentences --task sst5 --config config/config.yaml --output results/tasks/sst5/sentences.txt'
 HELP = "write every distinct tokenized sentence of a task (train/dev/test), one per line, for `elmoc extract`"
 DESCRIPTION = (
     "Reads the task's train, dev and test data (paths from the task section of --config) and writes "
@@ -18,30 +22,14 @@ def add_arguments(parser) -> None:
     from elmoc.tasks.config import add_task_section_arguments
 
     add_task_section_arguments(parser, config_help="workflow config (uses tasks.<task>) or a single task section YAML")
-    parser.add_argument("--output", required=True, help="sentences file to write (e.g. results/tasks/sst5/sentences.txt)")
+    add_output(parser, FILE, "sentences file to write (e.g. results/tasks/sst5/sentences.txt)")
 
 
 def run(args) -> int:
     import logging
 
-    from elmoc.errors import ConfigError
-    from elmoc.features.store import sentence_key
-    from elmoc.tasks.config import build_task, task_section_from_args
+    from elmoc.tasks.task_run import write_task_sentences
 
-    section, _ = task_section_from_args(args)
-    task, _ = build_task(section)
-    missing = task.missing_data()
-    if missing:
-        raise ConfigError(f"task {args.task!r} has no data: set tasks.{args.task}.{missing}")
-    seen: dict[str, None] = {}
-    for split in ("train", "dev", "test"):
-        for tokens in task.sentences(task.read(split)):
-            if tokens:
-                seen.setdefault(sentence_key(tokens), None)
-    from elmoc.io.atomic import atomic_file
-
-    with atomic_file(args.output) as f:
-        for sentence in seen:
-            f.write(sentence + "\n")
-    logging.getLogger(__name__).info("%s: %d distinct sentences -> %s", args.task, len(seen), args.output)
+    count = write_task_sentences(args)
+    logging.getLogger(__name__).info("%s: %d distinct sentences -> %s", args.task, count, args.output)
     return 0

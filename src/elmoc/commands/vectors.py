@@ -1,7 +1,14 @@
 """``elmoc vectors``: the word-vector table aligned with the vocabulary."""
 from __future__ import annotations
 
+from elmoc.commands._options import FILE, add_output
+
 NAME = "vectors"
+GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = (
+    'elmoc vectors --vocab results/vocab/vocab.txt --model results/fasttext/cc.bin --output '
+    'results/vectors/cc.npy'
+)
 HELP = "write a float32 [vocab, dim] .npy table from a fastText .bin (or N(0,1) random)"
 DESCRIPTION = (
     "Row i is the fastText vector of vocabulary token i (get_word_vector: words outside the "
@@ -14,7 +21,7 @@ DESCRIPTION = (
 
 
 INPUTS = ('vocab', 'model')  # args naming files read; an output among them is refused (cli)
-OUTPUTS = ('out',)
+OUTPUTS = ('output',)
 
 def add_arguments(parser) -> None:
     from elmoc.config_section import add_section_argument
@@ -26,7 +33,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--dim", type=int, default=None, help="dimension of the --random table (default 300)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the --random table (default 1)")
     add_section_argument(parser, "fasttext.random section (with --random)")
-    parser.add_argument("--out", required=True, help="output .npy, e.g. results/vectors/cc.npy")
+    add_output(parser, FILE, "output .npy, e.g. results/vectors/cc.npy", old=("--out",))
 
 
 def run(args) -> int:
@@ -50,6 +57,6 @@ def run(args) -> int:
         table = random_table(len(vocab), 300 if dim is None else dim, 1 if seed is None else seed)
     else:
         table, _ = fasttext_table(vocab, args.model)
-    save_table(args.out, table)
-    logging.getLogger("elmoc.vectors").info("wrote %s table to %s", tuple(table.shape), args.out)
+    save_table(args.output, table)
+    logging.getLogger("elmoc.vectors").info("wrote %s table to %s", tuple(table.shape), args.output)
     return 0

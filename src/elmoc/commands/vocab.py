@@ -1,10 +1,14 @@
 """``elmoc vocab``: the word vocabulary (specials first, then by frequency)."""
 from __future__ import annotations
 
+from elmoc.commands._options import FILE, add_output
+
 NAME = "vocab"
+GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc vocab --corpus results/corpus/train --output results/vocab/vocab.txt'
 HELP = "build the frequency-sorted vocabulary from train shards, or load an external list"
 DESCRIPTION = (
-    "Write OUT as 'token<TAB>count' lines in id order: <pad> <s> </s> <unk> (ids 0-3), then "
+    "Write OUTPUT as 'token<TAB>count' lines in id order: <pad> <s> </s> <unk> (ids 0-3), then "
     "either the words of the train shards under --corpus with count >= --min-count by "
     "descending count (ties by token), or, with --from-file, the first field of every line of an "
     "external list such as bilm-tf's vocab-2016-09-10.txt in file order (its <S> </S> <UNK> kept "
@@ -16,7 +20,7 @@ DESCRIPTION = (
 
 
 INPUTS = ('corpus', 'from_file')  # args naming files read; an output among them is refused (cli)
-OUTPUTS = ('out',)
+OUTPUTS = ('output',)
 
 def add_arguments(parser) -> None:
     from elmoc.config_section import add_section_argument
@@ -25,7 +29,7 @@ def add_arguments(parser) -> None:
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--corpus", metavar="TRAIN_DIR", help="directory of shard_*.txt (results/corpus/train)")
     src.add_argument("--from-file", metavar="PATH", help="external vocabulary list, one token per line")
-    parser.add_argument("--out", required=True, help="output vocabulary, e.g. results/vocab/vocab.txt")
+    add_output(parser, FILE, "output vocabulary, e.g. results/vocab/vocab.txt", old=("--out",))
     parser.add_argument("--max-size", type=int, default=None, help="cap on the size incl. specials (default: none)")
     parser.add_argument("--min-count", type=int, default=None, help="minimum corpus count (default 1; --corpus only)")
 
@@ -46,7 +50,7 @@ def run(args) -> int:
         raise ConfigError("give --corpus or --from-file (or --section-json with --corpus)")
     from elmoc.io.output_paths import refuse_outputs_among_inputs
 
-    refuse_outputs_among_inputs(NAME, {"--out": args.out}, {"vocab.file": from_file})  # --section-json's input
-    build_vocabulary(args.out, corpus=corpus, from_file=from_file, max_size=max_size,
+    refuse_outputs_among_inputs(NAME, {"--output": args.output}, {"vocab.file": from_file})  # --section-json's input
+    build_vocabulary(args.output, corpus=corpus, from_file=from_file, max_size=max_size,
                      min_count=1 if min_count is None else min_count)
     return 0

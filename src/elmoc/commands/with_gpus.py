@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 
 NAME = "with-gpus"
+GROUP = "internals"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = 'elmoc with-gpus 1 -- elmoc train --spec spec.yaml --direction forward --output-dir out --device cuda'
 HELP = "run a command with N GPUs of its own (sets CUDA_VISIBLE_DEVICES from lock-file slots)"
 DESCRIPTION = (
     "Takes N free GPU slots (one lock file per device under --lock-dir), sets "
@@ -41,8 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elmoc.attempts import record_job_attempt
-    from elmoc.commands.train import checkpoint_step
+    from elmoc.attempts import checkpoint_step, record_job_attempt
     from elmoc.devices import run_with_gpus
 
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv

@@ -92,22 +92,12 @@ def _python_forward_loop(input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bi
     if all_valid is None:
         all_valid = bool(mask.all())  # a device read: callers on the GPU path pass it
     acts = input_gates  # (T, B, 4C): input gates in, activated gates i, f, g, o out
-    c_all = input_gates.new_empty(steps + 1, batch, cell)  # carried cell states
-    h_all = input_gates.new_empty(steps + 1, batch, proj, dtype=low)  # carried hidden states
-    tanh_c = input_gates.new_empty(steps, batch, cell)
-    h_tilde = input_gates.new_empty(steps, batch, cell, dtype=low)
-    p_all = input_gates.new_empty(steps, batch, proj)  # clipped projections
-    c_all[0] = c0
-    h_all[0] = h0
+    c_all, h_all, tanh_c, h_tilde, p_all = _forward_outputs(input_gates, h0, c0, proj, low)
     # When every step is valid, step t's c is the carried c_all[t+1]; otherwise it goes to
     # step_c (masked rows differ, but they receive no gradient through the step anyway).
     step_c = input_gates.new_empty(batch, cell) if not all_valid else None
-    # mixed: the recurrent product's result (before the add to the float32 input gates), the
-    # projection's (before its clip into float32) and the masked step's new h
-    rec = input_gates.new_empty(batch, four_cell, dtype=low) if mixed else None
-    p_low = input_gates.new_empty(batch, proj, dtype=low) if mixed else None
-    r_low = input_gates.new_empty(batch, proj, dtype=low) if mixed and not all_valid else None
-    low_bound = input_gates.new_full((), -proj_clip) if mixed and proj_clip is not None else None
+    rec, p_low, r_low, low_bound = _mixed_buffers(input_gates, proj, low, all_valid, proj_clip) if mixed else \
+        (None, None, None, None)
     for t in range(steps):
         a = acts[t]
         if mixed:
@@ -126,17 +116,7 @@ def _python_forward_loop(input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bi
         torch.mul(c, 2.0, out=tc)
         tc.sigmoid_().mul_(2.0).sub_(1.0)  # tanh(c)
         torch.mul(a[:, 3 * cell :], tanh_c[t], out=h_tilde[t])
-        p = p_all[t]
-        if mixed:
-            torch.mm(h_tilde[t], wp_t, out=p_low)
-            if proj_clip is not None:  # the clip's first half writes float32 (clamp has no mixed out=)
-                torch.maximum(p_low, low_bound, out=p).clamp_max_(proj_clip)
-            else:
-                p.copy_(p_low)  # no clip to write float32 with: the one cast per step of this case
-        else:
-            torch.mm(h_tilde[t], wp_t, out=p)
-            if proj_clip is not None:
-                p.clamp_(-proj_clip, proj_clip)
+        p = _project(h_tilde[t], wp_t, p_all[t], p_low, low_bound, proj_clip)
         r = F.layer_norm(p, (proj,), ln_weight, ln_bias, _ln_eps()) if ln_weight is not None else p
         if all_valid:
             if dropout is not None:
@@ -144,14 +124,63 @@ def _python_forward_loop(input_gates, mask, h0, c0, ws_t, wp_t, ln_weight, ln_bi
             else:
                 h_all[t + 1] = r
         else:
-            if mixed:
-                r = torch.mul(r, dropout, out=r_low) if dropout is not None else r_low.copy_(r)
-            elif dropout is not None:
-                r = r * dropout
-            m = mask[t].unsqueeze(-1)
-            torch.where(m, c, c_all[t], out=c_all[t + 1])
-            torch.where(m, r, h_all[t], out=h_all[t + 1])
+            _carry_masked(t, mask, r, c, c_all, h_all, dropout, r_low)
     return acts, c_all, h_all, tanh_c, h_tilde, p_all
+
+
+def _project(h_tilde_t, wp_t, p, p_low, low_bound, proj_clip):
+    """One step's clipped projection ``p`` (float32) of ``h_tilde_t``; ``p_low`` (the mixed path's
+    lower-dtype product buffer, None otherwise) and ``low_bound`` (-proj_clip as a float32 scalar)."""
+    if p_low is not None:
+        torch.mm(h_tilde_t, wp_t, out=p_low)
+        if proj_clip is not None:  # the clip's first half writes float32 (clamp has no mixed out=)
+            torch.maximum(p_low, low_bound, out=p).clamp_max_(proj_clip)
+        else:
+            p.copy_(p_low)  # no clip to write float32 with: the one cast per step of this case
+    else:
+        torch.mm(h_tilde_t, wp_t, out=p)
+        if proj_clip is not None:
+            p.clamp_(-proj_clip, proj_clip)
+    return p
+
+
+def _carry_masked(t, mask, r, c, c_all, h_all, dropout, r_low):
+    """A step with padded rows: the new c and h where the mask is set, the carried ones elsewhere
+    (``r_low``: the mixed path's lower-dtype buffer of the new h, None otherwise)."""
+    if r_low is not None:
+        r = torch.mul(r, dropout, out=r_low) if dropout is not None else r_low.copy_(r)
+    elif dropout is not None:
+        r = r * dropout
+    m = mask[t].unsqueeze(-1)
+    torch.where(m, c, c_all[t], out=c_all[t + 1])
+    torch.where(m, r, h_all[t], out=h_all[t + 1])
+
+
+def _forward_outputs(input_gates, h0, c0, proj, low):
+    """The forward loop's saved tensors: c_all (T+1, B, C), h_all (T+1, B, P, in ``low``), tanh_c,
+    h_tilde (T, B, C; h_tilde in ``low``), p_all (T, B, P), the initial states in place."""
+    steps, batch, four_cell = input_gates.shape
+    cell = four_cell // 4
+    c_all = input_gates.new_empty(steps + 1, batch, cell)  # carried cell states
+    h_all = input_gates.new_empty(steps + 1, batch, proj, dtype=low)  # carried hidden states
+    tanh_c = input_gates.new_empty(steps, batch, cell)
+    h_tilde = input_gates.new_empty(steps, batch, cell, dtype=low)
+    p_all = input_gates.new_empty(steps, batch, proj)  # clipped projections
+    c_all[0] = c0
+    h_all[0] = h0
+    return c_all, h_all, tanh_c, h_tilde, p_all
+
+
+def _mixed_buffers(input_gates, proj, low, all_valid, proj_clip):
+    """The mixed path's per-step buffers: the recurrent product's result (before the add to the
+    float32 input gates), the projection's (before its clip into float32), the masked step's new
+    h (None when every step is valid) and -proj_clip as a float32 scalar (None without a clip)."""
+    batch, four_cell = input_gates.shape[1:]
+    rec = input_gates.new_empty(batch, four_cell, dtype=low)
+    p_low = input_gates.new_empty(batch, proj, dtype=low)
+    r_low = input_gates.new_empty(batch, proj, dtype=low) if not all_valid else None
+    low_bound = input_gates.new_full((), -proj_clip) if proj_clip is not None else None
+    return rec, p_low, r_low, low_bound
 
 
 class _ProjectedLstmFunction(torch.autograd.Function):

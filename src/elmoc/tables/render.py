@@ -150,5 +150,5 @@ def out_dir_outputs(names: Sequence[str], out_dir: str | Path) -> dict[str, str]
     (``results/tables/bench.json``) and is never replaced or emptied.  An ``out_dir`` that is an
     existing file is the output itself (so the rule refuses it when it is an input)."""
     if Path(out_dir).exists() and not Path(out_dir).is_dir():
-        return {"--out-dir": str(out_dir)}
-    return {f"--out-dir's {p.name}": str(p) for name in names for p in table_paths(name, out_dir).values()}
+        return {"--output-dir": str(out_dir)}
+    return {f"--output-dir's {p.name}": str(p) for name in names for p in table_paths(name, out_dir).values()}

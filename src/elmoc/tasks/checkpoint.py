@@ -49,14 +49,14 @@ from typing import Any
 import torch
 
 from elmoc.errors import ConfigError, InputFileError
-from elmoc.model_file import load_checkpoint, save_checkpoint
+from elmoc.model_file import TASK_FORMAT, load_checkpoint, save_checkpoint
 from elmoc.train.checkpoint import (
     CHECKPOINT, InputFingerprints, config_hash, inputs_change, remove_stale_temps, set_aside, spec_change,
 )
 
 log = logging.getLogger(__name__)
 
-FORMAT = "elmoc-task-v1"
+FORMAT = TASK_FORMAT
 RUN_SUFFIX = ".run"
 TASK_TEXT_LOG = "task.log"
 # trainer keys that may change between a checkpoint and the run resuming it: when to save and to

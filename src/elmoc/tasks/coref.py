@@ -263,6 +263,15 @@ class CorefModel(TaskModel):
             self.distance_embedding(distance_bucket(offsets.clamp(min=0))),
         ], dim=-1)  # (K, c, 3F)
 
+        scores = self.refined_scores(g, antecedents, coarse_top, valid, features)
+        loss = self.antecedent_loss(doc, starts, ends, top_starts, top_ends, antecedents, valid, scores, mention_scores)
+        return loss, self.clusters(top_starts.tolist(), top_ends.tolist(), antecedents, scores.detach())
+
+    def refined_scores(self, g: torch.Tensor, antecedents: torch.Tensor, coarse_top: torch.Tensor,
+                       valid: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        """(K, 1 + c) antecedent scores, the dummy first, after ``coref_depth`` rounds of
+        higher-order refinement of the span representations ``g`` (K, G)."""
+        k = g.shape[0]
         scores = None
         for depth in range(self.coref_depth):
             g_ant = g[antecedents]  # (K, c, G)
@@ -275,8 +284,13 @@ class CorefModel(TaskModel):
                 attended = probs[:, :1] * g + (probs[:, 1:].unsqueeze(-1) * g_ant).sum(dim=1)  # (K, G)
                 f = torch.sigmoid(self.gate(torch.cat([g, attended], dim=-1)))
                 g = f * g + (1 - f) * attended
+        return scores
 
-        # gold antecedents: same gold cluster
+    def antecedent_loss(self, doc: dict, starts, ends, top_starts, top_ends, antecedents, valid, scores,
+             mention_scores) -> torch.Tensor:
+        """The marginal log-likelihood of the gold antecedents (same gold cluster; the dummy for
+        a span without one), plus the mention loss when ``mention_loss`` > 0."""
+        device = scores.device
         cluster_of = {span: i for i, cluster in enumerate(doc["clusters"]) for span in cluster}
         top_spans = list(zip(top_starts.tolist(), top_ends.tolist()))
         ids = torch.tensor([cluster_of.get(span, -1) for span in top_spans], dtype=torch.long, device=device)
@@ -288,8 +302,7 @@ class CorefModel(TaskModel):
                                    dtype=mention_scores.dtype, device=device)
             loss = loss + self.mention_loss * nn.functional.binary_cross_entropy_with_logits(
                 mention_scores, is_gold, reduction="sum")
-
-        return loss, self.clusters(top_starts.tolist(), top_ends.tolist(), antecedents, scores.detach())
+        return loss
 
     @staticmethod
     def clusters(starts: list[int], ends: list[int], antecedents: torch.Tensor, scores: torch.Tensor) -> list[list[Span]]:

@@ -167,7 +167,7 @@ class TrainerConfig:
 OPTIMIZER_LR = {"adam": 1e-3, "adadelta": 1.0}  # the optimizers and their default learning rates
 
 
-def build_optimizer(params: Sequence[torch.nn.Parameter], trainer: TrainerConfig) -> torch.optim.Optimizer:
+def task_optimizer(params: Sequence[torch.nn.Parameter], trainer: TrainerConfig) -> torch.optim.Optimizer:
     """The trainer's optimizer over ``params`` (Adam, or Adadelta with ``rho``)."""
     if trainer.optimizer == "adadelta":
         return torch.optim.Adadelta(params, lr=trainer.lr, rho=trainer.rho, weight_decay=trainer.weight_decay)
@@ -340,7 +340,7 @@ class TaskTrainer:
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.tuner = FineTuner.of(self.model)  # None unless the model holds a bi-LM (elmoc.tasks.fine_tune)
         self.lengths = [task.length(x) for x in self.train]
-        self.optimizer = build_optimizer(self.tuner.param_groups(self.model, trainer.lr) if self.tuner
+        self.optimizer = task_optimizer(self.tuner.param_groups(self.model, trainer.lr) if self.tuner
                                          else self.params, trainer)
         self.slanted = None
         if self.tuner is not None:

@@ -57,7 +57,7 @@ TEXT_TRAIN, TEXT_HELDOUT = Path("text/train"), Path("text/heldout.txt")
 SHARD = "shard_000.txt"
 
 # (spec, spec's file for errors, run, train settings) -> (vocab, vocab_path, make_batches,
-# make_heldout, steps_per_epoch): `elmoc train`'s data of a spec (elmoc.commands.train.lm_data)
+# make_heldout, steps_per_epoch): `elmoc train`'s data of a spec (elmoc.train.lm_data.lm_data)
 DataFactory = Callable[[dict, Path, str, TrainSettings], tuple[Any, Any, BatchFactory, HeldoutFactory | None, int]]
 
 
@@ -221,7 +221,7 @@ def finetune(lm_dir: str | Path, text: str | Path, work_dir: str | Path, setting
         lm_dir: ``results/lm/{variant}``: ``spec.yaml`` and each run's ``model.pt``.
         text: the task's sentences, one tokenized sentence a line.
         work_dir: the work folder (split text, one training run folder per run).
-        data_for: the batches of a spec (``elmoc train``'s :func:`elmoc.commands.train.lm_data`).
+        data_for: the batches of a spec (``elmoc train``'s :func:`elmoc.train.lm_data.lm_data`).
     """
     work_dir = Path(work_dir)
     sources = run_files(lm_dir)

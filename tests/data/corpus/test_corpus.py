@@ -165,10 +165,10 @@ def test_failed_rerun_keeps_previous_output(tmp_path):
 
 def test_cli_corpus(tmp_path, capsys):
     src = _write(tmp_path, "s.txt", "".join(f"w{i} x .\n" for i in range(20)))
-    assert main(["corpus", "--source", f"lines:{src}", "--out", str(tmp_path / "c"), "--shards", "2",
+    assert main(["corpus", "--source", f"lines:{src}", "--output-dir", str(tmp_path / "c"), "--shards", "2",
                  "--heldout", "5", "--seed", "3"]) == 0
     assert len((tmp_path / "c" / "heldout.txt").read_text().splitlines()) == 5
-    assert main(["corpus", "--source", f"lines:{tmp_path / 'missing.txt'}", "--out", str(tmp_path / "d")]) == 1
+    assert main(["corpus", "--source", f"lines:{tmp_path / 'missing.txt'}", "--output-dir", str(tmp_path / "d")]) == 1
     assert "missing.txt" in capsys.readouterr().err
 
 

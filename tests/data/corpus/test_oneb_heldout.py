@@ -46,9 +46,9 @@ def test_paper_corpus_trains_on_99_shards_and_holds_out_the_benchmarks_heldout(t
     oneb = {**corpus["downloads"]["oneb"], "source": str(tmp_path / "oneb.tar.gz")}
     del oneb["sha256"], oneb["size"]  # pins of the real tarball; a local file is the user's own
     monkeypatch.chdir(tmp_path)  # the config's paths are relative to the working directory
-    assert main(["fetch", "--section-json", json.dumps(oneb), "--out", "resources/downloads/oneb"]) == 0
+    assert main(["fetch", "--section-json", json.dumps(oneb), "--output-dir", "resources/downloads/oneb"]) == 0
     section = {k: v for k, v in corpus.items() if k != "downloads"}
-    assert main(["corpus", "--section-json", json.dumps(section), "--out", "results/corpus"]) == 0
+    assert main(["corpus", "--section-json", json.dumps(section), "--output-dir", "results/corpus"]) == 0
 
     train = sorted(line for p in Path("results/corpus/train").iterdir() for line in p.read_text().splitlines())
     want = sorted(s for name, lines in members.items() if name.startswith(TRAIN_DIR) for s in lines)

@@ -36,9 +36,9 @@ def test_vocabulary_not_utf8_names_file_and_line(tmp_path):
 def test_cli_with_a_non_utf8_vocabulary_is_one_line(tmp_path, capsys):
     path = tmp_path / "vocab.txt"
     path.write_bytes(LATIN1)
-    assert main(["vectors", "--vocab", str(path), "--random", "--dim", "4", "--out", str(tmp_path / "v.npy")]) == 1
+    assert main(["vectors", "--vocab", str(path), "--random", "--dim", "4", "--output", str(tmp_path / "v.npy")]) == 1
     assert f"{path}:5:" in _one_error_line(capsys.readouterr().err)
-    assert main(["vocab", "--from-file", str(path), "--out", str(tmp_path / "v.txt")]) == 1
+    assert main(["vocab", "--from-file", str(path), "--output", str(tmp_path / "v.txt")]) == 1
     assert f"{path}:5:" in _one_error_line(capsys.readouterr().err)
     assert not (tmp_path / "v.npy").exists() and not (tmp_path / "v.txt").exists()
 

@@ -61,10 +61,10 @@ def test_unpinned_url_is_refused_unless_allowed(tmp_path, remote, caplog, capsys
     with pytest.raises(ConfigError, match="not pinned: set its sha256 .*--allow-unpinned"):
         FetchSpec(remote.as_uri(), None)
     out = tmp_path / "dl" / "x"
-    assert main(["fetch", remote.as_uri(), "--out", str(out), "--sha256", "none"]) == 1
+    assert main(["fetch", remote.as_uri(), "--output-dir", str(out), "--sha256", "none"]) == 1
     errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
     assert len(errors) == 1 and remote.as_uri() in errors[0] and not out.exists()
-    assert main(["fetch", remote.as_uri(), "--out", str(out), "--sha256", "none", "--allow-unpinned"]) == 0
+    assert main(["fetch", remote.as_uri(), "--output-dir", str(out), "--sha256", "none", "--allow-unpinned"]) == 0
     assert _sha(b"hello world\n") in caplog.text  # logged, so that it can be pinned
 
 
@@ -220,9 +220,9 @@ def test_spec_validation():
 
 
 def test_cli_fetch_error_exit_code(tmp_path, remote, capsys):
-    rc = main(["fetch", remote.as_uri(), "--sha256", "0" * 64, "--out", str(tmp_path / "o")])
+    rc = main(["fetch", remote.as_uri(), "--sha256", "0" * 64, "--output-dir", str(tmp_path / "o")])
     assert rc == 1 and "sha256 mismatch" in capsys.readouterr().err
-    assert main(["fetch", remote.as_uri(), "--sha256", _sha(b"hello world\n"), "--out", str(tmp_path / "o")]) == 0
+    assert main(["fetch", remote.as_uri(), "--sha256", _sha(b"hello world\n"), "--output-dir", str(tmp_path / "o")]) == 0
     assert (tmp_path / "o" / "data.txt").is_file()
 
 
@@ -255,7 +255,7 @@ def test_member_named_dot_or_dotdot_is_refused_with_one_line(tmp_path, capsys, m
     naming the archive and the member, and nothing is written (was IsADirectoryError)."""
     archive = _zip(tmp_path / "bad.zip", {"data/a.txt": b"A\n", member: b"evil"})
     out = tmp_path / "dl" / "bad"
-    rc = main(["fetch", str(archive), "--sha256", fetch_mod.sha256_of(archive), "--out", str(out),
+    rc = main(["fetch", str(archive), "--sha256", fetch_mod.sha256_of(archive), "--output-dir", str(out),
                "--member", "*"])
     errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert rc == 1 and len(errors) == 1, errors
@@ -292,11 +292,11 @@ def test_tofu_records_the_pin_on_first_fetch_and_checks_it_later(tmp_path, remot
     assert len(trusted) == 1 and url in trusted[0] and str(pins) in trusted[0] and _sha(good) in trusted[0]
     # the same request again is a no-op; on a second machine (fresh folders) it is checked and passes
     assert fetch(FetchSpec(url, "tofu"), tmp_path / "m1" / "dl", cache=tmp_path / "m1" / "cache", pins=pins)
-    assert main(["fetch", url, "--sha256", "tofu", "--pins", str(pins), "--out", str(tmp_path / "m2" / "dl")]) == 0
+    assert main(["fetch", url, "--sha256", "tofu", "--pins", str(pins), "--output-dir", str(tmp_path / "m2" / "dl")]) == 0
     # upstream changes (same length): refused everywhere, nothing kept, the pin unchanged
     remote.write_bytes(b"hello WORLD\n")
     before = pins.read_text()
-    rc = main(["fetch", url, "--sha256", "tofu", "--pins", str(pins), "--out", str(tmp_path / "m3" / "dl"),
+    rc = main(["fetch", url, "--sha256", "tofu", "--pins", str(pins), "--output-dir", str(tmp_path / "m3" / "dl"),
                "--cache", str(tmp_path / "m3" / "cache")])
     errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert rc == 1 and len(errors) == 1, errors
@@ -353,7 +353,7 @@ def test_concurrent_first_fetches_keep_every_pin(tmp_path):
 def test_bad_pins_file_is_one_line(tmp_path, remote, capsys, content, named):
     pins = tmp_path / "pins.yaml"
     pins.write_text(content)
-    rc = main(["fetch", remote.as_uri(), "--sha256", "tofu", "--pins", str(pins), "--out", str(tmp_path / "o")])
+    rc = main(["fetch", remote.as_uri(), "--sha256", "tofu", "--pins", str(pins), "--output-dir", str(tmp_path / "o")])
     errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert rc == 1 and len(errors) == 1 and str(pins) in errors[0] and named in errors[0], errors
     assert pins.read_text() == content and not (tmp_path / "o").exists()
@@ -377,19 +377,19 @@ def test_download_json_entry(tmp_path, remote, capsys):
     --download-json, its old name, still works."""
     entry = {"source": remote.as_uri(), "sha256": "tofu", "size": 12, "members": [], "wheel": None}
     pins = tmp_path / "pins.yaml"
-    assert main(["fetch", "--download-json", json.dumps(entry), "--pins", str(pins), "--out", str(tmp_path / "o")]) == 0
+    assert main(["fetch", "--download-json", json.dumps(entry), "--pins", str(pins), "--output-dir", str(tmp_path / "o")]) == 0
     assert yaml.safe_load(pins.read_text())[remote.as_uri()]["size"] == 12
     entry["size"] = 13
     assert main(["fetch", "--section-json", json.dumps(entry), "--pins", str(tmp_path / "p2.yaml"),
-                 "--out", str(tmp_path / "o2")]) == 1
+                 "--output-dir", str(tmp_path / "o2")]) == 1
     assert "size mismatch" in capsys.readouterr().err and not (tmp_path / "p2.yaml").exists()
     for bad, named in (({"source": remote.as_uri(), "sha256": None, "sizes": 3}, "unknown key 'sizes' (did you mean 'size'?)"),
                        ({"source": remote.as_uri(), "sha256": None}, "not pinned")):
-        assert main(["fetch", "--section-json", json.dumps(bad), "--out", str(tmp_path / "o3")]) == 1
+        assert main(["fetch", "--section-json", json.dumps(bad), "--output-dir", str(tmp_path / "o3")]) == 1
         assert named in capsys.readouterr().err
-    assert main(["fetch", "--section-json", "[1]", "--out", str(tmp_path / "o4")]) == 1
+    assert main(["fetch", "--section-json", "[1]", "--output-dir", str(tmp_path / "o4")]) == 1
     assert "--section-json (download entry) must be a JSON object" in capsys.readouterr().err
-    assert main(["fetch", "--section-json", json.dumps(entry), "--sha256", "none", "--out", str(tmp_path / "o5")]) == 1
+    assert main(["fetch", "--section-json", json.dumps(entry), "--sha256", "none", "--output-dir", str(tmp_path / "o5")]) == 1
     assert "drop --sha256" in capsys.readouterr().err
 
 

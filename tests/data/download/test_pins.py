@@ -17,14 +17,14 @@ def test_local_respellings_of_a_changed_file_are_refused(tmp_path, monkeypatch, 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data.bin").write_bytes(b"trusted\n")
     pins = tmp_path / "pins.yaml"
-    assert main(["fetch", "data.bin", "--sha256", "tofu", "--pins", str(pins), "--out", "first"]) == 0
+    assert main(["fetch", "data.bin", "--sha256", "tofu", "--pins", str(pins), "--output-dir", "first"]) == 0
     assert list(yaml.safe_load(pins.read_text())) == [(tmp_path / "data.bin").as_uri()]
     before = pins.read_text()
     (tmp_path / "data.bin").write_bytes(b"changed\n")
     (tmp_path / "sub").mkdir()
     for i, spelling in enumerate(["data.bin", "./data.bin", str(tmp_path / "data.bin"), "sub/../data.bin",
                                   f"file://{tmp_path}/././data.bin", f"FILE://{tmp_path}/sub/../data.bin"]):
-        rc = main(["fetch", spelling, "--sha256", "tofu", "--pins", str(pins), "--out", f"again{i}"])
+        rc = main(["fetch", spelling, "--sha256", "tofu", "--pins", str(pins), "--output-dir", f"again{i}"])
         err = capsys.readouterr().err.strip().splitlines()
         assert rc == 1 and len(err) == 1 and hashlib.sha256(b"trusted\n").hexdigest() in err[0], (spelling, err)
         assert pins.read_text() == before and not (tmp_path / f"again{i}").exists()

@@ -140,7 +140,7 @@ def test_cli_vectors_with_a_bad_bin_is_one_line(model_path, tmp_path, case, caps
     path, match = bad_models(model_path, tmp_path)[case]
     vocab = tmp_path / "vocab.txt"
     Vocabulary(["<pad>", "<s>", "</s>", "<unk>", "cat"]).save(vocab)
-    assert main(["vectors", "--vocab", str(vocab), "--model", str(path), "--out", str(tmp_path / "v.npy")]) == 1
+    assert main(["vectors", "--vocab", str(vocab), "--model", str(path), "--output", str(tmp_path / "v.npy")]) == 1
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if "error:" in line]
     assert len(errors) == 1 and str(path) in errors[0] and "Traceback" not in err
@@ -167,7 +167,7 @@ def test_good_model_through_the_three_call_sites(model_path, tmp_path):
 
 def test_unpinned_pretrained_url_is_refused_in_one_line(model_path, tmp_path, capsys):
     out = tmp_path / "cc.bin"
-    assert main(["fasttext", "--pretrained", model_path.as_uri(), "--out", str(out), "--sha256", "none"]) == 1
+    assert main(["fasttext", "--pretrained", model_path.as_uri(), "--output", str(out), "--sha256", "none"]) == 1
     errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
     assert len(errors) == 1 and model_path.as_uri() in errors[0] and "not pinned" in errors[0]
     assert not out.exists()

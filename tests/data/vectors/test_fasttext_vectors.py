@@ -127,15 +127,15 @@ def test_cli_fasttext_and_vectors(shard_dir, tmp_path):
     ws = tmp_path / "ws.tsv"
     ws.write_text("cat\tdog\t8\ncat\tmat\t2\n", encoding="utf-8")
     model = tmp_path / "ft" / "m.bin"
-    assert main(["fasttext", "--corpus", str(shard_dir), "--out", str(model), "--dim", "16", "--epoch", "1", "--lr", "0.025",
+    assert main(["fasttext", "--corpus", str(shard_dir), "--output", str(model), "--dim", "16", "--epoch", "1", "--lr", "0.025",
                  "--minCount", "1", "--bucket", "20000", "--eval", f"ws={ws}"]) == 0
     assert json.loads((tmp_path / "ft" / "m.eval.json").read_text())["dim"] == 16
-    assert main(["vectors", "--vocab", str(vocab), "--model", str(model), "--out", str(tmp_path / "v.npy")]) == 0
+    assert main(["vectors", "--vocab", str(vocab), "--model", str(model), "--output", str(tmp_path / "v.npy")]) == 0
     assert load_table(tmp_path / "v.npy", vocab_size=6).shape == (6, 16)
-    assert main(["fasttext", "--pretrained", str(model), "--out", str(tmp_path / "p.bin")]) == 0
+    assert main(["fasttext", "--pretrained", str(model), "--output", str(tmp_path / "p.bin")]) == 0
     assert (tmp_path / "p.bin").read_bytes() == model.read_bytes()
     assert main(["vectors", "--vocab", str(vocab), "--random", "--dim", "4", "--seed", "3",
-                 "--out", str(tmp_path / "r.npy")]) == 0
+                 "--output", str(tmp_path / "r.npy")]) == 0
     np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), random_table(6, 4, 3))
     with pytest.raises(InputFileError, match="rows"):
         load_table(tmp_path / "r.npy", vocab_size=7)

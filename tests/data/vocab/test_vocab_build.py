@@ -20,20 +20,20 @@ def test_corpus_vocab_order_specials_and_caps(tmp_path):
     d = _shards(tmp_path, "b a c a\nb a <unk>\n", "d c b a\n")
     assert count_tokens(sorted(d.iterdir()))["a"] == 4
     out = tmp_path / "v.txt"
-    assert main(["vocab", "--corpus", str(d), "--out", str(out)]) == 0
+    assert main(["vocab", "--corpus", str(d), "--output", str(out)]) == 0
     v = Vocabulary.load(out)
     assert v.tokens == list(SPECIALS) + ["a", "b", "c", "d"]  # a:4 b:3 c:2 d:1; <unk> not duplicated
     assert v.counts[4:] == [4, 3, 2, 1]
-    assert main(["vocab", "--corpus", str(d), "--out", str(out), "--max-size", "6"]) == 0
+    assert main(["vocab", "--corpus", str(d), "--output", str(out), "--max-size", "6"]) == 0
     assert Vocabulary.load(out).tokens[4:] == ["a", "b"]
-    assert main(["vocab", "--corpus", str(d), "--out", str(out), "--min-count", "2"]) == 0
+    assert main(["vocab", "--corpus", str(d), "--output", str(out), "--min-count", "2"]) == 0
     assert Vocabulary.load(out).tokens[4:] == ["a", "b", "c"]
 
 
 def test_empty_vocabulary_names_the_corpus(tmp_path, capsys):
     d = _shards(tmp_path, "a b\n")
     out = tmp_path / "v.txt"
-    assert main(["vocab", "--corpus", str(d), "--out", str(out), "--min-count", "5"]) == 1
+    assert main(["vocab", "--corpus", str(d), "--output", str(out), "--min-count", "5"]) == 1
     err = capsys.readouterr().err
     assert str(d) in err and "empty vocabulary" in err
     assert not out.exists()
@@ -48,7 +48,7 @@ def test_external_file_paper_semantics(tmp_path):
     assert v.counts[v.index["the"]] == 120 and v.counts[v.index[","]] == 99
     assert len(Vocabulary.from_external_file(ext, max_size=6)) == 6
     out = tmp_path / "v.txt"
-    assert main(["vocab", "--from-file", str(ext), "--out", str(out)]) == 0
+    assert main(["vocab", "--from-file", str(ext), "--output", str(out)]) == 0
     assert Vocabulary.load(out).tokens == v.tokens
 
 

@@ -326,42 +326,12 @@ def download_url(url: str, dest: Path, sha256: str | None, size: int | None = No
         log.warning("removed %s, left behind by an interrupted download", stale)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     lock = os.open(tmp, os.O_RDONLY)  # held until the .part is renamed or deleted, so that a
-    h = hashlib.sha256()  # concurrent fetch into this cache leaves it alone
-    received = 0
+    # concurrent fetch into this cache leaves it alone
     try:
         hold(lock)
         with os.fdopen(fd, "wb") as out:
-            try:
-                with urllib.request.urlopen(url, timeout=60) as resp:  # noqa: S310 (pinned by hash)
-                    announced = resp.headers.get("Content-Length") if resp.headers is not None else None
-                    if (size is not None and announced is not None and announced.strip().isdigit()
-                            and int(announced) != size):
-                        raise InputFileError(
-                            url, f"size mismatch: the server announces {int(announced)} bytes, the pinned size is "
-                            f"{size}; nothing was downloaded. Fix the URL, or {_if_trusted('size', origin)}"
-                        )
-                    for chunk in iter(lambda: resp.read(_CHUNK), b""):
-                        h.update(chunk)
-                        out.write(chunk)
-                        received += len(chunk)
-                        if size is not None and received > size:
-                            raise InputFileError(
-                                url, f"size mismatch: more than the pinned {size} bytes arrived (stopped after "
-                                f"{received}); nothing was kept. Fix the URL, or {_if_trusted('size', origin)}"
-                            )
-            except (OSError, http.client.HTTPException) as e:  # URLError is an OSError; IncompleteRead is not
-                raise InputFileError(url, f"download failed after {received} bytes: {e!r}; run it again") from None
-        if announced is not None and announced.strip().isdigit() and received != int(announced):
-            raise InputFileError(
-                url, f"download cut short: received {received} of {int(announced)} bytes (Content-Length); "
-                "nothing was kept; run it again"
-            )
-        if size is not None and received != size:
-            raise InputFileError(
-                url, f"size mismatch: expected {size} bytes, got {received}; nothing was kept. Fix the URL, or "
-                f"{_if_trusted('size', origin)}"
-            )
-        actual = h.hexdigest()
+            received, announced, actual = _stream(url, out, size, origin)
+        _check_received(url, received, announced, size, origin)
         if sha256 is None:
             if warn_unpinned:
                 log.warning("%s is not pinned by sha256: set sha256: %s to pin it", url, actual)
@@ -379,6 +349,47 @@ def download_url(url: str, dest: Path, sha256: str | None, size: int | None = No
     finally:
         os.close(lock)
     return dest
+
+
+def _stream(url: str, out, size: int | None, origin: str | None) -> tuple[int, str | None, str]:
+    """Copy ``url`` into the open file ``out``: ``(bytes received, Content-Length or None, sha256)``;
+    a pinned ``size`` refuses another announced length before the transfer and stops one sending more."""
+    h = hashlib.sha256()
+    received = 0
+    try:
+        with urllib.request.urlopen(url, timeout=60) as resp:  # noqa: S310 (pinned by hash)
+            announced = resp.headers.get("Content-Length") if resp.headers is not None else None
+            if size is not None and announced is not None and announced.strip().isdigit() and int(announced) != size:
+                raise InputFileError(
+                    url, f"size mismatch: the server announces {int(announced)} bytes, the pinned size is "
+                    f"{size}; nothing was downloaded. Fix the URL, or {_if_trusted('size', origin)}"
+                )
+            for chunk in iter(lambda: resp.read(_CHUNK), b""):
+                h.update(chunk)
+                out.write(chunk)
+                received += len(chunk)
+                if size is not None and received > size:
+                    raise InputFileError(
+                        url, f"size mismatch: more than the pinned {size} bytes arrived (stopped after "
+                        f"{received}); nothing was kept. Fix the URL, or {_if_trusted('size', origin)}"
+                    )
+    except (OSError, http.client.HTTPException) as e:  # URLError is an OSError; IncompleteRead is not
+        raise InputFileError(url, f"download failed after {received} bytes: {e!r}; run it again") from None
+    return received, announced, h.hexdigest()
+
+
+def _check_received(url: str, received: int, announced: str | None, size: int | None, origin: str | None) -> None:
+    """A transfer shorter than its Content-Length, or of another size than the pinned one: one line."""
+    if announced is not None and announced.strip().isdigit() and received != int(announced):
+        raise InputFileError(
+            url, f"download cut short: received {received} of {int(announced)} bytes (Content-Length); "
+            "nothing was kept; run it again"
+        )
+    if size is not None and received != size:
+        raise InputFileError(
+            url, f"size mismatch: expected {size} bytes, got {received}; nothing was kept. Fix the URL, or "
+            f"{_if_trusted('size', origin)}"
+        )
 
 
 def obtain(spec: FetchSpec, cache: str | Path, origin: str | None = None) -> Path:

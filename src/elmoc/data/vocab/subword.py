@@ -231,3 +231,45 @@ class SubwordEncoder:
         if len(first) != len(words):
             raise ValueError(f"{len(words)} words gave {len(first)} first subwords")
         return encoding.ids, first
+
+
+def corpus_files(items: Sequence[str | Path]) -> list[Path]:
+    """The ``.txt`` files of ``items`` (a folder's ``*.txt`` in name order, or a file itself); a
+    missing item or none found is one InputFileError line."""
+    files: list[Path] = []
+    for item in items:
+        path = Path(item)
+        if path.is_dir():
+            files += sorted(p for p in path.iterdir() if p.is_file() and p.suffix == ".txt")
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise InputFileError(path, "corpus file or directory not found")
+    if not files:
+        raise InputFileError(items[0], "no .txt shards found")
+    return files
+
+
+def build_bpe(files: Sequence[Path], out_dir: str | Path, num_merges: int, min_frequency: int) -> tuple[Vocabulary, int]:
+    """``elmoc bpe``: BPE learned on ``files``, written as ``out_dir/tokenizer.json``, and the
+    elmoc vocabulary of its subwords by their count in ``files`` as ``out_dir/vocab.txt``;
+    ``(vocabulary, subword tokens counted)``."""
+    from collections import Counter
+
+    from elmoc.io.atomic import atomic_file
+
+    tokenizer = train_bpe(files, num_merges, min_frequency)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_file(out / "tokenizer.json") as f:
+        f.write(tokenizer.to_str())
+    encoder = SubwordEncoder(out / "tokenizer.json")
+    counts: Counter = Counter()
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            lines = [line for line in f if line.strip()]
+        for ids in encoder.encode_lines(lines):
+            counts.update(ids)
+    vocab = encoder.vocabulary(dict(counts))
+    vocab.save(out / "vocab.txt")
+    return vocab, sum(counts.values())
