@@ -52,6 +52,19 @@ include: "workflow/rules/common.smk"
 check_resources()
 
 
+# The functions of each rule file, beside it (workflow/rules/helpers/<file>.smk), all before the
+# rules, which use each other's (finetune's and tables' rules run tasks' job, tables reads the
+# students and prune rounds).
+include: "workflow/rules/helpers/pretrain.smk"
+include: "workflow/rules/helpers/data.smk"
+include: "workflow/rules/helpers/tasks.smk"
+include: "workflow/rules/helpers/export.smk"
+include: "workflow/rules/helpers/bench.smk"
+include: "workflow/rules/helpers/distill.smk"
+include: "workflow/rules/helpers/finetune.smk"
+include: "workflow/rules/helpers/tables.smk"
+
+
 include: "workflow/rules/data.smk"
 include: "workflow/rules/variants.smk"
 include: "workflow/rules/pretrain.smk"

@@ -9,7 +9,7 @@
 #       `elmoc finetune-table`: variant x mode (features, each recipe) rows, one column group per task,
 #       beside the feature-based runs of rule task_run and the paper's feature-based numbers
 #
-# Resources, retries, SLURM's SIGUSR1 and the stop margin are those of rule task_run (common.smk
+# Resources, retries, SLURM's SIGUSR1 and the stop margin are those of rule task_run (helpers/tasks.smk
 # task_job_params / task_job_resources / task_job_rules; resources.task_run.tasks.<task> applies):
 # the run folder beside the JSON is not an output, so a stopped job's rerun resumes it.
 

@@ -3,7 +3,7 @@
 # -> results/tasks/{task}/{variant}/seed{seed}.json.  A task whose data is not configured
 # still gets its JSONs, with "status": "no data: set tasks.<task>.<key>", never silently.
 # Rules pass the task's (merged) config section as JSON, so --configfile/--config overrides count;
-# the section is checked and completed by its task class when the workflow is parsed (common.smk
+# the section is checked and completed by its task class when the workflow is parsed (helpers/tasks.smk
 # complete_task_sections): the schema names no task, so a new task is one file.
 # The task's downloads (tasks.downloads) are fetched by rule fetch (data.smk) into resources/tasks/.
 
@@ -41,7 +41,7 @@ rule task_sentences:
 # A changed config, features or data file reruns the job: the old checkpoint is set aside as
 # checkpoint.<hash>.pt and the run starts afresh. Snakemake's retries are per rule: a task whose
 # resources.task_run.tasks entry sets its own retries runs in a rule of its own, task_run_<task>
-# (common.smk task_run_rules); every other task in rule task_run.
+# (helpers/tasks.smk task_run_rules); every other task in rule task_run.
 for _rule_name, _tasks, _retries in task_run_rules():
 
     rule:

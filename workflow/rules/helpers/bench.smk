@@ -1,0 +1,15 @@
+# The functions of bench.smk.
+
+def bench_json():
+    return ["results/tables/bench.json"] if config.get("bench", {}).get("enabled") else []
+
+
+def bench_processes():
+    """Processes the bench runs at once: `world` for the data-parallel scenario S3 (default 2), else 1."""
+    b = config["bench"]
+    return (b.get("world") or 2) if b.get("s3", True) else 1
+
+
+def bench_gpus():
+    """One GPU per process when the bench runs on CUDA."""
+    return bench_processes() if str(config["bench"].get("device", "cpu")).startswith("cuda") else 0
