@@ -63,6 +63,7 @@ include: "workflow/rules/helpers/bench.smk"
 include: "workflow/rules/helpers/distill.smk"
 include: "workflow/rules/helpers/finetune.smk"
 include: "workflow/rules/helpers/tables.smk"
+include: "workflow/rules/helpers/sections.smk"
 
 
 include: "workflow/rules/data.smk"

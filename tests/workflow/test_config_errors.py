@@ -123,3 +123,38 @@ def test_dry_run_of_an_overlay_alone_says_how_to_layer_it(tmp_path):
     assert r.returncode == 1
     out = r.stdout + r.stderr
     assert "an overlay" in out and "--configfile" in out and "cc.npy" not in out, out
+
+
+FINE_TUNE = "  variants: [elmo-c]\n  tasks: [sentiment]\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overlay, named", [
+    # an LM block after a type switch: ELMo-C's cosine `vectors` dropped, the new type's key misspelled
+    ("pretrain:\n  variants:\n    elmo-c: {overrides: {output: {type: sampled, num_sample: 8}}}\n",
+     "config pretrain.variants.elmo-c (preset + overrides): output 'sampled': unknown key 'num_sample' "
+     "(did you mean 'num_samples'?)"),
+    ("pretrain:\n  variants:\n    elmo-c: {overrides: {train: {batchsize: 8}}}\n",
+     "unknown key 'batchsize' (did you mean 'batch_size'?)"),
+    ("fine_tune:\n  recipes: {ulmfit: {recipe: ulmfit, lm_lrr: 0.001}}\n" + FINE_TUNE,
+     "config fine_tune.recipes.ulmfit: unknown key 'lm_lrr' (did you mean 'lm_lr'?)"),
+    ("fine_tune:\n  recipes: {ulmfit: {recipe: ulmfti}}\n" + FINE_TUNE,
+     "fine_tune.recipes.ulmfit.recipe must be one of ulmfit, full, full_constant, frozen, got 'ulmfti' "
+     "(did you mean 'ulmfit'?)"),
+    ("prune:\n  plans: {magnitude: {method: magnitude, levls: [0.5]}}\n",
+     "config prune.plans.magnitude: unknown key 'levls' (did you mean 'levels'?)"),
+    ("prune:\n  plans: {magnitude: {method: magnitud}}\n", "got 'magnitud' (did you mean 'magnitude'?)"),
+    ("distill:\n  students:\n    small: {teacher: elmo-c, overrides: {encoder: {num_layer: 1}}}\n",
+     "config distill.students.small (its LM spec): encoder 'elmo_lstm': unknown key 'num_layer' "
+     "(did you mean 'num_layers'?)"),
+    ("distill:\n  students:\n    small: {teacher: elmo-c, lm_weigth: 1}\n",
+     "distill.students.small: unknown key 'lm_weigth' (did you mean 'lm_weight'?)"),
+])
+def test_dry_run_refuses_a_misspelled_key_in_each_block(tmp_path, overlay, named):
+    """Issue 46.2: every nested block is built at parse time by the parser its command uses."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(overlay)
+    r = snakemake(tmp_path, REPO_ROOT / "config/config.yaml", bad)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and named in out, out
+    assert len([line for line in out.splitlines() if "unknown key" in line or "must be" in line]) == 1, out
