@@ -10,7 +10,7 @@ rule prune:
     input:
         model="results/lm/{variant}/{direction}/model.pt",
     output:
-        summary="results/prune/{variant}/{plan}/{direction}/prune.json",
+        summary=prune_dir("{variant}", "{plan}", "{direction}") + "/prune.json",
     wildcard_constraints:
         plan="|".join(config.get("prune", {}).get("plans", {})) or "NO_PRUNE_PLANS",
     log:
@@ -30,5 +30,5 @@ rule prune:
         "../envs/elmoc.yaml"
     shell:
         "{params.with_gpus} {params.elmoc} prune --model {input.model} --direction {wildcards.direction}"
-        " --output-dir results/prune/{wildcards.variant}/{wildcards.plan}/{wildcards.direction}"
-        " --section-json {params.section:q} --device {params.device} --threads {threads} > {log} 2>&1"
+        " --output-dir " + prune_dir("{wildcards.variant}", "{wildcards.plan}", "{wildcards.direction}")
+        + " --section-json {params.section:q} --device {params.device} --threads {threads} > {log} 2>&1"

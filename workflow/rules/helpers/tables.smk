@@ -3,6 +3,7 @@
 from pathlib import Path
 from types import SimpleNamespace
 
+from elmoc.layouts import CONTROL, TICKET, compressed_dir, prune_dir, prune_round, pruned_role, student_dir, student_role
 from elmoc.tables import families
 
 COMPRESSED_FORMATS = ["float16", "int8"]  # the copies rule compress_copy makes for the compression table
@@ -12,14 +13,9 @@ def compressed_dirs(variant):
     """The model directories under results/compressed/{variant}/: the two copies, the configured
     students of this teacher, the configured prune plans' rounds and ticket (compressed_smaller_roles),
     plus any already there."""
-    found = {p.parent.name for p in Path(f"results/compressed/{variant}").glob("*/elmoc-model.json")}
+    found = {p.parent.name for p in Path(compressed_dir(variant, "")).glob("*/elmoc-model.json")}
     roles = found | set(COMPRESSED_FORMATS) | set(compressed_smaller_roles(variant))
-    return [f"results/compressed/{variant}/{role}" for role in sorted(roles)]
-
-
-def prune_level_name(level):
-    """A prune level as a role name writes it (0.5 -> "0.5", 1 -> "1")."""
-    return f"{float(level):g}"
+    return [compressed_dir(variant, role) for role in sorted(roles)]
 
 
 def compressed_smaller_roles(variant):
@@ -28,17 +24,17 @@ def compressed_smaller_roles(variant):
     ``pruned-{plan}-{level}`` for each round of each `prune.plans` plan (round k = level k), and
     ``ticket`` / ``ticket-control`` from the first plan with ``ticket: true`` (the table has one
     ticket row pair)."""
-    roles = {f"student-{s}": ("student", s) for s in distill_students() if student_teacher(s) == variant}
+    roles = {student_role(s): ("student", s) for s in distill_students() if student_teacher(s) == variant}
     plans = (config.get("prune") or {}).get("plans") or {}
     ticket = None
     for plan, section in plans.items():
         for k, level in enumerate(section.get("levels") or [], start=1):
-            roles[f"pruned-{plan}-{prune_level_name(level)}"] = ("round", plan, f"round{k}")
+            roles[pruned_role(plan, level)] = ("round", plan, prune_round(k))
         if section.get("ticket") and ticket is None:
             ticket = plan
     if ticket is not None:
-        roles["ticket"] = ("round", ticket, "ticket")
-        roles["ticket-control"] = ("round", ticket, "control")
+        roles[TICKET] = ("round", ticket, TICKET)
+        roles[f"{TICKET}-{CONTROL}"] = ("round", ticket, CONTROL)
     return roles
 
 
@@ -46,7 +42,7 @@ def pruned_models(variant, role):
     """{"forward": model.pt, "backward": model.pt} of a pruned role (compressed_smaller_roles): each
     run's model.pt of lm_models with results/lm/{variant}/{run}/ replaced by the plan's round folder."""
     _, plan, folder = compressed_smaller_roles(variant)[role]
-    return {d: str(Path(f"results/prune/{variant}/{plan}") / Path(path).parent.name / folder / "model.pt")
+    return {d: str(Path(prune_dir(variant, plan, Path(path).parent.name)) / folder / "model.pt")
             for d, path in lm_models(variant).items()}
 
 
@@ -58,7 +54,7 @@ def compressed_heldout(variant):
     pairs = []
     for role, how in compressed_smaller_roles(variant).items():
         if how[0] == "student":
-            files = [f"results/distill/{how[1]}/{d}/heldout.json" for d in DIRECTIONS]
+            files = [f"{student_dir(how[1])}/{d}/heldout.json" for d in DIRECTIONS]
         else:
             files = sorted({str(Path(m).parent / "heldout.json") for m in pruned_models(variant, role).values()})
         pairs += [(role, f) for f in files]
