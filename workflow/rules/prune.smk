@@ -10,7 +10,7 @@ rule prune:
     input:
         model="results/lm/{variant}/{direction}/model.pt",
     output:
-        summary=prune_dir("{variant}", "{plan}", "{direction}") + "/prune.json",
+        summary=f"{prune_dir('{variant}', '{plan}', '{direction}')}/prune.json",
     wildcard_constraints:
         plan="|".join(config.get("prune", {}).get("plans", {})) or "NO_PRUNE_PLANS",
     log:
@@ -23,6 +23,7 @@ rule prune:
         slurm_partition=lambda wildcards: slurm_partition(min(1, pretrain_job(wildcards.variant)["gpus"])),
     params:
         elmoc=ELMOC,
+        out_dir=prune_dir("{variant}", "{plan}", "{direction}"),  # elmoc.layouts
         section=lambda wildcards: section_json(config["prune"]["plans"][wildcards.plan]),
         with_gpus=lambda wildcards: with_gpus(min(1, pretrain_job(wildcards.variant)["gpus"])),
         device=lambda wildcards: device_for(min(1, pretrain_job(wildcards.variant)["gpus"])),
@@ -30,5 +31,4 @@ rule prune:
         "../envs/elmoc.yaml"
     shell:
         "{params.with_gpus} {params.elmoc} prune --model {input.model} --direction {wildcards.direction}"
-        " --output-dir " + prune_dir("{wildcards.variant}", "{wildcards.plan}", "{wildcards.direction}")
-        + " --section-json {params.section:q} --device {params.device} --threads {threads} > {log} 2>&1"
+        " --output-dir {params.out_dir} --section-json {params.section:q} --device {params.device} --threads {threads} > {log} 2>&1"
