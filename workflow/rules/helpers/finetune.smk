@@ -1,4 +1,6 @@
 # The functions of finetune.smk (config `fine_tune`) and lm_finetune.smk.
+import re
+
 from snakemake.exceptions import WorkflowError
 
 # The workflow's own keys of a fine_tune recipe (the rest is the task section's `fine_tune:` mapping).
@@ -94,3 +96,12 @@ def lm_finetune_section_json(wildcards):
     absent: the command's defaults)."""
     value = (config.get("fine_tune") or {}).get("lm_finetune")
     return section_json(value if isinstance(value, dict) else {})
+
+
+check_fine_tune()
+if finetune_active():
+    TASK_JOB_KINDS.append(task_job_kind(
+        "finetune_run", finetune_tasks(), finetune_run_inputs, "results/finetune/{task}/{variant}/{recipe}/seed{seed}.json",
+        finetune_section_json, "logs/finetune/{task}.{variant}.{recipe}.seed{seed}.log",
+        "logs/benchmarks/finetune/{task}.{variant}.{recipe}.seed{seed}.tsv",
+        {"recipe": "|".join(re.escape(r) for r in finetune_recipes())}))

@@ -1,10 +1,12 @@
 # The functions of tasks.smk: task sections, the `elmoc task` job (resources.task_run), the runs'
 # inputs; finetune.smk's and tables.smk's rules run the same job.
 import re
+from types import SimpleNamespace
 
 from snakemake.exceptions import WorkflowError
 
 from elmoc.errors import ConfigError
+
 
 def task_sections():
     """The task sections of the config (tasks.<name> with a `type`), in config order."""
@@ -34,11 +36,6 @@ def task_job_rules(base, tasks):
     elif others:
         rules.append((base, "|".join(re.escape(t) for t in others), default))
     return rules
-
-
-def task_run_rules():
-    """The task_run rules (task_job_rules) of every task section."""
-    return task_job_rules("task_run", task_sections())
 
 
 def task_job_threads(wildcards):
@@ -208,3 +205,25 @@ def check_task_resources():
 
 
 check_task_resources()
+
+
+def task_job_kind(base, tasks, inputs, output, section, log, benchmark, constraints=None):
+    """One kind of `elmoc task` job, whose rules tasks.smk makes (task_job_rules: ``base`` and
+    ``base_<task>``): ``inputs`` an input function (unpacked), ``section`` the function giving the
+    task section as JSON, ``output`` / ``log`` / ``benchmark`` patterns, ``constraints`` on wildcards
+    other than {task}. Every kind runs the same command (TASK_JOB_SHELL) with resources.task_run."""
+    return SimpleNamespace(base=base, tasks=tasks, inputs=inputs, output=output, section=section, log=log,
+                           benchmark=benchmark, constraints=constraints or {})
+
+
+# The kinds of `elmoc task` job: the feature-based runs here, fine-tuning in helpers/finetune.smk.
+TASK_JOB_KINDS = [
+    task_job_kind("task_run", task_sections(), task_run_inputs, "results/tasks/{task}/{variant}/seed{seed}.json",
+                  lambda w: section_json(task_section(w.task)), "logs/tasks/{task}.{variant}.seed{seed}.log",
+                  "logs/benchmarks/tasks/{task}.{variant}.seed{seed}.tsv"),
+]
+# The command of every such job: a stopped job saves its checkpoint and exits 75; a changed input
+# sets the old checkpoint aside (TASK_JOB_OPTIONS).
+TASK_JOB_SHELL = ("{params.with_gpus} {params.elmoc} task --task {wildcards.task} --section-json {params.section:q}"
+                  " --variant {wildcards.variant} --seed {wildcards.seed} --scale {params.scale} {params.inputs}"
+                  + TASK_JOB_OPTIONS)
