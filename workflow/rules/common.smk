@@ -6,6 +6,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from snakemake.exceptions import WorkflowError
 
@@ -118,6 +119,25 @@ def pretrain_job(variant):
     return job
 
 
+def one_gpu_lm_job(job_of):
+    """A job that trains an LM on one GPU at most with pretraining's resources (prune, lm_finetune,
+    distill): ``job_of(wildcards)`` gives them (pretrain_job of the variant, or of a student's
+    teacher). Its threads, resources, and the command's GPU wrapper and --device, as functions of
+    the wildcards."""
+    gpus = lambda w: min(1, job_of(w)["gpus"])
+    return SimpleNamespace(
+        threads=lambda w: job_of(w)["threads"],
+        resources={"gpu": gpus, "mem_mb": lambda w: job_of(w)["mem_mb"], "runtime": lambda w: job_of(w)["runtime"],
+                   "slurm_partition": lambda w: slurm_partition(gpus(w))},
+        with_gpus=lambda w: with_gpus(gpus(w)),
+        device=lambda w: device_for(gpus(w)),
+    )
+
+
+# the LM jobs on a trained variant (prune, lm_finetune)
+VARIANT_LM_JOB = one_gpu_lm_job(lambda w: pretrain_job(w.variant))
+
+
 DEFAULT_JOB = {
     "mem_mb": RESOURCES["default"]["mem_mb"],
     "runtime": RESOURCES["default"]["runtime"],
@@ -138,6 +158,11 @@ def check_resources():
             f"config resources.pretrain.variants names {unknown}, which are not pretraining variants"
             f" (pretrain.variants: {variants()})"
         )
+
+
+def table_files(name, *formats):
+    """{format: results/tables/<name>.<format>} for a table rule's outputs (default: md, csv, tex, html)."""
+    return {f: f"results/tables/{name}.{f}" for f in formats or ("md", "csv", "tex", "html")}
 
 
 def final_outputs():

@@ -40,18 +40,15 @@ rule distill:
         direction="forward|backward",
     log:
         "logs/distill/{student}.{direction}.log",
-    threads: lambda wildcards: student_job(wildcards.student)["threads"]
+    threads: STUDENT_JOB.threads
     resources:
-        gpu=lambda wildcards: min(1, student_job(wildcards.student)["gpus"]),
-        mem_mb=lambda wildcards: student_job(wildcards.student)["mem_mb"],
-        runtime=lambda wildcards: student_job(wildcards.student)["runtime"],
-        slurm_partition=lambda wildcards: slurm_partition(student_job(wildcards.student)["gpus"]),
+        **STUDENT_JOB.resources,
     retries: 0 if workflow.remote_exec else RESOURCES["pretrain"]["retries"]
     params:
         elmoc=ELMOC,
         section=student_section_json,
-        device=lambda wildcards: device_for(min(1, student_job(wildcards.student)["gpus"])),
-        threads=lambda wildcards: student_job(wildcards.student)["threads"],
+        device=STUDENT_JOB.device,
+        threads=STUDENT_JOB.threads,
     conda:
         "../envs/elmoc.yaml"
     shell:

@@ -24,10 +24,7 @@ if finetune_active():
             features=finetune_feature_results(),
             runs=finetune_results(),
         output:
-            md="results/tables/finetune.md",
-            csv="results/tables/finetune.csv",
-            tex="results/tables/finetune.tex",
-            html="results/tables/finetune.html",
+            **table_files("finetune"),
         log:
             "logs/tables/finetune.log",
         localrule: True

@@ -18,8 +18,7 @@ rule downstream_table:
     input:
         task_results(),
     output:
-        md="results/tables/downstream.md",
-        csv="results/tables/downstream.csv",
+        **table_files("downstream", "md", "csv"),
         runs="results/tables/downstream_runs.csv",
     log:
         "logs/tables/downstream.log",
@@ -94,9 +93,7 @@ rule beyond_table:
         tasks=task_results(),
         bench=bench_json(),
     output:
-        md="results/tables/beyond.md",
-        csv="results/tables/beyond.csv",
-        tex="results/tables/beyond.tex",
+        **table_files("beyond", "md", "csv", "tex"),
         html=report(
             "results/tables/beyond.html",
             caption="../report/beyond.rst",
@@ -246,11 +243,7 @@ rule compression_table:
         if any(task_vectors_needed(t, w.variant) for t in compression_tasks())
         else [],
     output:
-        md="results/tables/compression/{variant}.md",
-        csv="results/tables/compression/{variant}.csv",
-        json="results/tables/compression/{variant}.json",
-        png="results/tables/compression/{variant}.png",
-        pdf="results/tables/compression/{variant}.pdf",
+        **table_files("compression/{variant}", "md", "csv", "json", "png", "pdf"),
     # the task runs' thread count (resources.task_run), for the timing too: one number for the whole table
     threads: lambda w: max([task_run_job(t)["threads"] for t in compression_tasks()] or [1])
     params:

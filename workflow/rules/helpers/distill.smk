@@ -21,6 +21,10 @@ def student_job(student):
     return pretrain_job(student_teacher(student))
 
 
+# the jobs training a student (rule distill)
+STUDENT_JOB = one_gpu_lm_job(lambda w: student_job(w.student))
+
+
 def student_section_json(wildcards):
     """The student's loss settings, what `elmoc distill --section-json` reads."""
     entry = config["distill"]["students"][wildcards.student] or {}
