@@ -151,18 +151,27 @@ FASTTEXT_JOB = {
 }
 
 
-def check_resources():
-    unknown = sorted(set(RESOURCES["pretrain"]["variants"]) - set(variants()))
+def check_names(place, names, known, what, where):
+    """WorkflowError when config ``place`` names entries not in ``known``: ``what`` they must be, ``where``
+    those are defined."""
+    unknown = sorted(set(names) - set(known))
     if unknown:
-        raise WorkflowError(
-            f"config resources.pretrain.variants names {unknown}, which are not pretraining variants"
-            f" (pretrain.variants: {variants()})"
-        )
+        raise WorkflowError(f"config {place} names {unknown}, which are not {what} ({where}: {known})")
+
+
+def check_resources():
+    check_names("resources.pretrain.variants", RESOURCES["pretrain"]["variants"], variants(),
+                "pretraining variants", "pretrain.variants")
 
 
 def table_files(name, *formats):
     """{format: results/tables/<name>.<format>} for a table rule's outputs (default: md, csv, tex, html)."""
     return {f: f"results/tables/{name}.{f}" for f in formats or ("md", "csv", "tex", "html")}
+
+
+def paper_results():
+    """The inputs of the paper's tables and the summary: heldout metrics, task runs, majority baselines."""
+    return {"heldout": all_heldout(), "tasks": task_results(), "majority": majority_results()}
 
 
 def final_outputs():

@@ -53,9 +53,7 @@ rule majority_baseline:
 
 rule paper_tables:
     input:
-        heldout=all_heldout(),
-        tasks=task_results(),
-        majority=majority_results(),
+        **paper_results(),
         bench=bench_json(),
     output:
         md=expand("results/tables/{table}.md", table=PAPER_TABLES),
@@ -72,7 +70,7 @@ rule paper_tables:
         ],
     params:
         elmoc=ELMOC,
-        bench=lambda w, input: f"--bench {input.bench}" if input.bench else "",
+        bench=bench_option,
     log:
         "logs/tables/paper.log",
     localrule: True
@@ -103,7 +101,7 @@ rule beyond_table:
     params:
         elmoc=ELMOC,
         names=section_json({v: preset_name(v) for v in variants()}),
-        bench=lambda w, input: f"--bench {input.bench}" if input.bench else "",
+        bench=bench_option,
     log:
         "logs/tables/beyond.log",
     localrule: True
@@ -126,7 +124,7 @@ rule figures:
         pdf=expand("results/figures/{fig}.pdf", fig=FIGURES),
     params:
         elmoc=ELMOC,
-        bench=lambda w, input: f"--bench {input.bench}" if input.bench else "",
+        bench=bench_option,
     log:
         "logs/tables/figures.log",
     localrule: True
@@ -138,9 +136,7 @@ rule figures:
 
 rule summary:
     input:
-        heldout=all_heldout(),
-        tasks=task_results(),
-        majority=majority_results(),
+        **paper_results(),
     output:
         "results/summary.txt",
     log:

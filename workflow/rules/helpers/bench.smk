@@ -13,3 +13,8 @@ def bench_processes():
 def bench_gpus():
     """One GPU per process when the bench runs on CUDA."""
     return bench_processes() if str(config["bench"].get("device", "cpu")).startswith("cuda") else 0
+
+
+def bench_option(wildcards, input):
+    """`--bench results/tables/bench.json` for a table command when the bench runs (bench_json), else nothing."""
+    return f"--bench {input.bench}" if input.bench else ""

@@ -196,12 +196,8 @@ def task_run_args(wildcards, input):
 
 def check_task_resources():
     """resources.task_run.tasks must name task sections."""
-    unknown = sorted(set(RESOURCES["task_run"]["tasks"]) - set(task_sections()))
-    if unknown:
-        raise WorkflowError(
-            f"config resources.task_run.tasks names {unknown}, which are not task sections"
-            f" (tasks.<name> with a type: {task_sections()})"
-        )
+    check_names("resources.task_run.tasks", RESOURCES["task_run"]["tasks"], task_sections(),
+                "task sections", "tasks.<name> with a type")
 
 
 check_task_resources()
