@@ -35,9 +35,10 @@ def student_dir(student: str) -> str:
     return f"results/distill/{student}"
 
 
-def compressed_dir(variant: str, role: str) -> str:
-    """The model directory of one row of ``variant``'s compression table."""
-    return f"results/compressed/{variant}/{role}"
+def compressed_dir(variant: str, role: str = "") -> str:
+    """The model directory of one row of ``variant``'s compression table (no ``role``: the folder
+    holding them all)."""
+    return f"results/compressed/{variant}" + (f"/{role}" if role else "")
 
 
 def student_role(student: str) -> str:

@@ -20,7 +20,6 @@ rule prune:
         **VARIANT_LM_JOB.resources,
     params:
         elmoc=ELMOC,
-        out_dir=prune_dir("{variant}", "{plan}", "{direction}"),  # elmoc.layouts
         section=lambda wildcards: section_json(config["prune"]["plans"][wildcards.plan]),
         with_gpus=VARIANT_LM_JOB.with_gpus,
         device=VARIANT_LM_JOB.device,
@@ -28,4 +27,5 @@ rule prune:
         "../envs/elmoc.yaml"
     shell:
         "{params.with_gpus} {params.elmoc} prune --model {input.model} --direction {wildcards.direction}"
-        " --output-dir {params.out_dir} --section-json {params.section:q} --device {params.device} --threads {threads} > {log} 2>&1"
+        f" --output-dir {prune_dir('{wildcards.variant}', '{wildcards.plan}', '{wildcards.direction}')}"
+        " --section-json {params.section:q} --device {params.device} --threads {threads} > {log} 2>&1"

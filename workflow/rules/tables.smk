@@ -177,7 +177,7 @@ rule compress_copy:
         model="results/models/{variant}",
         sentences="results/corpus/heldout.txt",
     output:
-        directory("results/compressed/{variant}/{fmt}"),
+        directory(compressed_dir("{variant}", "{fmt}")),
     wildcard_constraints:
         fmt="|".join(COMPRESSED_FORMATS),
     params:
@@ -196,9 +196,9 @@ rule compress_copy:
 # ticket (prune.plans; the two directions' round exported as one model directory).
 rule compressed_student:
     input:
-        "results/distill/{student}/model",
+        f"{STUDENT}/model",
     output:
-        directory("results/compressed/{variant}/student-{student}"),
+        directory(compressed_dir("{variant}", student_role("{student}"))),
     wildcard_constraints:
         student="|".join(distill_students()) or "NO_STUDENTS",
     log:
@@ -214,7 +214,7 @@ rule compressed_pruned:
         done=lambda w: sorted({str(Path(m).parent.parent / "prune.json") for m in pruned_models(w.variant, w.role).values()}),
         fasttext=export_fasttext_model,
     output:
-        directory("results/compressed/{variant}/{role}"),
+        directory(compressed_dir("{variant}", "{role}")),
     wildcard_constraints:
         role=r"pruned-[\w.-]+|ticket|ticket-control",
     log:
@@ -256,7 +256,8 @@ rule compression_table:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} compression-table --original {input.original} --models-under results/compressed/{wildcards.variant}"
+        "{params.elmoc} compression-table --original {input.original}"
+        f" --models-under {compressed_dir('{wildcards.variant}')}"
         " --sentences {input.sentences} {params.heldout} --tasks {params.tasks} --sections-json {params.sections:q}"
         " --seeds {params.seeds} {params.vectors} --scale {params.scale} --threads {threads}"
         " --work-dir results/compression-work/{wildcards.variant} --out-dir results/tables/compression"

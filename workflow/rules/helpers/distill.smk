@@ -2,6 +2,11 @@
 from pathlib import Path
 
 from elmoc.config import STUDENT_WORKFLOW_KEYS, resolve_student
+from elmoc.layouts import student_dir
+
+# a student's folder as a rule pattern (elmoc.layouts.student_dir)
+STUDENT = student_dir("{student}")
+
 
 def distill_students():
     return list((config.get("distill") or {}).get("students") or {})

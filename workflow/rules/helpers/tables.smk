@@ -13,7 +13,7 @@ def compressed_dirs(variant):
     """The model directories under results/compressed/{variant}/: the two copies, the configured
     students of this teacher, the configured prune plans' rounds and ticket (compressed_smaller_roles),
     plus any already there."""
-    found = {p.parent.name for p in Path(compressed_dir(variant, "")).glob("*/elmoc-model.json")}
+    found = {p.parent.name for p in Path(compressed_dir(variant)).glob("*/elmoc-model.json")}
     roles = found | set(COMPRESSED_FORMATS) | set(compressed_smaller_roles(variant))
     return [compressed_dir(variant, role) for role in sorted(roles)]
 
