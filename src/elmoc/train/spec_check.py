@@ -14,7 +14,7 @@ from typing import Any
 
 from elmoc.errors import ConfigError
 from elmoc.lm import BUILD_CONTEXT
-from elmoc.registry import check_block
+from elmoc.registry import check_block, list_available
 from elmoc.train.optim import check_optimizer
 from elmoc.train.settings import TrainSettings
 
@@ -29,6 +29,8 @@ def check_spec(spec: dict[str, Any], name: str) -> None:
         spec: a resolved LM spec (:func:`elmoc.config.resolve_variant`, ``resolve_student``).
         name: where it comes from (``config pretrain.variants.elmo-c``, a preset file), for the message.
     """
+    for kind in BUILD_CONTEXT:
+        list_available(kind)  # the kinds' modules and ELMOC_PLUGINS imported: a plug-in's error is its own line
     try:
         for kind, context in BUILD_CONTEXT.items():
             if kind not in spec:
