@@ -11,20 +11,38 @@
 #
 # Thin by design: configuration, validation, and the rule files. Every rule calls
 # one `elmoc <command>`; the logic lives in src/elmoc.
+import os
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
+
+from elmoc.config import check_whole_config, check_workflow_config
+from elmoc.errors import ConfigError
 
 min_version("9.19")
 
 
 # The demo config is the default. A --configfile on the command line replaces it (rather
 # than being merged into it), so `--configfile config/paper.yaml` means exactly that file;
-# give several --configfile files to layer them.
+# give several --configfile files to layer them. A --configfile that is only an overlay
+# (config/distill.yaml alone: no corpus, no pretrain) is refused in one line saying how to layer it.
+# (A --configfile path that does not exist is refused by Snakemake itself, before this file is read.)
+DEFAULT_CONFIG = "config/config.yaml"
 if not workflow.overwrite_configfiles:
 
-    configfile: "config/config.yaml"
+    configfile: DEFAULT_CONFIG
 
 
-
+# The schema checked first by elmoc, whose message is one line naming the key and the closest
+# known one; then Snakemake's validate fills in the schema's defaults.
+try:
+    check_whole_config(config, [str(f) for f in workflow.overwrite_configfiles or []],
+                       os.path.relpath(Path(workflow.basedir) / DEFAULT_CONFIG))
+    check_workflow_config(config, " ".join(map(str, workflow.overwrite_configfiles or [DEFAULT_CONFIG])),
+                          schema_path=Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
+except ConfigError as e:
+    raise WorkflowError(str(e)) from None
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
@@ -32,6 +50,20 @@ include: "workflow/rules/common.smk"
 
 
 check_resources()
+
+
+# The functions of each rule file, beside it (workflow/rules/helpers/<file>.smk), all before the
+# rules, which use each other's (finetune's and tables' rules run tasks' job, tables reads the
+# students and prune rounds).
+include: "workflow/rules/helpers/pretrain.smk"
+include: "workflow/rules/helpers/data.smk"
+include: "workflow/rules/helpers/tasks.smk"
+include: "workflow/rules/helpers/export.smk"
+include: "workflow/rules/helpers/bench.smk"
+include: "workflow/rules/helpers/distill.smk"
+include: "workflow/rules/helpers/finetune.smk"
+include: "workflow/rules/helpers/tables.smk"
+include: "workflow/rules/helpers/sections.smk"
 
 
 include: "workflow/rules/data.smk"

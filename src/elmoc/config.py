@@ -29,7 +29,9 @@ Transformer encoders (or sampled and adaptive outputs) without giving an LSTM's
 Layers, later wins: the preset, ``pretrain.overrides``, ``pretrain.overrides_by_type``,
 the variant's own ``overrides``.  The type a section has is read from the preset with
 the other layers merged (a variant's overrides may change it).
-Mappings merge key by key; any other value (lists included) replaces.  The numbers
+Mappings merge key by key; any other value (lists included) replaces; a layer that changes
+a section's ``type`` starts that section afresh (:func:`merge_layer`: ELMo-C's ``vectors`` do
+not stay in a softmax output).  The numbers
 of the resolved spec that only make sense in a range (batch size, bptt, epochs, sizes,
 learning rates, dropouts...: the ``OPTION_RANGES`` each block declares beside its options,
 :func:`declared_ranges`) are checked there and then,
@@ -48,6 +50,7 @@ import ast
 import copy
 import functools
 import json
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -109,6 +112,24 @@ def deep_merge(base: Any, override: Any) -> Any:
             merged[key] = deep_merge(base[key], value) if key in base else copy.deepcopy(value)
         return merged
     return copy.deepcopy(override)
+
+
+def merge_layer(spec: dict[str, Any], layer: dict[str, Any], under: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An override ``layer`` merged into a copy of the LM ``spec`` (:func:`deep_merge`), except
+    that a typed section (:data:`TYPED_SECTIONS`) whose ``type`` the layer changes starts afresh
+    from the layer's: a type switch (``output: {type: sampled_softmax, ...}`` over ELMo-C's cosine
+    output) keeps none of the old type's keys (its ``vectors``), which the new type would refuse.
+
+    Args:
+        under: ``{section: options}`` merged beneath a switched section (the
+            ``pretrain.overrides_by_type`` options of the new type).
+    """
+    merged = deep_merge(spec, layer)
+    for section in TYPED_SECTIONS:
+        old, new = spec.get(section), layer.get(section)
+        if isinstance(old, dict) and isinstance(new, dict) and "type" in new and new["type"] != old.get("type"):
+            merged[section] = deep_merge((under or {}).get(section) or {}, new)
+    return merged
 
 
 def _is_number(value: Any) -> bool:
@@ -202,26 +223,32 @@ def declared_ranges(section: str, block: dict[str, Any]) -> dict[str, str]:
 
 
 WORKFLOW_SCHEMA = "workflow/schemas/config.schema.yaml"
+# The sections every whole workflow config defines (the shipped ones: config, shared-data, paper,
+# rehearsal); a config file without them is an overlay, meant to be layered over a whole config.
+WHOLE_CONFIG_KEYS = ("corpus", "pretrain")
 
 
-def check_workflow_config(config: Any, source: str, required: bool = True) -> None:
+def check_workflow_config(config: Any, source: str, required: bool = True, schema_path: str | Path | None = None) -> None:
     """ConfigError in one line for the first key or value of a whole workflow ``config`` that
-    the workflow's schema refuses (what Snakemake's ``validate`` checks before a run), for the
-    commands that read a whole config outside Snakemake (``elmoc params --config``,
-    ``elmoc config-dump``). An unknown key is named with the closest known one.
+    the workflow's schema refuses (what Snakemake's ``validate`` checks before a run, whose own
+    message dumps the schema), for the Snakefile and the commands that read a whole config
+    outside Snakemake (``elmoc params --config``, ``elmoc config-dump``). An unknown key is named
+    with the closest known one, also where the schema reads any other key as an entry of its own
+    (``tasks.seed`` beside ``tasks.seeds``: not a task section but a misspelled option).
 
     Args:
         config: the parsed config.
         source: where it came from (a file, ``--section-json``), for the message.
         required: whether a missing schema (elmoc installed away from its checkout, run
             outside it) is an error; False for a config Snakemake has validated already.
+        schema_path: the schema file (default: the checkout's, else the working directory's).
     """
-    import re
-
     import jsonschema
 
-    here = Path(__file__).resolve().parents[2] / WORKFLOW_SCHEMA  # a source checkout
-    path = here if here.is_file() else Path(WORKFLOW_SCHEMA)  # else the working directory's
+    if schema_path is None:
+        here = Path(__file__).resolve().parents[2] / WORKFLOW_SCHEMA  # a source checkout
+        schema_path = here if here.is_file() else Path(WORKFLOW_SCHEMA)  # else the working directory's
+    path = Path(schema_path)
     if not path.is_file():
         if not required:
             return
@@ -231,6 +258,7 @@ def check_workflow_config(config: Any, source: str, required: bool = True) -> No
     if not errors:
         return
     error = min(errors, key=lambda e: (len(e.absolute_path), [str(p) for p in e.absolute_path]))
+    _check_entry_names(schema, config, list(error.absolute_path), source)
     name = ".".join(map(str, error.absolute_path)) or "(top level)"
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         known = list(error.schema.get("properties") or {})
@@ -238,6 +266,63 @@ def check_workflow_config(config: Any, source: str, required: bool = True) -> No
         extra = {k: v for k, v in error.instance.items() if not any(re.search(p, k) for p in patterns)}
         check_keys(extra, known, f"{source}: {name}")
     raise ConfigError(f"config {source}: {name}: {error.message}")
+
+
+def _check_entry_names(schema: dict[str, Any], config: Any, path: list[Any], source: str) -> None:
+    """ConfigError "unknown key (did you mean ...)" for a key on ``path`` (the place of a schema
+    error) that the schema reads as a free entry (``additionalProperties`` is a schema, e.g. a task
+    section) while it is one letter away from a declared option of the same mapping."""
+    import difflib
+
+    node, value, names = schema, config, []
+    for key in path:
+        node = _resolve_ref(schema, node)
+        props = node.get("properties") or {}
+        if isinstance(key, str) and isinstance(value, dict) and key not in props \
+                and isinstance(node.get("additionalProperties"), dict):
+            close = difflib.get_close_matches(key, list(props), n=1, cutoff=0.8)
+            if close:
+                where = ".".join(names) or "(top level)"
+                raise ConfigError(f"config {source}: {where}: unknown key {key!r} (did you mean {close[0]!r}?); "
+                                  f"known keys: {', '.join(sorted(props))}, or entries of their own")
+        if isinstance(key, str) and key in props:
+            node = props[key]
+        elif isinstance(key, str):
+            node = node.get("additionalProperties")
+        else:
+            node = node.get("items")
+        value = value[key] if isinstance(value, (dict, list)) else None
+        names.append(str(key))
+        if not isinstance(node, dict):
+            return
+
+
+def _resolve_ref(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """``node``, or the local definition its ``$ref`` (``#/$defs/name``) names."""
+    ref = node.get("$ref") if isinstance(node, dict) else None
+    if isinstance(ref, str) and ref.startswith("#/"):
+        for part in ref[2:].split("/"):
+            schema = schema[part]
+        return schema
+    return node
+
+
+def check_whole_config(config: dict[str, Any], files: list[str], default: str) -> None:
+    """ConfigError in one line when the ``--configfile`` files, which replace the ``default``
+    config, are an overlay (no :data:`WHOLE_CONFIG_KEYS`, e.g. config/distill.yaml alone): its
+    missing sections would silently take the schema's defaults (the paper's sizes) or fail later on
+    a missing input. ``config``: the merged config before the schema's defaults; no ``files``: the
+    default is used, nothing to check."""
+    if not files:
+        return
+    missing = [k for k in WHOLE_CONFIG_KEYS if k not in config]
+    if not missing:
+        return
+    given = " ".join(files)
+    sets = ", ".join(sorted(k for k in config if not str(k).startswith("_"))) or "nothing"
+    raise ConfigError(f"--configfile {given}: an overlay (it sets {sets}, no {' or '.join(missing)}), not a whole "
+                      f"config, and it replaced the default {default}; layer it over a whole config instead: "
+                      f"--configfile {default} {given}")
 
 
 def check_spec_keys(spec: dict[str, Any], name: str) -> None:
@@ -298,12 +383,13 @@ def resolve_variant(config: dict[str, Any], variant: str, presets_dir: str | Pat
     own = entry.get("overrides", {}) or {}
     general = pretrain.get("overrides", {}) or {}
     # (name of the layer in messages, the layer as a partial spec), later wins
-    layers = [("pretrain.overrides", general), *by_type_layers(pretrain, deep_merge(deep_merge(spec, general), own)),
-              (f"pretrain.variants.{variant}.overrides", own)]
+    by_type = by_type_layers(pretrain, merge_layer(merge_layer(spec, general), own))
+    layers = [("pretrain.overrides", general), *by_type, (f"pretrain.variants.{variant}.overrides", own)]
+    under = {section: options for _, layer in by_type for section, options in layer.items()}
     check_spec_keys(spec, str(preset_path))
     for name, layer in layers:
         check_spec_keys(layer, name)
-        spec = deep_merge(spec, layer)
+        spec = merge_layer(spec, layer, under)
 
     def where(section: str, key: str) -> str:
         """The last layer that set ``section.key`` (or the section itself when key is "")."""
@@ -352,7 +438,7 @@ def resolve_student(config: dict[str, Any], student: str, presets_dir: str | Pat
         spec = resolve_variant({**config, "pretrain": pretrain}, student, presets_dir)
         spec.update(vocab=teacher["vocab"], data=teacher["data"])
     else:
-        spec = deep_merge(teacher, own)
+        spec = merge_layer(teacher, own)
     spec["name"] = student
     how = ", ".join(filter(None, (f"preset {entry['preset']}" if entry.get("preset") else "",
                                   f"overrides {json.dumps(own, sort_keys=True)}" if own else "")))

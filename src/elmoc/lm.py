@@ -43,6 +43,9 @@ from elmoc.outputs.base import OutputLayer, OutputLoss
 from elmoc.registry import build
 
 SPEC_SECTIONS = ("name", "description", "input", "encoder", "output", "optimizer", "train", "data", "vocab")
+# The build-time names :meth:`LanguageModel.from_spec` hands each block (the registry's context): a
+# config may not set them (elmoc.registry.check_block, also when the workflow is parsed).
+BUILD_CONTEXT = {"input": ("vocab",), "encoder": ("input_dim",), "output": ("hidden_dim", "vocab", "input_layer")}
 
 
 class LanguageModel(nn.Module):

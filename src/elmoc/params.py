@@ -143,15 +143,20 @@ def parse_table_dims(items: list[str]) -> dict[str, int]:
 def named_specs(config: str | None = None, presets: list[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
     """(name, spec) of every pretrain variant of a workflow ``config``, or of preset files."""
     from elmoc.config import check_spec_keys, check_workflow_config, load_yaml, resolve_variant, variant_names
+    from elmoc.train.spec_check import check_spec
 
+    out = []
     if config:
         data = load_yaml(config, mapping="a workflow config")
         check_workflow_config(data, str(config))
-        return [(name, resolve_variant(data, name)) for name in variant_names(data)]
-    out = []
+        for name in variant_names(data):
+            out.append((name, resolve_variant(data, name)))
+            check_spec(out[-1][1], f"{config}: pretrain.variants.{name} (preset + overrides)")  # every nested key, as training reads it
+        return out
     for preset in presets or []:
         spec = load_yaml(preset, mapping="an LM preset")
         check_spec_keys(spec, str(preset))
+        check_spec(spec, str(preset))
         out.append((spec.get("name", Path(preset).stem), spec))
     return out
 

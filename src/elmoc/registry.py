@@ -198,15 +198,15 @@ def accepted_arguments(cls: type) -> tuple[set[str], bool]:
     return names, True
 
 
-def build(kind: str, config: dict[str, Any], **context: Any) -> Any:
-    """Instantiate the class named by ``config["type"]`` with the rest as kwargs.
+def check_block(kind: str, config: Any, context: Any = ()) -> tuple[type, set[str], bool]:
+    """The class of a block config and its accepted keyword names, after the checks :func:`build`
+    makes before it instantiates: a mapping with a registered ``type``, no unknown key (named with
+    the closest accepted one), no key the builder sets (``context``: its build-time names). The
+    workflow calls it on every block when it is parsed, so ``snakemake -n`` refuses what the
+    job's build would.
 
-    Args:
-        kind: "input", "encoder", "output", "task", ...
-        config: a dict with a ``type`` key; other keys are constructor arguments.
-        context: build-time arguments (e.g. ``input_dim``, ``vocab``) passed only if
-            a constructor along the class hierarchy names them.  A config key shadows nothing: giving a
-            context name in the config is an error, since the builder owns it.
+    Returns:
+        (class, accepted keyword names, whether it takes any keyword) (:func:`accepted_arguments`).
     """
     if not isinstance(config, dict) or "type" not in config:
         raise ConfigError(f"{kind} config must be a mapping with a 'type' key, got {config!r}")
@@ -222,6 +222,21 @@ def build(kind: str, config: dict[str, Any], **context: Any) -> Any:
             f"{kind} {config['type']!r}: option(s) {clash} are set by the model builder; "
             "remove them from the config"
         )
+    return cls, names, var_kw
+
+
+def build(kind: str, config: dict[str, Any], **context: Any) -> Any:
+    """Instantiate the class named by ``config["type"]`` with the rest as kwargs.
+
+    Args:
+        kind: "input", "encoder", "output", "task", ...
+        config: a dict with a ``type`` key; other keys are constructor arguments.
+        context: build-time arguments (e.g. ``input_dim``, ``vocab``) passed only if
+            a constructor along the class hierarchy names them.  A config key shadows nothing: giving a
+            context name in the config is an error, since the builder owns it (:func:`check_block`).
+    """
+    cls, names, var_kw = check_block(kind, config, context)
+    kwargs = {k: v for k, v in config.items() if k != "type"}
     for key, value in context.items():
         if key in names or var_kw:
             kwargs[key] = value

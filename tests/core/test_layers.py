@@ -22,7 +22,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 LAYERS = [
     ("errors",),
     ("io", "directions"),
-    ("config", "config_section", "registry", "nn", "metrics", "process_tree", "devices", "attempts", "records",
+    ("config", "config_section", "registry", "nn", "metrics", "process_tree", "devices", "attempts", "records", "layouts",
      "model_file"),
     ("data",),
     ("inputs", "encoders", "outputs"),

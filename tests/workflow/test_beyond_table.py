@@ -1,5 +1,5 @@
 """The workflow builds the table beyond the paper by default exactly when the config has a
-Transformer or masked-LM variant (workflow/rules/common.smk beyond_variants)."""
+Transformer or masked-LM variant (workflow/rules/helpers/tables.smk beyond_variants)."""
 import re
 import shutil
 import subprocess

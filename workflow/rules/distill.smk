@@ -10,12 +10,12 @@
 # changed student or teacher sets it aside (--stale-checkpoint set-aside) and starts afresh.
 
 
-FINAL_OUTPUT_HOOKS.append(lambda: [f"results/distill/{s}/model" for s in distill_students()])
+FINAL_OUTPUT_HOOKS.append(lambda: [f"{student_dir(s)}/model" for s in distill_students()])
 
 
 rule student_spec:
     output:
-        "results/distill/{student}/spec.yaml",
+        f"{STUDENT}/spec.yaml",
     params:
         elmoc=ELMOC,
         spec=lambda wildcards: section_json(student_spec(wildcards.student)),
@@ -30,43 +30,41 @@ rule student_spec:
 
 rule distill:
     input:
-        spec="results/distill/{student}/spec.yaml",
+        spec=f"{STUDENT}/spec.yaml",
         teacher=lambda wildcards: lm_models(student_teacher(wildcards.student))[wildcards.direction],
         artifacts=lambda wildcards: artifact_paths(student_spec(wildcards.student)),
     output:
-        model="results/distill/{student}/{direction}/model.pt",
-        heldout="results/distill/{student}/{direction}/heldout.json",
+        model=f"{STUDENT}/{{direction}}/model.pt",
+        heldout=f"{STUDENT}/{{direction}}/heldout.json",
     wildcard_constraints:
         direction="forward|backward",
     log:
         "logs/distill/{student}.{direction}.log",
-    threads: lambda wildcards: student_job(wildcards.student)["threads"]
+    threads: STUDENT_JOB.threads
     resources:
-        gpu=lambda wildcards: min(1, student_job(wildcards.student)["gpus"]),
-        mem_mb=lambda wildcards: student_job(wildcards.student)["mem_mb"],
-        runtime=lambda wildcards: student_job(wildcards.student)["runtime"],
-        slurm_partition=lambda wildcards: slurm_partition(student_job(wildcards.student)["gpus"]),
+        **STUDENT_JOB.resources,
     retries: 0 if workflow.remote_exec else RESOURCES["pretrain"]["retries"]
     params:
         elmoc=ELMOC,
         section=student_section_json,
-        device=lambda wildcards: device_for(min(1, student_job(wildcards.student)["gpus"])),
-        threads=lambda wildcards: student_job(wildcards.student)["threads"],
+        device=STUDENT_JOB.device,
+        threads=STUDENT_JOB.threads,
     conda:
         "../envs/elmoc.yaml"
     shell:
         "{params.elmoc} distill --spec {input.spec} --teacher {input.teacher} --direction {wildcards.direction}"
-        " --section-json {params.section:q} --output-dir results/distill/{wildcards.student}/{wildcards.direction}"
+        " --section-json {params.section:q}"
+        f" --output-dir {student_dir('{wildcards.student}')}/{{wildcards.direction}}"
         " --device {params.device} --threads {params.threads} --stale-checkpoint set-aside >> {log} 2>&1"
 
 
 rule export_student:
     input:
-        forward="results/distill/{student}/forward/model.pt",
-        backward="results/distill/{student}/backward/model.pt",
+        forward=f"{STUDENT}/forward/model.pt",
+        backward=f"{STUDENT}/backward/model.pt",
         fasttext=lambda wildcards: fasttext_models_of(student_spec(wildcards.student)),
     output:
-        directory("results/distill/{student}/model"),
+        directory(f"{STUDENT}/model"),
     log:
         "logs/distill/{student}.export.log",
     resources:

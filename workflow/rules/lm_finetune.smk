@@ -26,20 +26,17 @@ rule lm_finetune:
         "logs/lm_finetune/{variant}.{task}.log",
     benchmark:
         "logs/benchmarks/lm_finetune/{variant}.{task}.tsv"
-    threads: lambda wildcards: pretrain_job(wildcards.variant)["threads"]
+    threads: VARIANT_LM_JOB.threads
     resources:
-        gpu=lambda wildcards: min(1, pretrain_job(wildcards.variant)["gpus"]),
-        mem_mb=lambda wildcards: pretrain_job(wildcards.variant)["mem_mb"],
-        runtime=lambda wildcards: pretrain_job(wildcards.variant)["runtime"],
-        slurm_partition=lambda wildcards: slurm_partition(min(1, pretrain_job(wildcards.variant)["gpus"])),
+        **VARIANT_LM_JOB.resources,
         slurm_extra=lambda wildcards: f"'--signal=USR1@{pretrain_job(wildcards.variant)['signal_lead_s']}'",
     retries: 0 if workflow.remote_exec else RESOURCES["pretrain"]["retries"]
     params:
         elmoc=ELMOC,
         section=lm_finetune_section_json,
-        with_gpus=lambda wildcards: with_gpus(min(1, pretrain_job(wildcards.variant)["gpus"])),
-        device=lambda wildcards: device_for(min(1, pretrain_job(wildcards.variant)["gpus"])),
-        threads=lambda wildcards: pretrain_job(wildcards.variant)["threads"],
+        with_gpus=VARIANT_LM_JOB.with_gpus,
+        device=VARIANT_LM_JOB.device,
+        threads=VARIANT_LM_JOB.threads,
     conda:
         "../envs/elmoc.yaml"
     shell:

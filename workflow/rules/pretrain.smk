@@ -72,8 +72,7 @@ rule pretrain_table:
     input:
         heldout=all_heldout(),
     output:
-        md="results/tables/pretrain.md",
-        csv="results/tables/pretrain.csv",
+        **table_files("pretrain", "md", "csv"),
         plot=report("results/tables/pretrain_curves.png", caption="../report/pretrain_curves.rst", category="Pretraining"),
     log:
         "logs/tables/pretrain.log",

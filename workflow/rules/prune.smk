@@ -10,25 +10,22 @@ rule prune:
     input:
         model="results/lm/{variant}/{direction}/model.pt",
     output:
-        summary="results/prune/{variant}/{plan}/{direction}/prune.json",
+        summary=f"{prune_dir('{variant}', '{plan}', '{direction}')}/prune.json",
     wildcard_constraints:
         plan="|".join(config.get("prune", {}).get("plans", {})) or "NO_PRUNE_PLANS",
     log:
         "logs/prune/{variant}.{plan}.{direction}.log",
-    threads: lambda wildcards: pretrain_job(wildcards.variant)["threads"]
+    threads: VARIANT_LM_JOB.threads
     resources:
-        gpu=lambda wildcards: min(1, pretrain_job(wildcards.variant)["gpus"]),
-        mem_mb=lambda wildcards: pretrain_job(wildcards.variant)["mem_mb"],
-        runtime=lambda wildcards: pretrain_job(wildcards.variant)["runtime"],
-        slurm_partition=lambda wildcards: slurm_partition(min(1, pretrain_job(wildcards.variant)["gpus"])),
+        **VARIANT_LM_JOB.resources,
     params:
         elmoc=ELMOC,
         section=lambda wildcards: section_json(config["prune"]["plans"][wildcards.plan]),
-        with_gpus=lambda wildcards: with_gpus(min(1, pretrain_job(wildcards.variant)["gpus"])),
-        device=lambda wildcards: device_for(min(1, pretrain_job(wildcards.variant)["gpus"])),
+        with_gpus=VARIANT_LM_JOB.with_gpus,
+        device=VARIANT_LM_JOB.device,
     conda:
         "../envs/elmoc.yaml"
     shell:
         "{params.with_gpus} {params.elmoc} prune --model {input.model} --direction {wildcards.direction}"
-        " --output-dir results/prune/{wildcards.variant}/{wildcards.plan}/{wildcards.direction}"
+        f" --output-dir {prune_dir('{wildcards.variant}', '{wildcards.plan}', '{wildcards.direction}')}"
         " --section-json {params.section:q} --device {params.device} --threads {threads} > {log} 2>&1"

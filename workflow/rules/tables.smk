@@ -18,8 +18,7 @@ rule downstream_table:
     input:
         task_results(),
     output:
-        md="results/tables/downstream.md",
-        csv="results/tables/downstream.csv",
+        **table_files("downstream", "md", "csv"),
         runs="results/tables/downstream_runs.csv",
     log:
         "logs/tables/downstream.log",
@@ -54,9 +53,7 @@ rule majority_baseline:
 
 rule paper_tables:
     input:
-        heldout=all_heldout(),
-        tasks=task_results(),
-        majority=majority_results(),
+        **paper_results(),
         bench=bench_json(),
     output:
         md=expand("results/tables/{table}.md", table=PAPER_TABLES),
@@ -73,7 +70,7 @@ rule paper_tables:
         ],
     params:
         elmoc=ELMOC,
-        bench=lambda w, input: f"--bench {input.bench}" if input.bench else "",
+        bench=bench_option,
     log:
         "logs/tables/paper.log",
     localrule: True
@@ -94,9 +91,7 @@ rule beyond_table:
         tasks=task_results(),
         bench=bench_json(),
     output:
-        md="results/tables/beyond.md",
-        csv="results/tables/beyond.csv",
-        tex="results/tables/beyond.tex",
+        **table_files("beyond", "md", "csv", "tex"),
         html=report(
             "results/tables/beyond.html",
             caption="../report/beyond.rst",
@@ -106,7 +101,7 @@ rule beyond_table:
     params:
         elmoc=ELMOC,
         names=section_json({v: preset_name(v) for v in variants()}),
-        bench=lambda w, input: f"--bench {input.bench}" if input.bench else "",
+        bench=bench_option,
     log:
         "logs/tables/beyond.log",
     localrule: True
@@ -129,7 +124,7 @@ rule figures:
         pdf=expand("results/figures/{fig}.pdf", fig=FIGURES),
     params:
         elmoc=ELMOC,
-        bench=lambda w, input: f"--bench {input.bench}" if input.bench else "",
+        bench=bench_option,
     log:
         "logs/tables/figures.log",
     localrule: True
@@ -141,9 +136,7 @@ rule figures:
 
 rule summary:
     input:
-        heldout=all_heldout(),
-        tasks=task_results(),
-        majority=majority_results(),
+        **paper_results(),
     output:
         "results/summary.txt",
     log:
@@ -184,7 +177,7 @@ rule compress_copy:
         model="results/models/{variant}",
         sentences="results/corpus/heldout.txt",
     output:
-        directory("results/compressed/{variant}/{fmt}"),
+        directory(compressed_dir("{variant}", "{fmt}")),
     wildcard_constraints:
         fmt="|".join(COMPRESSED_FORMATS),
     params:
@@ -203,9 +196,9 @@ rule compress_copy:
 # ticket (prune.plans; the two directions' round exported as one model directory).
 rule compressed_student:
     input:
-        "results/distill/{student}/model",
+        f"{STUDENT}/model",
     output:
-        directory("results/compressed/{variant}/student-{student}"),
+        directory(compressed_dir("{variant}", student_role("{student}"))),
     wildcard_constraints:
         student="|".join(distill_students()) or "NO_STUDENTS",
     log:
@@ -221,7 +214,7 @@ rule compressed_pruned:
         done=lambda w: sorted({str(Path(m).parent.parent / "prune.json") for m in pruned_models(w.variant, w.role).values()}),
         fasttext=export_fasttext_model,
     output:
-        directory("results/compressed/{variant}/{role}"),
+        directory(compressed_dir("{variant}", "{role}")),
     wildcard_constraints:
         role=r"pruned-[\w.-]+|ticket|ticket-control",
     log:
@@ -246,11 +239,7 @@ rule compression_table:
         if any(task_vectors_needed(t, w.variant) for t in compression_tasks())
         else [],
     output:
-        md="results/tables/compression/{variant}.md",
-        csv="results/tables/compression/{variant}.csv",
-        json="results/tables/compression/{variant}.json",
-        png="results/tables/compression/{variant}.png",
-        pdf="results/tables/compression/{variant}.pdf",
+        **table_files("compression/{variant}", "md", "csv", "json", "png", "pdf"),
     # the task runs' thread count (resources.task_run), for the timing too: one number for the whole table
     threads: lambda w: max([task_run_job(t)["threads"] for t in compression_tasks()] or [1])
     params:
@@ -267,7 +256,8 @@ rule compression_table:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} compression-table --original {input.original} --models-under results/compressed/{wildcards.variant}"
+        "{params.elmoc} compression-table --original {input.original}"
+        f" --models-under {compressed_dir('{wildcards.variant}')}"
         " --sentences {input.sentences} {params.heldout} --tasks {params.tasks} --sections-json {params.sections:q}"
         " --seeds {params.seeds} {params.vectors} --scale {params.scale} --threads {threads}"
         " --work-dir results/compression-work/{wildcards.variant} --output-dir results/tables/compression"

@@ -3,7 +3,7 @@
 # -> results/tasks/{task}/{variant}/seed{seed}.json.  A task whose data is not configured
 # still gets its JSONs, with "status": "no data: set tasks.<task>.<key>", never silently.
 # Rules pass the task's (merged) config section as JSON, so --configfile/--config overrides count;
-# the section is checked and completed by its task class when the workflow is parsed (common.smk
+# the section is checked and completed by its task class when the workflow is parsed (helpers/tasks.smk
 # complete_task_sections): the schema names no task, so a new task is one file.
 # The task's downloads (tasks.downloads) are fetched by rule fetch (data.smk) into resources/tasks/.
 
@@ -41,37 +41,39 @@ rule task_sentences:
 # A changed config, features or data file reruns the job: the old checkpoint is set aside as
 # checkpoint.<hash>.pt and the run starts afresh. Snakemake's retries are per rule: a task whose
 # resources.task_run.tasks entry sets its own retries runs in a rule of its own, task_run_<task>
-# (common.smk task_run_rules); every other task in rule task_run.
-for _rule_name, _tasks, _retries in task_run_rules():
+# (helpers/tasks.smk task_job_rules); every other task in rule task_run.
+# The same rules run every kind of `elmoc task` job (helpers/tasks.smk TASK_JOB_KINDS): task_run on
+# features, and finetune_run (finetune.smk, config fine_tune) on the LM fine-tuned in the task.
+for _kind in TASK_JOB_KINDS:
+    for _rule_name, _tasks, _retries in task_job_rules(_kind.base, _kind.tasks):
 
-    rule:
-        name:
-            _rule_name
-        input:
-            unpack(task_run_inputs),
-        output:
-            "results/tasks/{task}/{variant}/seed{seed}.json",
-        wildcard_constraints:
-            **({"task": _tasks} if _tasks else {}),
-        params:
-            elmoc=ELMOC,
-            section=lambda w: section_json(task_section(w.task)),
-            inputs=task_run_args,
-            scale=config.get("scale", "demo"),
-            **task_job_params(),
-        log:
-            "logs/tasks/{task}.{variant}.seed{seed}.log",
-        benchmark:
-            "logs/benchmarks/tasks/{task}.{variant}.seed{seed}.tsv"
-        threads: task_job_threads
-        resources:
-            **task_job_resources(),
-        # retried by the main Snakemake process only: under the SLURM executor the Snakemake
-        # inside the job (remote mode) would rerun a stopped job in the same, ending allocation
-        retries: 0 if workflow.remote_exec else _retries
-        conda:
-            "../envs/elmoc.yaml"
-        shell:
-            "{params.with_gpus} {params.elmoc} task --task {wildcards.task} --section-json {params.section:q}"
-            " --variant {wildcards.variant} --seed {wildcards.seed} --scale {params.scale} {params.inputs}"
-            + TASK_JOB_OPTIONS
+        rule:
+            name:
+                _rule_name
+            input:
+                unpack(_kind.inputs),
+            output:
+                _kind.output,
+            wildcard_constraints:
+                **_kind.constraints,
+                **({"task": _tasks} if _tasks else {}),
+            params:
+                elmoc=ELMOC,
+                section=_kind.section,
+                inputs=task_run_args,
+                scale=config.get("scale", "demo"),
+                **task_job_params(),
+            log:
+                _kind.log,
+            benchmark:
+                _kind.benchmark
+            threads: task_job_threads
+            resources:
+                **task_job_resources(),
+            # retried by the main Snakemake process only: under the SLURM executor the Snakemake
+            # inside the job (remote mode) would rerun a stopped job in the same, ending allocation
+            retries: 0 if workflow.remote_exec else _retries
+            conda:
+                "../envs/elmoc.yaml"
+            shell:
+                TASK_JOB_SHELL

@@ -66,21 +66,13 @@ rule open_vocab:
         "{params.elmoc} vocab --corpus {input.corpus} --min-count 1 --output {output} > {log} 2>&1"
 
 
-rule open_vectors:
+use rule vectors as open_vectors with:
     input:
         vocab="results/open_vocab/vocab.txt",
-        model="results/fasttext/{name}.bin",
+        model="results/fasttext/{model}.bin",
     output:
-        "results/open_vocab/vectors/{name}.npy",
-    wildcard_constraints:
-        name="|".join(config["fasttext"].get("models", {})) or "NO_MODELS",
-    resources:
-        **FASTTEXT_JOB,
+        "results/open_vocab/vectors/{model}.npy",
     log:
-        "logs/open_vocab/vectors.{name}.log",
-    params:
-        elmoc=ELMOC,
-    conda:
-        "../envs/elmoc.yaml"
-    shell:
-        "{params.elmoc} vectors --vocab {input.vocab} --model {input.model} --output {output} > {log} 2>&1"
+        "logs/open_vocab/vectors.{model}.log",
+    benchmark:
+        "logs/benchmarks/open_vocab/vectors_{model}.tsv"

@@ -18,7 +18,7 @@ The paper scores only the ELMo LSTM downstream; its Table 5 times five other enc
   paper whatever its encoder, printed "TRANS BASE + TUPE", "ELMO + TNF".
 
 :func:`is_beyond` reads the spec dict alone (no torch, no pandas): the workflow
-(``beyond_variants`` in workflow/rules/common.smk) asks it whether a config has such
+(``beyond_variants`` in workflow/rules/helpers/tables.smk) asks it whether a config has such
 variants; for an ELMo LSTM it reads TNF's key (``train.notes``) rather than ask the classes.  :func:`classify` also asks the registry for the output class (imports torch).
 """
 from __future__ import annotations

@@ -17,6 +17,7 @@ V x d gradient per step would make the sampled baseline look slower than it is.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -92,17 +93,18 @@ def split_parameters(model: nn.Module) -> tuple[list[nn.Parameter], list[nn.Para
     return dense, sparse
 
 
-def build_optimizer(config: dict, model: nn.Module, batch_size: int) -> OptimizerBundle:
-    """Optimizers for ``model`` from the spec's ``optimizer`` section.
-
-    Args:
-        config: ``{"type": ..., **options}``.
-        batch_size: the *global* batch (the schedule scales with it, spec P10).
-    """
+def check_optimizer(config: dict) -> tuple[str, dict]:
+    """``(type, options)`` of an LM spec's ``optimizer`` section, checked as :func:`build_optimizer`
+    reads it (also when the workflow is parsed): a known type, no unknown key (named with the
+    closest known one), numbers of the right type and range; each a one-line ConfigError."""
+    if not isinstance(config, dict):
+        raise ConfigError(f"optimizer must be a mapping with a 'type' key, got {config!r}")
     config = dict(config)
     kind = config.pop("type", None)
     if kind not in _KNOWN:
-        raise ConfigError(f"optimizer.type must be one of {sorted(_KNOWN)}, got {kind!r}")
+        close = difflib.get_close_matches(str(kind), list(_KNOWN), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"optimizer.type must be one of {sorted(_KNOWN)}, got {kind!r}{hint}")
     check_keys(config, _KNOWN[kind], f"optimizer ({kind})")
     for key, value in config.items():  # a string where a number belongs: one line, not a traceback
         if key == "betas":
@@ -114,6 +116,17 @@ def build_optimizer(config: dict, model: nn.Module, batch_size: int) -> Optimize
             check_type(f"optimizer.{key}", value, "int" if key == "warmup" else "float")
             if key in OPTION_RANGES[kind]:
                 check_range(value, OPTION_RANGES[kind][key], f"optimizer.{key}")
+    return kind, config
+
+
+def build_optimizer(config: dict, model: nn.Module, batch_size: int) -> OptimizerBundle:
+    """Optimizers for ``model`` from the spec's ``optimizer`` section.
+
+    Args:
+        config: ``{"type": ..., **options}``.
+        batch_size: the *global* batch (the schedule scales with it, spec P10).
+    """
+    kind, config = check_optimizer(config)
     dense, sparse = split_parameters(model)
     if not dense and not sparse:
         raise ConfigError("the model has no trainable parameters")

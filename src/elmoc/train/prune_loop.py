@@ -57,6 +57,7 @@ from elmoc.directions import JOINT, MASKED
 from elmoc.encoders.base import Encoder
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.io.atomic import atomic_file
+from elmoc.layouts import CONTROL, TICKET, prune_control, prune_round
 from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.masked_lm import MaskedLM
 from elmoc.model_file import load_checkpoint, save_checkpoint
@@ -68,7 +69,7 @@ from elmoc.train.structured import shrink, unit_count
 
 log = logging.getLogger(__name__)
 
-MASK, SUMMARY, TICKET, CONTROL = "mask.pt", "prune.json", "ticket", "control"
+MASK, SUMMARY = "mask.pt", "prune.json"  # the folders: elmoc.layouts (TICKET, CONTROL, prune_round, prune_control)
 MASK_FORMAT = "elmoc-mask-v1"
 METHODS = ("magnitude", "structured")
 REWIND_EACH_ROUND, REWIND_ONCE = "rewind_each_round", "finetune_rounds_then_rewind_once"
@@ -246,7 +247,7 @@ def _finetune_rounds(job: _Job) -> list[tuple[str, float | None]] | RunResult:
         _, units = unit_count(build_model(job.source["spec"], vocab, direction))  # levels are fractions of these
     runs: list[tuple[str, float | None]] = []
     for number, level in enumerate(settings.levels, 1):
-        name = f"round{number}"
+        name = prune_round(number)
         if settings.method == "magnitude":
             masks = round_masks(job.out_dir / name, previous, level, masks, vocab, direction)
             spec, constraint = previous["spec"], MaskConstraint(masks, previous["model"])
@@ -283,7 +284,7 @@ def _rewind_rounds(job: _Job) -> list[tuple[str, float | None]] | RunResult:
     previous, masks = source, None
     runs: list[tuple[str, float | None]] = []
     for number, level in enumerate(settings.levels, 1):
-        names = {TICKET: f"round{number}", CONTROL: f"{CONTROL}{number}"}
+        names = {TICKET: prune_round(number), CONTROL: prune_control(number)}
         masks = round_masks(job.out_dir / names[TICKET], previous, level, masks, job.vocab, job.direction)
         constraints = ticket_constraints(source, masks, job.vocab, job.direction, settings.control_seed,
                                          job.source_path, start)
