@@ -51,6 +51,7 @@ _KIND_PACKAGES = {
     "encoder": "elmoc.encoders",
     "output": "elmoc.outputs",
     "task": "elmoc.tasks",
+    "train_hook": "elmoc.train.hooks",  # method state beside the training loop (train/hooks/base.py)
 }
 
 

@@ -61,6 +61,7 @@ from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.masked_lm import MaskedLM
 from elmoc.model_file import load_checkpoint, save_checkpoint
 from elmoc.nn.pruning import MaskConstraint, Masks, magnitude_masks, sparsity_of
+from elmoc.train.hooks.base import StartFrom, TrainHook
 from elmoc.train.checkpoint import MODEL
 from elmoc.train.loop import BatchFactory, HeldoutFactory, RunResult, train
 from elmoc.train.signals import StopSignals, stoppable
@@ -173,15 +174,16 @@ def round_masks(out: Path, payload: dict[str, Any], level: float, previous: Mask
     return masks
 
 
-def ticket_constraints(source: dict[str, Any], masks: Masks, vocab: Vocabulary | None, direction: str,
-                       control_seed: int, path: str | Path, start_step: int = 0) -> dict[str, MaskConstraint]:
+def ticket_hooks(source: dict[str, Any], masks: Masks, vocab: Vocabulary | None, direction: str,
+                       control_seed: int, path: str | Path, start_step: int = 0) -> dict[str, list[TrainHook]]:
     """``{"ticket": ..., "control": ...}``: the mask on the LM's rewind weights, and the same
     mask on a fresh initialisation drawn with ``control_seed``; both runs start at
     ``start_step`` of the schedule."""
     rewind = rewind_weights(source, path)
     torch.manual_seed(control_seed)
     fresh = build_model(source["spec"], vocab, direction).state_dict()
-    return {TICKET: MaskConstraint(masks, rewind, start_step), CONTROL: MaskConstraint(masks, fresh, start_step)}
+    return {TICKET: [StartFrom(rewind, start_step), MaskConstraint(masks)],
+            CONTROL: [StartFrom(fresh, start_step), MaskConstraint(masks)]}
 
 
 def rewind_weights(source: dict[str, Any], path: str | Path) -> dict[str, torch.Tensor]:
@@ -231,8 +233,8 @@ class _Job:
     device: str
     stop: StopSignals | None
 
-    def run(self, spec: dict[str, Any], name: str, constraint: MaskConstraint) -> RunResult:
-        return _run(spec, self.out_dir / name, constraint, self.vocab, self.make_batches, self.make_heldout,
+    def run(self, spec: dict[str, Any], name: str, hooks: list[TrainHook]) -> RunResult:
+        return _run(spec, self.out_dir / name, hooks, self.vocab, self.make_batches, self.make_heldout,
                     self.direction, self.vocab_path, self.device, self.stop)
 
 
@@ -249,22 +251,22 @@ def _finetune_rounds(job: _Job) -> list[tuple[str, float | None]] | RunResult:
         name = f"round{number}"
         if settings.method == "magnitude":
             masks = round_masks(job.out_dir / name, previous, level, masks, vocab, direction)
-            spec, constraint = previous["spec"], MaskConstraint(masks, previous["model"])
+            spec, hooks = previous["spec"], [StartFrom(previous["model"]), MaskConstraint(masks)]
         else:
             model = build_model(previous["spec"], vocab, direction)
             model.load_state_dict(previous["model"])
             spec, state = shrink(model, previous["spec"], max(1, round(units * (1 - level))))
-            constraint = MaskConstraint({}, state)
-        result = job.run(finetune_spec(spec, settings.finetune_steps), name, constraint)
+            hooks = [StartFrom(state)]
+        result = job.run(finetune_spec(spec, settings.finetune_steps), name, hooks)
         if result.interrupted:
             return result
         runs.append((name, level))
         previous = load_checkpoint(job.out_dir / name / MODEL)
     if settings.ticket:
         steps = settings.ticket_steps or int(job.source["step"])
-        for name, constraint in ticket_constraints(job.source, masks, vocab, direction, settings.control_seed,
-                                                   job.source_path).items():
-            result = job.run(finetune_spec(job.source["spec"], steps), name, constraint)
+        for name, hooks in ticket_hooks(job.source, masks, vocab, direction, settings.control_seed,
+                                              job.source_path).items():
+            result = job.run(finetune_spec(job.source["spec"], steps), name, hooks)
             if result.interrupted:
                 return result
             runs.append((name, settings.levels[-1]))
@@ -285,10 +287,10 @@ def _rewind_rounds(job: _Job) -> list[tuple[str, float | None]] | RunResult:
     for number, level in enumerate(settings.levels, 1):
         names = {TICKET: f"round{number}", CONTROL: f"{CONTROL}{number}"}
         masks = round_masks(job.out_dir / names[TICKET], previous, level, masks, job.vocab, job.direction)
-        constraints = ticket_constraints(source, masks, job.vocab, job.direction, settings.control_seed,
-                                         job.source_path, start)
+        hooks = ticket_hooks(source, masks, job.vocab, job.direction, settings.control_seed, job.source_path,
+                             start)
         for role, name in names.items():
-            result = job.run(spec, name, constraints[role])
+            result = job.run(spec, name, hooks[role])
             if result.interrupted:
                 return result
             runs.append((name, level))
@@ -303,16 +305,16 @@ def _rewind_rounds(job: _Job) -> list[tuple[str, float | None]] | RunResult:
 TICKET_PROCEDURES = {REWIND_EACH_ROUND: _rewind_rounds, REWIND_ONCE: _finetune_rounds}
 
 
-def _run(spec: dict[str, Any], out: Path, constraint: MaskConstraint, vocab: Vocabulary | None,
+def _run(spec: dict[str, Any], out: Path, hooks: list[TrainHook], vocab: Vocabulary | None,
          make_batches: BatchFactory, make_heldout: HeldoutFactory | None, direction: str, vocab_path: str | None,
          device: str, stop: StopSignals | None) -> RunResult:
     """One training run of the plan in ``out``: skipped when its ``model.pt`` exists, else
-    started (``constraint`` sets its weights) or resumed from its checkpoint."""
+    started (``hooks`` set its weights and keep its masks) or resumed from its checkpoint."""
     if (out / MODEL).is_file():
         log.info("%s is done (%s exists)", out, MODEL)
         return RunResult(steps=0, tokens=0, seconds=0.0)
     return train(spec, vocab, out, make_batches, make_heldout, direction=direction, vocab_path=vocab_path,
-                 device=device, resume=True, stop=stop, constraint=constraint)
+                 device=device, resume=True, stop=stop, hooks=hooks)
 
 
 def nonzero_parameters(state: dict[str, torch.Tensor]) -> tuple[int, int]:
