@@ -52,6 +52,9 @@ _KIND_PACKAGES = {
     "output": "elmoc.outputs",
     "task": "elmoc.tasks",
     "train_hook": "elmoc.train.hooks",  # method state beside the training loop (train/hooks/base.py)
+    "recipe": "elmoc.tasks.recipes",  # fine-tuning recipes (tasks/recipes/base.py)
+    "compression": "elmoc.pretrained.compression",  # compressed formats (pretrained/formats.py)
+    "prune_method": "elmoc.train.prune_methods",  # how a prune round shrinks a model (train/prune_methods/base.py)
 }
 
 
