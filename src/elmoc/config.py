@@ -495,3 +495,23 @@ def check_section(kind: str, name: str, options: dict[str, Any] | None, where: s
     """
     cls = by_name(kind, name)
     return typed_options(cls.Options, options, where or f"{kind} {name!r}")
+
+
+def declared_values(kind: str, attribute: str) -> dict[str, Any]:
+    """Registered name -> the literal value of ``attribute`` in its class body (None when it has
+    none), for every class of ``kind`` in its package and the ``.py`` plug-ins of
+    ``$ELMOC_PLUGINS``, read from their source without importing them (no torch: the workflow
+    reads the compressed formats its compression table copies this way, ``TABLE_COPY``, and
+    ``elmoc compress --help`` their names)."""
+    found: dict[str, Any] = {}
+    for path in kind_sources(kind):
+        for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for deco in node.decorator_list:
+                if (isinstance(deco, ast.Call) and getattr(deco.func, "id", "") == "register" and len(deco.args) == 2
+                        and all(isinstance(a, ast.Constant) for a in deco.args) and deco.args[0].value == kind):
+                    found[deco.args[1].value] = next(
+                        (ast.literal_eval(n.value) for n in node.body if isinstance(n, ast.Assign)
+                         and any(isinstance(t, ast.Name) and t.id == attribute for t in n.targets)), None)
+    return dict(sorted(found.items()))

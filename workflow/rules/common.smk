@@ -12,7 +12,8 @@ from types import SimpleNamespace
 from snakemake.exceptions import WorkflowError
 
 from elmoc import directions
-from elmoc.config import STUDENT_WORKFLOW_KEYS, artifact_paths, resolve_student, resolve_variant, variant_names
+from elmoc.config import (STUDENT_WORKFLOW_KEYS, artifact_paths, declared_values, resolve_student, resolve_variant,
+                          variant_names)
 from elmoc.errors import ConfigError
 from elmoc.process_tree import torchrun_options
 from elmoc.tables import families
@@ -540,7 +541,8 @@ def finetune_feature_results():
 
 
 # --- functions of tables.smk ---
-COMPRESSED_FORMATS = ["float16", "int8"]  # the copies rule compress_copy makes for the compression table
+# the copies rule compress_copy makes for the compression table: the registered formats with TABLE_COPY
+COMPRESSED_FORMATS = [name for name, copy in declared_values("compression", "TABLE_COPY").items() if copy]
 
 
 def compressed_dirs(variant):

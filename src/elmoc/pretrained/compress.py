@@ -39,22 +39,23 @@ CARD_MARK = "<!-- elmoc compress: everything below is written by elmoc compress 
 
 def compress_model(source: str | Path, output: str | Path, fmt: str, sentences: Sequence[Sequence[str]],
                    sentences_file: str | Path, batch_size: int = 64, repeats: int = 3,
-                   command: str | None = None) -> dict[str, Any]:
+                   command: str | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write the ``fmt`` copy of the model directory ``source`` to ``output`` (replaced
     atomically, after the copy loads and has been measured on ``sentences``).
 
     Args:
         source: a model directory (not itself compressed).
         output: the directory to write.
-        fmt: ``float16``, ``bfloat16`` or ``int8``.
+        fmt: a registered compressed format (``float16``, ``bfloat16``, ``int8``, ...).
         sentences, sentences_file: tokenized sentences to measure on, and their file (for the card).
         batch_size, repeats: as :func:`~elmoc.pretrained.compare.compare_models`.
         command: recorded on the card (default: this process's command line).
+        options: the format's options (its ``Options``; None: the defaults).
 
     Returns:
         The ``compression`` record written into ``elmoc-model.json``.
     """
-    method = formats.format_of(fmt)
+    method = formats.format_of(fmt, options)
     source = Path(source)
     meta = read_model_meta(source)
     if formats.stored_format(meta, source / MODEL_FILE) != "float32":
