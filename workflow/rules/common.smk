@@ -541,7 +541,7 @@ def finetune_feature_results():
 
 
 # --- functions of tables.smk ---
-# the copies rule compress_copy makes for the compression table: the registered formats with TABLE_COPY
+# the copies that compress_copy makes for the compression table (the registered formats with TABLE_COPY)
 COMPRESSED_FORMATS = [name for name, copy in declared_values("compression", "TABLE_COPY").items() if copy]
 
 
