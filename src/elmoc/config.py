@@ -49,12 +49,12 @@ import copy
 import functools
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import yaml
 
 from elmoc.config_section import check_keys
-from elmoc.registry import by_name, kind_sources
+from elmoc.registry import by_name, kind_sources, list_available
 from elmoc.errors import ConfigError, InputFileError
 
 ARTIFACT_PREFIXES = ("results/", "resources/")
@@ -449,7 +449,6 @@ def typed_options(options_class: type, mapping: dict[str, Any] | None, name: str
             value of the wrong type, out of range or not among the choices (with the closest one).
     """
     import dataclasses
-    import difflib
     import typing
 
     from elmoc.config_section import Section
@@ -465,14 +464,32 @@ def typed_options(options_class: type, mapping: dict[str, Any] | None, name: str
         if key in values:
             check_range(values[key], rule, f"config {name}.{key}")
     for key, allowed in getattr(options_class, "CHOICES", {}).items():
-        if key in values and values[key] not in allowed:
-            close = difflib.get_close_matches(str(values[key]), list(allowed), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"config {name}.{key} must be one of {', '.join(allowed)}, got {values[key]!r}{hint}")
+        if key in values:
+            check_choice(values[key], allowed, f"{name}.{key}")
     built = options_class(**values)
     if hasattr(built, "check"):
         built.check(name)
     return built
+
+
+def registered(kind: str, name: Any, where: str) -> type:
+    """The class registered as ``name`` of ``kind``, chosen by the config key ``where``
+    (``fine_tune.recipe``, ``prune.method``); another value is one ConfigError line naming the key,
+    the closest registered name and every one."""
+    check_choice(name, list_available(kind), where)
+    return by_name(kind, name)
+
+
+def check_choice(value: Any, allowed: Iterable[str], where: str) -> None:
+    """One ConfigError line unless ``value`` is one of ``allowed``: the config key ``where``, the
+    closest allowed value and every one."""
+    import difflib
+
+    allowed = list(allowed)
+    if value not in allowed:
+        close = difflib.get_close_matches(str(value), allowed, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"config {where} must be one of {', '.join(allowed)}, got {value!r}{hint}")
 
 
 def check_section(kind: str, name: str, options: dict[str, Any] | None, where: str | None = None) -> Any:

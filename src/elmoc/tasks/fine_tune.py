@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import contextlib
 import dataclasses
-import difflib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ import torch
 import torch.utils.checkpoint
 from torch import nn
 
-from elmoc.config import typed_options
+from elmoc.config import registered, typed_options
 from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError
 from elmoc.features.bilm import BiLM
@@ -81,7 +80,7 @@ class FineTuneSettings:
         mapping = mapping if mapping is not None else {}
         if not isinstance(mapping, dict):
             raise ConfigError(f"config {name} must be a mapping, got {mapping!r}")
-        recipe = recipe_class(mapping.get("recipe") or cls.recipe, f"{name}.recipe")
+        recipe = registered("recipe", mapping.get("recipe") or cls.recipe, f"{name}.recipe")
         own = {f.name for f in dataclasses.fields(recipe.Options)}
         shared = {f.name for f in dataclasses.fields(cls)} - {"options"}
         for key in mapping:
@@ -121,17 +120,6 @@ class _Shared:
 
     OPTION_RANGES = FineTuneSettings.OPTION_RANGES
     CHOICES = FineTuneSettings.CHOICES
-
-
-def recipe_class(name: Any, where: str) -> type[Recipe]:
-    """The recipe registered as ``name``; another value is one ConfigError line naming ``where``,
-    the closest recipe and every registered one."""
-    known = list_available("recipe")
-    if name not in known:
-        close = difflib.get_close_matches(str(name), known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ConfigError(f"config {where} must be one of {', '.join(known)}, got {name!r}{hint}")
-    return by_name("recipe", name)
 
 
 def _option_names(recipe: str) -> set[str]:

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import json
 import logging
 from dataclasses import dataclass
@@ -61,10 +60,10 @@ from elmoc.errors import ConfigError, InputFileError
 from elmoc.io.atomic import atomic_file
 from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.masked_lm import MaskedLM
-from elmoc.config import typed_options
+from elmoc.config import registered, typed_options
 from elmoc.model_file import load_checkpoint
 from elmoc.nn.pruning import MaskConstraint, Masks, sparsity_of
-from elmoc.registry import by_name, list_available
+from elmoc.registry import by_name
 from elmoc.train.hooks.base import StartFrom, TrainHook
 from elmoc.train.checkpoint import MODEL
 from elmoc.train.loop import BatchFactory, HeldoutFactory, RunResult, train
@@ -115,12 +114,7 @@ class PruneSettings:
         """The checked settings; a section read without ``keys`` has them checked here (the
         shared keys and the method's options)."""
         method = section.get("method", str, cls.method)
-        known = list_available("prune_method")
-        if method not in known:
-            close = difflib.get_close_matches(method, known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"config {section.name}.method must be one of {', '.join(known)}, got {method!r}{hint}")
-        kind = by_name("prune_method", method)
+        kind = registered("prune_method", method, f"{section.name}.method")
         own = [f.name for f in dataclasses.fields(kind.Options)]
         check_keys(section.data, [*cls.KEYS, *own], section.name)
         options = typed_options(kind.Options, {k: v for k, v in section.data.items() if k in own}, section.name)
