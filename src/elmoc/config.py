@@ -52,12 +52,12 @@ import functools
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import yaml
 
 from elmoc.config_section import check_keys
-from elmoc.registry import kind_sources
+from elmoc.registry import by_name, kind_sources, list_available
 from elmoc.errors import ConfigError, InputFileError
 
 ARTIFACT_PREFIXES = ("results/", "resources/")
@@ -507,3 +507,114 @@ def dump_yaml(data: Any, path: str | Path) -> None:
     with atomic_file(path) as f:
         yaml.safe_dump(data, f, sort_keys=False)
 
+
+
+# --- the typed options of registered methods (fine-tuning recipes, compression formats, prune methods) ---
+
+def _kinds_of(hint: Any) -> tuple[type, ...]:
+    """The value types a dataclass field's annotation allows (``float | None`` -> (float,))."""
+    import types
+    import typing
+
+    args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union \
+        else (hint,)
+    return tuple(a for a in args if a is not type(None))
+
+
+def typed_options(options_class: type, mapping: dict[str, Any] | None, name: str) -> Any:
+    """``options_class`` (a dataclass: one field per option, with its type and default) built from
+    ``mapping`` (None: the defaults), every key and value checked.
+
+    The field's annotation is its type (``bool``, ``int``, ``float``, ``str``, or one of them ``|
+    None``; an int is a float), ``OPTION_RANGES`` on the class its range (:data:`RANGES`),
+    ``CHOICES`` (option -> allowed strings) its values, and a ``check(name)`` method on the built
+    object any rule across options.
+
+    Raises:
+        ConfigError: one line naming ``name.key``: an unknown key (with the closest known one), a
+            value of the wrong type, out of range or not among the choices (with the closest one).
+    """
+    import dataclasses
+    import typing
+
+    from elmoc.config_section import Section
+
+    fields = dataclasses.fields(options_class)
+    section = Section(mapping or {}, name, [f.name for f in fields])
+    hints = typing.get_type_hints(options_class)
+    values = {}
+    for f in fields:
+        if f.name in section.data:
+            values[f.name] = section.get(f.name, _kinds_of(hints[f.name]))
+    for key, rule in getattr(options_class, RANGES_ATTRIBUTE, {}).items():
+        if key in values:
+            check_range(values[key], rule, f"config {name}.{key}")
+    for key, allowed in getattr(options_class, "CHOICES", {}).items():
+        if key in values:
+            check_choice(values[key], allowed, f"{name}.{key}")
+    built = options_class(**values)
+    if hasattr(built, "check"):
+        built.check(name)
+    return built
+
+
+def registered(kind: str, name: Any, where: str) -> type:
+    """The class registered as ``name`` of ``kind``, chosen by the config key ``where``
+    (``fine_tune.recipe``, ``prune.method``); another value is one ConfigError line naming the key,
+    the closest registered name and every one."""
+    check_choice(name, list_available(kind), where)
+    return by_name(kind, name)
+
+
+def check_choice(value: Any, allowed: Iterable[str], where: str) -> None:
+    """One ConfigError line unless ``value`` is one of ``allowed``: the config key ``where``, the
+    closest allowed value and every one."""
+    import difflib
+
+    allowed = list(allowed)
+    if value not in allowed:
+        close = difflib.get_close_matches(str(value), allowed, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"config {where} must be one of {', '.join(allowed)}, got {value!r}{hint}")
+
+
+def check_section(kind: str, name: str, options: dict[str, Any] | None, where: str | None = None) -> Any:
+    """The typed options of the registered method ``name`` of ``kind`` (``"recipe"``,
+    ``"compression"``, ``"prune_method"``) from a config mapping of its options.
+
+    Args:
+        kind: the registry kind.
+        name: the method's registered name (a recipe, a format, a prune method).
+        options: the method's own options (None or {}: its defaults); not the keys every method
+            of the kind shares (``fine_tune.lm_lr``, ``prune.levels``: their readers check those).
+        where: the mapping's dotted place in the config, for messages (default ``"<kind> <name>"``).
+
+    Returns:
+        An instance of the class's ``Options`` dataclass.
+
+    Raises:
+        ConfigError: one line: an unknown name (with the closest registered one and the list), or
+            a bad key or value (:func:`typed_options`).
+    """
+    cls = by_name(kind, name)
+    return typed_options(cls.Options, options, where or f"{kind} {name!r}")
+
+
+def declared_values(kind: str, attribute: str) -> dict[str, Any]:
+    """Registered name -> the literal value of ``attribute`` in its class body (None when it has
+    none), for every class of ``kind`` in its package and the ``.py`` plug-ins of
+    ``$ELMOC_PLUGINS``, read from their source without importing them (no torch: the workflow
+    reads the compressed formats its compression table copies this way, ``TABLE_COPY``, and
+    ``elmoc compress --help`` their names)."""
+    found: dict[str, Any] = {}
+    for path in kind_sources(kind):
+        for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for deco in node.decorator_list:
+                if (isinstance(deco, ast.Call) and getattr(deco.func, "id", "") == "register" and len(deco.args) == 2
+                        and all(isinstance(a, ast.Constant) for a in deco.args) and deco.args[0].value == kind):
+                    found[deco.args[1].value] = next(
+                        (ast.literal_eval(n.value) for n in node.body if isinstance(n, ast.Assign)
+                         and any(isinstance(t, ast.Name) and t.id == attribute for t in n.targets)), None)
+    return dict(sorted(found.items()))

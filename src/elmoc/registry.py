@@ -22,6 +22,12 @@ Classes outside the package register the same way: the environment variable
 ``os.pathsep``), imported once each, in order, before any kind is looked up or listed, so
 a class in such a file is buildable by every ``elmoc`` command and the workflow.
 
+Methods register the same way and are looked up by name (:func:`by_name`), their options
+read from a typed ``Options`` dataclass by :func:`elmoc.config.typed_options` /
+:func:`elmoc.config.check_section`: fine-tuning recipes (kind ``recipe``), compressed formats
+(``compression``), prune methods (``prune_method``) and the training loop's hooks
+(``train_hook``; asked by every run, :mod:`elmoc.train.hooks.base`).
+
 Optimizers are not registered: the LM's ``optimizer`` section is read by
 :func:`elmoc.train.optim.build_optimizer` (a fixed set of types, each with its
 accepted options), and a task's trainer names ``adam`` or ``adadelta``
@@ -51,6 +57,10 @@ _KIND_PACKAGES = {
     "encoder": "elmoc.encoders",
     "output": "elmoc.outputs",
     "task": "elmoc.tasks",
+    "train_hook": "elmoc.train.hooks",  # method state beside the training loop (train/hooks/base.py)
+    "recipe": "elmoc.tasks.recipes",  # fine-tuning recipes (tasks/recipes/base.py)
+    "compression": "elmoc.pretrained.compression",  # compressed formats (pretrained/formats.py)
+    "prune_method": "elmoc.train.prune_methods",  # how a prune round shrinks a model (train/prune_methods/base.py)
 }
 
 

@@ -187,7 +187,7 @@ def test_bad_requests_are_one_line(copies, tmp_path, capsys):
 
     measure = ["--measure", str(copies / "s.txt")]
     err = error([str(copies / "elmo"), "--output-dir", str(tmp_path / "x"), "--format", "int4"] + measure)
-    assert "unknown compressed format 'int4'; choose one of float16, bfloat16, int8" in err
+    assert "unknown compressed format 'int4' (did you mean 'int8'?); choose one of bfloat16, float16, int8" in err
     err = error([str(copies / "int8"), "--output-dir", str(tmp_path / "x"), "--format", "float16"] + measure)
     assert "is already a compressed copy (int8" in err and "compress the uncompressed model directory" in err
     err = error([str(tmp_path / "nowhere"), "--output-dir", str(tmp_path / "x"), "--format", "float16"] + measure)

@@ -79,7 +79,7 @@ def test_table_json_figure_and_rerun(setup, capsys):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--model", "half=X"], "model role 'half' is not one of: original, float16"),
+    (["--model", "half=X"], "model role 'half' is not one of: original, bfloat16, float16"),
     (["--model", "original=X"], "the original is --original"),
     (["--heldout", "int8=h.json"], "--heldout int8=h.json: no model has role 'int8'"),
     (["--model", "int8=/nonexistent"], "/nonexistent: is not a model directory"),

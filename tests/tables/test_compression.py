@@ -38,7 +38,7 @@ def test_role_groups_and_order():
         == ["original", "cast", "quantized", "distilled", "pruned", "ticket"]
     assert role_order(["ticket", "pruned-0.9", "int8", "student", "pruned-0.5", "original", "ticket-control"]) == \
         ["original", "int8", "student", "pruned-0.5", "pruned-0.9", "ticket", "ticket-control"]
-    with pytest.raises(ConfigError, match="model role 'pruned' is not one of: original, float16"):
+    with pytest.raises(ConfigError, match="model role 'pruned' is not one of: original, bfloat16, float16, int8, student"):
         role_group("pruned")
 
 

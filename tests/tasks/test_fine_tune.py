@@ -216,8 +216,12 @@ def test_checkpointing_and_bf16_keep_the_step(tmp_path, model_dir):
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"recipe": "bert"}, "fine_tune.recipe must be one of ulmfit, full, full_constant, frozen, got 'bert'"),
-    ({"warmup_frac": 1.0}, "fine_tune.warmup_frac must be in"),
+    ({"recipe": "bert"}, "fine_tune.recipe must be one of frozen, full, full_constant, ulmfit, got 'bert'"),
+    ({"recipe": "ulmfitt"}, "got 'ulmfitt' (did you mean 'ulmfit'?)"),
+    ({"recipe": "full", "warmup_frac": 1.0}, "fine_tune.warmup_frac must be in"),
+    ({"warmup_frac": 0.2}, "fine_tune.warmup_frac is an option of recipe 'full', not of 'ulmfit'"),
+    ({"recipe": "full", "slanted": "yes"}, "fine_tune.slanted is an option of recipe 'ulmfit'"),
+    ({"slanted": "yes"}, "fine_tune.slanted must be bool"),
     ({"decay_": 2}, "did you mean"),
     ({"decay": 0}, "fine_tune.decay: 0 must be a number > 0"),
     ({"cut_frac": 1.5}, "fine_tune.cut_frac must be in (0, 1)"),

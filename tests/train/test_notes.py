@@ -251,7 +251,7 @@ def test_subword_notes_never_serve_their_window(sub):
     vocab, _, make_batches, _, _ = _sub_data(spec)
     torch.manual_seed(0)
     lm = BidirectionalLM.from_spec(spec, vocab)
-    from elmoc.train.loop import build_notes
+    from elmoc.train.hooks.notes import build_notes
 
     notes = build_notes(spec, TrainSettings.from_config(spec["train"]), vocab, lm, torch.device("cpu"))
     batch, _ = next(make_batches(None, 0, 1))
@@ -323,7 +323,7 @@ def _worker(rank, port, tmp):
                       MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=2)
-    import elmoc.train.loop as loop
+    import elmoc.train.hooks.notes as loop
 
     kept = {}
     build = loop.build_notes

@@ -12,10 +12,11 @@ from elmoc.errors import ConfigError, InputFileError
 from elmoc.lm import LanguageModel
 from elmoc.model_file import load_checkpoint
 from elmoc.nn.pruning import MaskConstraint, magnitude_mask, magnitude_masks
+from elmoc.train.hooks.base import StartFrom
 from elmoc.train import loop
 from elmoc.train.loop import seed_everything, train
 from elmoc.train.prune_loop import (
-    MASK, PruneSettings, encoder_matrices, load_masks, prune, ticket_constraints,
+    MASK, PruneSettings, encoder_matrices, load_masks, prune, ticket_hooks,
 )
 from elmoc.train.structured import shrink, unit_count
 
@@ -90,12 +91,14 @@ def test_rewind_weights_are_the_initialisation_and_the_ticket_starts_from_them_u
                            initial["encoder.lstm_layers.0.state_projection.weight"])
     model = LanguageModel.from_spec(spec, vocab)
     masks = magnitude_masks(encoder_matrices(model), 0.7)
-    runs = ticket_constraints(source, masks, vocab, "forward", 1000, model_pt)
-    runs["ticket"].start(model)
+    runs = ticket_hooks(source, masks, vocab, "forward", 1000, model_pt)
+    for hook in runs["ticket"]:
+        hook.start(model)
     for name, value in model.state_dict().items():
         expected = initial[name] * masks[name] if name in masks else initial[name]
         assert torch.equal(value, expected), name
-    runs["control"].start(model)
+    for hook in runs["control"]:
+        hook.start(model)
     weight = "encoder.lstm_layers.1.input_linearity.weight"
     assert (model.state_dict()[weight][~masks[weight]] == 0).all()
     assert not torch.equal(model.state_dict()[weight], initial[weight] * masks[weight])  # another init
@@ -151,7 +154,7 @@ def test_the_ticket_rewinds_every_round_and_each_level_has_its_control(trained, 
     by_hand["train"]["max_steps"] = 3
     by_hand["train"].pop("rewind_step")
     train(by_hand, vocab, tmp_path / "by_hand", make_batches, make_heldout, vocab_path=str(tmp_path / "vocab.txt"),
-          constraint=MaskConstraint(second, source["rewind"]["model"]))
+          hooks=[StartFrom(source["rewind"]["model"]), MaskConstraint(second)])
     a, b = load_checkpoint(out / "round2/model.pt")["model"], load_checkpoint(tmp_path / "by_hand/model.pt")["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
     rows = {r["run"]: r for r in json.loads((out / "prune.json").read_text())["runs"]}
@@ -256,7 +259,7 @@ def test_bad_settings_and_a_source_without_rewind_weights_are_one_line(tiny_lm, 
     source = load_checkpoint(tmp_path / "lm/model.pt")
     assert "rewind" not in source  # not asked: model.pt as before
     with pytest.raises(InputFileError, match="train.rewind_step: 0"):
-        ticket_constraints(source, {}, vocab, "forward", 1, tmp_path / "lm/model.pt")
+        ticket_hooks(source, {}, vocab, "forward", 1, tmp_path / "lm/model.pt")
     with pytest.raises(InputFileError, match="train.rewind_step: 0"):
         prune(tmp_path / "lm/model.pt", tmp_path / "pruned", settings(ticket=True), vocab, make_batches, make_heldout)
     assert not (tmp_path / "pruned").exists()  # refused before the first round
@@ -276,7 +279,7 @@ def test_magnitude_masks_of_a_transformer_stay_applied_while_it_trains(tiny_lm, 
     masks = magnitude_masks(encoder_matrices(model), 0.6)
     assert {"encoder.blocks.0.self_attn.in_proj_weight", "encoder.blocks.0.linear1.weight"} <= set(masks)
     train(spec, vocab, tmp_path / "t", make_batches, make_heldout,
-          constraint=MaskConstraint(masks, model.state_dict()))
+          hooks=[StartFrom(model.state_dict()), MaskConstraint(masks)])
     trained = load_checkpoint(tmp_path / "t/model.pt")["model"]
     for name, mask in masks.items():
         assert (trained[name][~mask] == 0).all() and (trained[name][mask] != 0).any(), name

@@ -29,8 +29,11 @@ OUTPUTS = ('output_dir',)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model_dir", help="the model directory to compress (elmoc export)")
     add_output(parser, DIR, "directory to write: absent, empty or an earlier output of this command (replaced atomically)", old=("--output",))
-    parser.add_argument("--format", required=True, dest="fmt", metavar="{float16,bfloat16,int8}",
-                        help="storage format of the weights")
+    from elmoc.config import declared_values  # the registered formats, read without importing torch
+
+    parser.add_argument("--format", required=True, dest="fmt",
+                        metavar="{" + ",".join(declared_values("compression", "TABLE_COPY")) + "}",
+                        help="storage format of the weights (a registered compressed format)")
     parser.add_argument("--measure", required=True, metavar="SENTENCES_FILE",
                         help="sentences (one per line, whitespace-tokenized) to measure the copy on")
     parser.add_argument("--tokenize", action="store_true", help="--measure lines are raw text: tokenize them")

@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     from elmoc.train.settings import TrainSettings
     from elmoc.train.signals import EXIT_INTERRUPTED
 
-    settings = PruneSettings.from_section(Section.parse(args.section_json or "{}", "prune", PruneSettings.KEYS))
+    # its keys are checked by from_section: the shared ones and the method's options
+    settings = PruneSettings.from_section(Section.parse(args.section_json or "{}", "prune"))
     if args.threads:
         torch.set_num_threads(args.threads)
     payload = load_checkpoint(args.model, mmap=True)

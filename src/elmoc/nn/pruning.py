@@ -54,28 +54,33 @@ def sparsity_of(masks: Masks) -> float:
 
 
 class MaskConstraint:
-    """Masks kept applied to a model: ``start`` sets a fresh run's weights (``initial``, a
-    state dict, or the model's own when None) and zeroes the pruned ones; ``apply`` zeroes
-    them again (after every optimizer step).  The ``constraint`` of
-    :func:`elmoc.train.loop.train`.
+    """Masks kept applied to a model while it trains: a hook of the training loop
+    (:mod:`elmoc.train.hooks.base`, duck-typed: ``nn`` does not import ``train``).  ``start``
+    zeroes the pruned weights of a fresh run (after a :class:`~elmoc.train.hooks.base.StartFrom`
+    set its weights), ``after_step`` zeroes them again after every optimizer step.  The masks
+    are not in the checkpoint: ``elmoc prune`` reads them back from the round's ``mask.pt``.
 
     Args:
         masks: parameter name (as ``model.named_parameters()`` gives it) -> bool mask.
-        initial: the state dict a fresh run loads before masking (None: keep the model's).
-        start_step: the step a fresh run starts at: ``initial`` are the weights after that many
-            steps, and the LR schedule continues from there (late rewinding, Frankle et al.
-            2020); the run ends at ``train.max_steps`` as usual, so it trains that less this.
     """
 
-    def __init__(self, masks: Masks, initial: dict[str, torch.Tensor] | None = None, start_step: int = 0):
-        self.masks = masks
-        self.initial = initial
-        self.start_step = start_step
+    start_step = 0
+    in_model_file = False
 
-    def start(self, model: nn.Module) -> None:
-        if self.initial is not None:
-            model.load_state_dict(self.initial)
+    def __init__(self, masks: Masks):
+        self.masks = masks
+
+    def start(self, model: nn.Module, step: int = 0) -> None:
         self.apply(model)
+
+    def after_step(self, model: nn.Module, step: int) -> None:
+        self.apply(model)
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, payload: dict) -> None:
+        return None
 
     @torch.no_grad()
     def apply(self, model: nn.Module) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from elmoc import __version__
-from elmoc.directions import BACKWARD, DIRECTIONS, MASKED
+from elmoc.directions import DIRECTIONS, MASKED
 from elmoc.errors import InputFileError
 from elmoc.io.atomic import atomic_file
 from elmoc.io.output_paths import output_directory
@@ -35,32 +35,27 @@ from elmoc.pretrained.loader import FORMAT, MODEL_FILE, load_bilm, read_model_me
 log = logging.getLogger(__name__)
 
 CARD_MARK = "<!-- elmoc compress: everything below is written by elmoc compress -->"
-COMPUTE = {
-    "float16": "weights stored in float16, widened to float32 on load: computed in float32",
-    "bfloat16": "weights stored in bfloat16, widened to float32 on load: computed in float32",
-    "int8": "int8 matrix products on the CPU (torch dynamic quantization, per-output-row int8 weights, "
-            "activations quantized per call); the LSTM time loop runs in Python around them; the rest float32",
-}
 
 
 def compress_model(source: str | Path, output: str | Path, fmt: str, sentences: Sequence[Sequence[str]],
                    sentences_file: str | Path, batch_size: int = 64, repeats: int = 3,
-                   command: str | None = None) -> dict[str, Any]:
+                   command: str | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write the ``fmt`` copy of the model directory ``source`` to ``output`` (replaced
     atomically, after the copy loads and has been measured on ``sentences``).
 
     Args:
         source: a model directory (not itself compressed).
         output: the directory to write.
-        fmt: ``float16``, ``bfloat16`` or ``int8``.
+        fmt: a registered compressed format (``float16``, ``bfloat16``, ``int8``, ...).
         sentences, sentences_file: tokenized sentences to measure on, and their file (for the card).
         batch_size, repeats: as :func:`~elmoc.pretrained.compare.compare_models`.
         command: recorded on the card (default: this process's command line).
+        options: the format's options (its ``Options``; None: the defaults).
 
     Returns:
         The ``compression`` record written into ``elmoc-model.json``.
     """
-    fmt = formats.check_format(fmt)
+    method = formats.format_of(fmt, options)
     source = Path(source)
     meta = read_model_meta(source)
     if formats.stored_format(meta, source / MODEL_FILE) != "float32":
@@ -72,20 +67,19 @@ def compress_model(source: str | Path, output: str | Path, fmt: str, sentences: 
         if not (source / name).is_file():
             raise InputFileError(source / name, "missing from the model directory; export it again")
     with output_directory(output, "compress", {"MODEL_DIR": source, "--measure": sentences_file}) as tmp:
-        tables, renamed = _copy_files(source, tmp, meta["files"], fmt)
-        states = _compressed_states(source, fmt)
+        tables, renamed = _copy_files(source, tmp, meta["files"], method)
+        states = _compressed_states(source, method)
         for direction, state in states.items():
             save_tensors(state, tmp / f"{direction}{SUFFIX}")
             renamed[f"{direction}.pt"] = f"{direction}{SUFFIX}"  # a source written before has .pt weights
         record: dict[str, Any] = {
-            "format": fmt, "compute": COMPUTE[fmt], "tables": tables,
+            "format": fmt, "compute": method.compute, "tables": tables,
             "source": {"name": meta.get("name"), "path": str(source.resolve()),
                        "elmoc_version": meta.get("elmoc_version")},
             "elmoc_version": __version__,
             "command": command or " ".join(["elmoc", *sys.argv[1:]]),
         }
-        if fmt == "int8":
-            record["int8_modules"] = sorted(set(_int8_weight_names(states)))
+        record.update(method.record(states))
         new_meta = {**meta, "format": FORMAT, "files": sorted({renamed.get(n, n) for n in meta["files"]}),
                     "compression": record}
         source_card = ((source / "README.md").read_text(encoding="utf-8") if (source / "README.md").is_file()
@@ -120,10 +114,11 @@ def record_downstream(directory: str | Path, key: str, entry: dict[str, Any]) ->
     _write_card(directory, card, meta["compression"])
 
 
-def _copy_files(source: Path, tmp: Path, names: Sequence[str], fmt: str) -> tuple[str | None, dict[str, str]]:
+def _copy_files(source: Path, tmp: Path, names: Sequence[str],
+                method: formats.CompressionFormat) -> tuple[str | None, dict[str, str]]:
     """Copy the source's files except the weights, meta and card; float ``.npy`` tables
     become float16, a char-CNN table composer (``char_cnn.safetensors``, or an older
-    ``char_cnn.pt``, written as ``.safetensors``) the half format.
+    ``char_cnn.pt``, written as ``.safetensors``) as the format stores it.
     Returns the tables' stored dtype (None without tables) and the files renamed (old -> new)."""
     tables, renamed = None, {}
     skip = {f"{d}{suffix}" for d in (*DIRECTIONS, MASKED) for suffix in (".pt", SUFFIX)} | {MODEL_FILE, "README.md"}
@@ -140,32 +135,21 @@ def _copy_files(source: Path, tmp: Path, names: Sequence[str], fmt: str) -> tupl
                 continue
         if name in ("char_cnn.pt", f"char_cnn{SUFFIX}"):
             state = read_state(src, what="a char-CNN weights file", fix="export the model again")
-            save_tensors(formats.narrow(state, fmt) if fmt in formats.HALF else state, tmp / f"char_cnn{SUFFIX}")
+            save_tensors(method.store_composer(state), tmp / f"char_cnn{SUFFIX}")
             renamed[name] = f"char_cnn{SUFFIX}"
             continue
         shutil.copyfile(src, dst)
     return tables, renamed
 
 
-def _compressed_states(source: Path, fmt: str) -> dict[str, dict[str, torch.Tensor]]:
-    """Every weights file's stored state in ``fmt``: both directions', a masked LM's one
+def _compressed_states(source: Path, method: formats.CompressionFormat) -> dict[str, dict[str, torch.Tensor]]:
+    """Every weights file's stored state in the format: both directions', a masked LM's one
     stack's or a one-direction LM's forward LM's (:func:`~elmoc.pretrained.loader.stacks_of`)."""
     stacks = stacks_of(read_model_meta(source))
     where = {d: stored_file(source, d) for d in stacks}
     states = {d: read_state(where[d], what="a model directory's weights file", fix="export the model again")
               for d in stacks}
-    if fmt in formats.HALF:
-        return {d: formats.narrow(s, fmt) for d, s in states.items()}
-    bilm = load_bilm(source)
-    out = {}
-    for d in stacks:
-        lm = formats.quantize_int8((bilm.backward_lm if d == BACKWARD else bilm.forward_lm).eval())
-        out[d] = formats.int8_state(lm, {k: v.float() for k, v in states[d].items()})
-    return out
-
-
-def _int8_weight_names(states: dict[str, dict[str, torch.Tensor]]) -> list[str]:
-    return [k.removesuffix(".weight") for s in states.values() for k, v in s.items() if v.is_quantized]
+    return method.store(source, states)
 
 
 def _write_meta(directory: Path, meta: dict[str, Any]) -> None:
@@ -184,12 +168,11 @@ def card_section(record: dict[str, Any]) -> str:
     fmt, m = record["format"], record.get("measured") or {}
     src = record["source"]
     lines = [f"## Compressed copy: {fmt}", "",
-             f"{'An' if fmt == 'int8' else 'A'} {fmt} copy of `{src.get('name')}` (`{src.get('path')}`), written by elmoc "
+             f"{'An' if fmt[:1] in 'aeiou' else 'A'} {fmt} copy of `{src.get('name')}` (`{src.get('path')}`), written by elmoc "
              f"{record.get('elmoc_version')}: {record['compute']}."]
     if record.get("tables"):
         lines.append(f"Frozen tables (`.npy`) stored as {record['tables']}.")
-    if fmt == "int8":
-        lines.append("Runs on the CPU only. int8 layers: " + ", ".join(f"`{n}`" for n in record["int8_modules"]) + ".")
+    lines += formats.format_of(fmt).card_lines(record)
     lines += ["", "Figures measured against the source (not claimed: measured when the copy was written):", "",
               f"| | source (float32) | {fmt} |", "|---|---|---|"]
     if m:

@@ -19,30 +19,107 @@ The keys of a stored state are those of the float model; a tensor's dtype says h
 is stored, so a weights-only load reads every format (quantized tensors are tensors).
 Frozen ``.npy`` tables of a compressed copy are float16 (numpy has no bfloat16).
 The format is recorded in ``elmoc-model.json`` as ``compression.format`` (absent: float32).
+
+Each compressed format is a registered kind (``"compression"``), one file in
+:mod:`elmoc.pretrained.compression` (float16, bfloat16, int8) or a plug-in: a subclass of
+:class:`CompressionFormat` saying how it stores, restores and describes the weights, and which
+group of rows of the compression table its copy is in.  This module holds the contract and the
+helpers the formats share.
 """
 from __future__ import annotations
 
 import contextlib
+import difflib
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import torch
 from torch import nn
 
+from elmoc.config import typed_options
 from elmoc.encoders.elmo_lstm import ProjectedLstmLayer
 from elmoc.encoders.int8_lstm import Int8ProjectedLstmLayer
 from elmoc.errors import ConfigError, InputFileError
+from elmoc.registry import by_name, list_available
 
-FORMATS = ("float32", "float16", "bfloat16", "int8")
-COMPRESSED = ("float16", "bfloat16", "int8")
+KIND = "compression"  # the registry kind of the compressed formats
 HALF = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+State = dict[str, torch.Tensor]
+
+
+class CompressionFormat:
+    """A compressed storage format of a model directory's weights (registered as kind
+    ``"compression"``; ``elmoc compress --format NAME``).
+
+    Class attributes:
+        Options: its typed options (a dataclass; none here).
+        compute: how a copy computes, for ``elmoc-model.json`` and the model card.
+        table_group: its copy's group of rows in the compression table (``cast``, ``quantized``, ...).
+        TABLE_COPY: the workflow's compression table makes this copy (rule ``compress_copy``);
+            a literal, read from the source without importing it (``elmoc.config.declared_values``).
+        cpu_only: None, or why a copy runs on the CPU only (a load on another device is refused).
+    """
+
+    @dataclass(frozen=True)
+    class Options:
+        """No options."""
+
+    compute = ""
+    table_group = "cast"
+    TABLE_COPY = False
+    cpu_only: str | None = None
+
+    def __init__(self, options: Any = None):
+        self.name = self.registered_name
+        self.options = self.Options() if options is None else options
+
+    def store(self, source: Path, states: dict[str, State]) -> dict[str, State]:
+        """Every weights file's stored state (direction -> state) from the float ``states`` of
+        the model directory ``source``."""
+        raise NotImplementedError
+
+    def store_composer(self, state: State) -> State:
+        """A char-CNN table composer's stored state (default: as it is)."""
+        return state
+
+    def restore(self, states: dict[str, State]) -> dict[str, State]:
+        """The float32 states to build the model from (default :func:`widen_all`)."""
+        return widen_all(states)
+
+    def finish(self, lms: dict[str, nn.Module], states: dict[str, State], where: dict[str, Path]) -> None:
+        """After the float model is built: make it compute this format (default: nothing)."""
+        return None
+
+    def record(self, states: dict[str, State]) -> dict[str, Any]:
+        """Entries of ``compression`` in ``elmoc-model.json`` beside the shared ones (default none)."""
+        return {}
+
+    def card_lines(self, record: dict[str, Any]) -> list[str]:
+        """Lines of the model card's "Compressed copy" section after its first (default none)."""
+        return []
+
+
+def compressed_formats() -> list[str]:
+    """The registered compressed formats (built-in and plug-ins), sorted."""
+    return list_available(KIND)
+
+
+def format_of(name: str, options: dict[str, Any] | None = None) -> CompressionFormat:
+    """The compressed format ``name`` (with its ``options``), else one :class:`ConfigError` line
+    naming the closest one."""
+    if name not in compressed_formats():
+        close = difflib.get_close_matches(str(name), compressed_formats(), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"unknown compressed format {name!r}{hint}; choose one of {', '.join(compressed_formats())}")
+    cls = by_name(KIND, name)
+    return cls(typed_options(cls.Options, options, f"compression {name!r}"))
 
 
 def check_format(name: str) -> str:
     """``name`` if it is a compressed format, else one :class:`ConfigError` line."""
-    if name not in COMPRESSED:
-        raise ConfigError(f"unknown compressed format {name!r}; choose one of {', '.join(COMPRESSED)}")
+    format_of(name)
     return name
 
 
@@ -52,8 +129,8 @@ def stored_format(meta: dict[str, Any], path: str | Path) -> str:
     if compression is None:
         return "float32"
     found = compression.get("format") if isinstance(compression, dict) else None
-    if found not in COMPRESSED:
-        raise InputFileError(path, f"compression format {found!r} is not one of {', '.join(COMPRESSED)}; "
+    if found not in compressed_formats():
+        raise InputFileError(path, f"compression format {found!r} is not one of {', '.join(compressed_formats())}; "
                              "compress the model again with this elmoc version")
     return found
 
@@ -73,6 +150,11 @@ def widen(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             v = v.dequantize()
         out[k] = v.float() if v.is_floating_point() else v
     return out
+
+
+def widen_all(states: dict[str, State]) -> dict[str, State]:
+    """:func:`widen` of every weights file's state (direction -> state)."""
+    return {d: widen(s) for d, s in states.items()}
 
 
 def quantize_int8(module: nn.Module) -> nn.Module:

@@ -195,18 +195,18 @@ def load_bilm(directory: str | Path, device: str | torch.device = "cpu", check_f
         subword_encoder = SubwordEncoder(directory / meta["tokenizer"])
     where = {d: stored_file(directory, d) for d in stacks_of(meta)}
     fmt = formats.stored_format(meta, directory / MODEL_FILE)  # float32, or a compressed copy's format
-    if fmt == "int8" and resolve_device(device).type != "cpu":
-        raise ConfigError(f"{directory}: an int8 model runs on the CPU only (torch's quantized kernels); use "
-                          "--device cpu, or a float16/bfloat16 copy or the uncompressed model on the GPU")
+    method = None if fmt == "float32" else formats.format_of(fmt)
+    if method is not None and method.cpu_only and resolve_device(device).type != "cpu":
+        raise ConfigError(f"{directory}: an {fmt} model runs on the CPU only ({method.cpu_only}); use "
+                          "--device cpu, or another compressed copy or the uncompressed model on the GPU")
     with formats.quiet_quantization():
         states = {d: read_state(where[d], what="a model directory's weights file", fix="export the model again")
                   for d in where}
-    # compressed copies are widened to float32 to build (and compute, on the CPU)
+    # compressed copies are restored to float32 to build (and compute, on the CPU, unless the format says)
     bilm = build_bilm({"input": input_cfg, "encoder": meta["encoder"]},
-                      {d: formats.widen(s) for d, s in states.items()}, where, vocab, composer,
-                      subword_encoder, boundaries=bool(meta["boundaries"]))
-    if fmt == "int8":  # the int8 products, with exactly the stored int8 weights
+                      formats.widen_all(states) if method is None else method.restore(states), where, vocab,
+                      composer, subword_encoder, boundaries=bool(meta["boundaries"]))
+    if method is not None:
         lms = [bilm.forward_lm] if bilm.single else [bilm.forward_lm, bilm.backward_lm]
-        for d, lm in zip(where, lms):
-            formats.load_int8(formats.quantize_int8(lm), states[d], where[d])
+        method.finish(dict(zip(where, lms)), states, where)
     return bilm.to(resolve_device(device))

@@ -16,34 +16,58 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from elmoc.config import declared_values
 from elmoc.errors import ConfigError
 from elmoc.tables.render import Table
 
-# role name -> its group; a group's rows follow each other in this order
+# role name -> its group; the groups' rows follow each other in GROUP_ORDER.  A compressed copy's
+# role is its format's name and its group the format's `table_group` (elmoc.pretrained.formats),
+# read from the registered formats' sources (elmoc.config.declared_values); a group no built-in
+# format has comes right after "quantized".
+GROUP_ORDER = ("original", "cast", "quantized", "distilled", "pruned", "ticket")
 ROLE_GROUPS = (
     ("original", re.compile(r"original")),
-    ("cast", re.compile(r"float16|bfloat16")),
-    ("quantized", re.compile(r"int8")),
     ("distilled", re.compile(r"student(-[\w.-]+)?")),
     ("pruned", re.compile(r"pruned-[\w.-]+")),
     ("ticket", re.compile(r"ticket(-control)?")),
 )
-ROLES_HELP = "original, float16, bfloat16, int8, student[-NAME], pruned-LEVEL, ticket, ticket-control"
+
+
+def format_groups() -> dict[str, str]:
+    """Compressed format (a copy's role) -> its group of rows."""
+    return {name: group or "compressed" for name, group in declared_values("compression", "table_group").items()}
+
+
+def roles_help() -> str:
+    """The role names a table accepts, for messages."""
+    return ", ".join(["original", *format_groups(), "student[-NAME]", "pruned-LEVEL", "ticket", "ticket-control"])
 
 
 def role_group(role: str) -> str:
-    """The group of a role name (``pruned-0.8`` -> ``pruned``); a name of no group is one
-    :class:`ConfigError` line listing the accepted names."""
+    """The group of a role name (``pruned-0.8`` -> ``pruned``, ``int8`` -> ``quantized``); a name of
+    no group is one :class:`ConfigError` line listing the accepted names."""
+    copies = format_groups()
+    if role in copies:
+        return copies[role]
     for group, pattern in ROLE_GROUPS:
         if pattern.fullmatch(role):
             return group
-    raise ConfigError(f"model role {role!r} is not one of: {ROLES_HELP}; name the directory's role by one of them")
+    raise ConfigError(f"model role {role!r} is not one of: {roles_help()}; name the directory's role by one of them")
+
+
+def is_copy(role: str) -> bool:
+    """Whether ``role`` is a compressed copy of the original (its heldout metric is the original's)."""
+    return role in format_groups()
 
 
 def role_order(roles: list[str]) -> list[str]:
-    """Roles grouped as :data:`ROLE_GROUPS`, each group's roles in name order."""
-    rank = {group: i for i, (group, _) in enumerate(ROLE_GROUPS)}
-    return sorted(roles, key=lambda r: (rank[role_group(r)], r))
+    """Roles grouped as :data:`GROUP_ORDER` (another format's group right after "quantized"),
+    each group's roles in name order."""
+    def rank(role: str) -> float:
+        group = role_group(role)
+        return GROUP_ORDER.index(group) if group in GROUP_ORDER else GROUP_ORDER.index("quantized") + 0.5
+
+    return sorted(roles, key=lambda r: (rank(r), r))
 
 
 def spread(scores: dict[Any, float]) -> dict[str, Any]:

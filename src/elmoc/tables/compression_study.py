@@ -141,7 +141,7 @@ def _heldout(args, models: dict) -> dict:
     import statistics
 
     from elmoc.errors import ConfigError, InputFileError
-    from elmoc.tables.compression import role_group
+    from elmoc.tables.compression import is_copy
 
     files: dict[str, list[str]] = {}
     for role, path in args.heldout:
@@ -163,7 +163,7 @@ def _heldout(args, models: dict) -> dict:
             raise ConfigError(f"--heldout {role}: files of different metrics {sorted(map(str, metric))}")
         out[role] = {"metric": metric.pop(), "value": statistics.fmean(r["after"] for r in records), "files": paths}
     for role in models:
-        if role not in out and "original" in out and role_group(role) in ("cast", "quantized"):
+        if role not in out and "original" in out and is_copy(role):
             out[role] = {**out["original"], "inherited": True}
     return out
 

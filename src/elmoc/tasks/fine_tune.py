@@ -9,23 +9,10 @@ every task model builds and trains on it unchanged.  :class:`FineTuner` is what 
 runner asks for the optimizer's parameter groups, the per-step schedule and the
 per-epoch unfreezing.
 
-Recipes (``fine_tune.recipe``):
-
-- ``ulmfit`` (Howard & Ruder 2018): discriminative learning rates (LM layer ``l`` of ``L``
-  at ``lm_lr / decay ** (L - l)``; the LM's input layer is layer 0, its encoder layers
-  1..L), the slanted triangular schedule over the run's steps (:func:`slanted_triangular`)
-  and gradual unfreezing (epoch 1 trains the top LM layer only, each later epoch one more
-  layer down; the task head trains from the start);
-- ``full``: BERT's fine-tuning (Devlin et al. 2019, section 4 and appendix A.3): every LM layer
-  at one small rate ``lm_lr`` (None: :data:`BERT_LM_LR`, chosen on SST-5 dev from BERT's grid
-  {5e-5, 3e-5, 2e-5}, unscaled: docs/downstream.md), the task head at ``trainer.lr`` [inferred:
-  BERT's head is one linear layer, elmoc's heads are networks trained from scratch], and every
-  rate following a linear warmup over the first ``warmup_frac`` of the run's steps (0.1, BERT's
-  released fine-tuning code) then a linear decay to zero (:func:`linear_warmup_decay`);
-- ``full_constant`` (elmoc's ``full`` before issue 47): every LM layer at ``lm_lr`` (None:
-  ``trainer.lr``) from the first step, no schedule;
-- ``frozen``: the LM in eval mode without gradients: the feature path's numbers, computed
-  in-process (equal within float rounding: other batches, other padding).
+Recipes (``fine_tune.recipe``) are registered kinds, one file each in :mod:`elmoc.tasks.recipes`
+(``ulmfit``, ``full``, ``full_constant``, ``frozen``; the contract in
+:mod:`elmoc.tasks.recipes.base`): a recipe's options are its typed section, and it says the LM
+layers' rates, the per-step schedule and which layers train in each epoch.
 
 A frozen table (ELMo-C's FastText input) is a buffer and stays frozen in every recipe.
 """
@@ -35,7 +22,6 @@ import copy
 import contextlib
 import dataclasses
 import logging
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -45,80 +31,99 @@ import torch
 import torch.utils.checkpoint
 from torch import nn
 
-from elmoc.config import check_range
-from elmoc.config_section import Section
+from elmoc.config import registered, typed_options
+from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError
 from elmoc.features.bilm import BiLM
+from elmoc.registry import by_name, list_available
 from elmoc.tasks.embedder import TaskInputs, TextBatch, TokenEmbedder
+from elmoc.tasks.recipes.base import Recipe, linear_warmup_decay, slanted_triangular  # noqa: F401 (re-exported)
+from elmoc.tasks.recipes.full import BERT_LM_LR  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
-RECIPES = ("ulmfit", "full", "full_constant", "frozen")
-BERT_LM_LR = 3e-5  # the ``full`` recipe's LM rate when lm_lr is None: one of Devlin et al.'s {5e-5, 3e-5, 2e-5}
 PRECISIONS = ("fp32", "bf16")
 ENCODERS = ("features", "fine_tune")  # a task section's ``encoder``
 
 
 @dataclass(frozen=True)
 class FineTuneSettings:
-    """A task section's ``fine_tune`` mapping.
+    """A task section's ``fine_tune`` mapping: the keys every recipe shares, and the recipe's own
+    options (its ``Options``, :mod:`elmoc.tasks.recipes.base`) in ``options``.
 
     Attributes:
-        recipe: ``ulmfit``, ``full``, ``full_constant`` or ``frozen`` (module docstring).
-        lm_lr: the LM's (top layer's) learning rate; None = ``trainer.lr`` (``full``: BERT_LM_LR).
-        decay: ULMFiT's discriminative factor (layer l at lm_lr / decay^(L-l)); ulmfit only.
-        slanted: ULMFiT's slanted triangular learning rate; ulmfit only.
-        cut_frac: the fraction of the run's steps spent increasing the rate.
-        ratio: how much smaller the lowest rate is than the peak.
-        gradual_unfreeze: unfreeze one LM layer per epoch from the top; ulmfit only.
-        warmup_frac: the fraction of the run's steps of ``full``'s linear warmup (BERT: 0.1).
+        recipe: a registered recipe (``ulmfit``, ``full``, ``full_constant``, ``frozen``, ...).
+        lm_lr: the LM's (top layer's) learning rate; None = the recipe's default (``trainer.lr``;
+            ``full``: BERT_LM_LR).
         checkpointing: recompute the LM's forward in the backward pass (less memory, ~1.3x time).
         precision: ``fp32``, or ``bf16`` (autocast of the LM's forward on a device that has it).
         lm_dropout: the rate of every dropout inside the LM while it is fine-tuned (the LM is
             in train mode then; 0 keeps it deterministic).
+        options: the recipe's typed options (e.g. ulmfit's ``decay``, ``slanted``, ``cut_frac``,
+            ``ratio``, ``gradual_unfreeze``; full's ``warmup_frac``), given flat in the mapping.
     """
 
     recipe: str = "ulmfit"
     lm_lr: float | None = None
-    decay: float = 2.6
-    slanted: bool = True
-    cut_frac: float = 0.1
-    ratio: float = 32.0
-    gradual_unfreeze: bool = True
-    warmup_frac: float = 0.1
     checkpointing: bool = False
     precision: str = "fp32"
     lm_dropout: float = 0.0
+    options: Any = None
 
-    OPTION_RANGES = {"lm_lr": "> 0 or null", "decay": "> 0", "ratio": "> 0", "lm_dropout": "[0, 1)"}
+    OPTION_RANGES = {"lm_lr": "> 0 or null", "lm_dropout": "[0, 1)"}
+    CHOICES = {"precision": PRECISIONS}
 
     @classmethod
     def from_section(cls, mapping: dict[str, Any] | None, name: str = "fine_tune") -> "FineTuneSettings":
         """Checked settings from a ``fine_tune`` mapping (None or {}: the defaults); a bad key or
-        value is one ConfigError naming it."""
-        keys = [f.name for f in dataclasses.fields(cls)]
-        section = Section(mapping or {}, name, keys)
-        default = cls()
-        values = {}
-        for key in keys:
-            kind = {bool: bool, str: str}.get(type(getattr(default, key)), float)
-            values[key] = section.get(key, kind, getattr(default, key))
-        for key, rule in cls.OPTION_RANGES.items():
-            check_range(values[key], rule, f"config {name}.{key}")
-        for key, allowed in (("recipe", RECIPES), ("precision", PRECISIONS)):
-            if values[key] not in allowed:
-                raise ConfigError(f"config {name}.{key} must be one of {', '.join(allowed)}, got {values[key]!r}")
-        for key in ("cut_frac", "warmup_frac"):
-            if not 0 < values[key] < 1:
-                raise ConfigError(f"config {name}.{key} must be in (0, 1), got {values[key]!r}")
-        return cls(**values)
+        value is one ConfigError naming it (another recipe's option: naming that recipe)."""
+        mapping = mapping if mapping is not None else {}
+        if not isinstance(mapping, dict):
+            raise ConfigError(f"config {name} must be a mapping, got {mapping!r}")
+        recipe = registered("recipe", mapping.get("recipe") or cls.recipe, f"{name}.recipe")
+        own = {f.name for f in dataclasses.fields(recipe.Options)}
+        shared = {f.name for f in dataclasses.fields(cls)} - {"options"}
+        for key in mapping:
+            owner = next((r for r in list_available("recipe") if key in _option_names(r)), None)
+            if key not in own and key not in shared and owner is not None:
+                raise ConfigError(f"config {name}.{key} is an option of recipe {owner!r}, not of "
+                                  f"{mapping.get('recipe') or cls.recipe!r}; remove it or set recipe: {owner}")
+        check_keys(mapping, own | shared, name)
+        options = typed_options(recipe.Options, {k: v for k, v in mapping.items() if k in own}, name)
+        common = typed_options(_Shared, {k: v for k, v in mapping.items() if k not in own}, name)
+        return cls(**dataclasses.asdict(common), options=options)
+
+    @property
+    def method(self) -> Recipe:
+        """The recipe's object (:mod:`elmoc.tasks.recipes.base`)."""
+        return by_name("recipe", self.recipe)(self.options)
 
     @property
     def trainable(self) -> bool:
-        return self.recipe != "frozen"
+        return by_name("recipe", self.recipe).trainable
 
     def record(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The settings as the metrics JSON records them: the shared keys and the recipe's options, flat."""
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "options"}
+        return {**shared, **dataclasses.asdict(self.options)}
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """The keys of ``fine_tune`` every recipe shares, typed (:class:`FineTuneSettings`)."""
+
+    recipe: str = FineTuneSettings.recipe
+    lm_lr: float | None = None
+    checkpointing: bool = False
+    precision: str = "fp32"
+    lm_dropout: float = 0.0
+
+    OPTION_RANGES = FineTuneSettings.OPTION_RANGES
+    CHOICES = FineTuneSettings.CHOICES
+
+
+def _option_names(recipe: str) -> set[str]:
+    return {f.name for f in dataclasses.fields(by_name("recipe", recipe).Options)}
 
 
 def encoder_mode(section: dict[str, Any], name: str) -> str:
@@ -127,28 +132,6 @@ def encoder_mode(section: dict[str, Any], name: str) -> str:
     if value not in ENCODERS:
         raise ConfigError(f"config {name}.encoder must be one of {', '.join(ENCODERS)}, got {value!r}")
     return value
-
-
-def slanted_triangular(step: int, total: int, cut_frac: float, ratio: float) -> float:
-    """ULMFiT's slanted triangular multiplier of the peak rate at ``step`` (0-based) of ``total``:
-    a linear rise from 1/ratio to 1 over the first ``cut_frac`` of the steps, then a linear fall
-    back towards 1/ratio (ULMFiT's eq. 3)."""
-    cut = max(1, math.floor(total * cut_frac))
-    if step < cut:
-        p = step / cut
-    else:
-        p = max(0.0, 1 - (step - cut) / max(1, total - cut))
-    return (1 + p * (ratio - 1)) / ratio
-
-
-def linear_warmup_decay(step: int, total: int, warmup_frac: float) -> float:
-    """BERT's multiplier of the base rate at ``step`` (0-based) of ``total``: a linear rise from
-    0 over the first ``warmup_frac`` of the steps (the first step at 1/warmup, the peak at the
-    last warmup step), then a linear decay to zero at ``total``."""
-    warmup = max(1, math.floor(total * warmup_frac))
-    if step < warmup:
-        return (step + 1) / warmup
-    return max(0.0, (total - step) / (total - warmup + 1))
 
 
 def lm_layer_of(lm: BiLM) -> dict[str, int]:
@@ -307,6 +290,7 @@ class FineTuner:
 
     def __init__(self, embedder: LMTokenEmbedder):
         self.embedder, self.settings = embedder, embedder.settings
+        self.recipe = embedder.settings.method
 
     @classmethod
     def of(cls, model: nn.Module) -> "FineTuner | None":
@@ -324,40 +308,30 @@ class FineTuner:
 
     def param_groups(self, model: nn.Module, lr: float) -> list[dict[str, Any]]:
         """The head (every trainable parameter outside the LM) at ``lr``, then each LM layer
-        that has parameters at its rate (none when frozen)."""
+        that has parameters at the recipe's rate (none when frozen)."""
         lm_ids = {id(p) for p in self.embedder.lm.parameters()}
         head = [p for p in model.parameters() if p.requires_grad and id(p) not in lm_ids]
         groups = [{"params": head, "lr": lr}]
-        if not self.settings.trainable:
+        if not self.recipe.trainable:
             return groups
-        lm_lr = self.settings.lm_lr if self.settings.lm_lr is not None else \
-            BERT_LM_LR if self.settings.recipe == "full" else lr
+        lm_lr = self.recipe.lm_lr(self.settings.lm_lr, lr)
         top = self.embedder.top_layer
         for layer, params in enumerate(self.lm_groups()):
             if params:
-                factor = self.settings.decay ** (top - layer) if self.settings.recipe == "ulmfit" else 1.0
-                groups.append({"params": params, "lr": lm_lr / factor})
+                groups.append({"params": params, "lr": lm_lr / self.recipe.layer_divisor(layer, top)})
         return groups
 
     def schedule(self, optimizer: torch.optim.Optimizer,
                  total_steps: int) -> torch.optim.lr_scheduler.LambdaLR | None:
-        """The per-step schedule of every rate over ``total_steps``: ULMFiT's slanted triangular
-        one (ulmfit + slanted), BERT's linear warmup and decay (full), else None."""
-        s = self.settings
-        if s.recipe == "full":
-            return torch.optim.lr_scheduler.LambdaLR(
-                optimizer, lambda step: linear_warmup_decay(step, total_steps, s.warmup_frac))
-        if s.recipe != "ulmfit" or not s.slanted:
-            return None
-        return torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: slanted_triangular(step, total_steps, s.cut_frac, s.ratio))
+        """The per-step schedule of every rate over ``total_steps`` (the recipe's multiplier:
+        ULMFiT's slanted triangular one, BERT's linear warmup and decay), or None."""
+        multiplier = self.recipe.multiplier(total_steps)
+        return None if multiplier is None else torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
 
     def start_epoch(self, epoch: int) -> None:
-        """Which LM layers train in ``epoch`` (1-based): gradual unfreezing trains layers
-        L - epoch + 1 .. L; otherwise all of them (none when frozen).  A function of the epoch
-        alone, so a resumed run needs no extra state."""
-        s = self.settings
-        lowest = self.embedder.top_layer - epoch + 1 if s.recipe == "ulmfit" and s.gradual_unfreeze else 0
+        """Which LM layers train in ``epoch`` (1-based): the recipe's lowest layer .. L (none when
+        frozen).  A function of the epoch alone, so a resumed run needs no extra state."""
+        lowest = self.recipe.lowest_layer(epoch, self.embedder.top_layer)
         for layer, params in enumerate(self.lm_groups()):
             for p in params:
-                p.requires_grad_(s.trainable and layer >= lowest)
+                p.requires_grad_(self.recipe.trainable and layer >= lowest)

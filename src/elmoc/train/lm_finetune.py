@@ -42,8 +42,8 @@ from elmoc.errors import ConfigError, InputFileError
 from elmoc.io.atomic import atomic_file
 from elmoc.lm import LanguageModel
 from elmoc.model_file import load_checkpoint
-from elmoc.nn.pruning import MaskConstraint
 from elmoc.train.checkpoint import MODEL, InputFingerprints, config_hash
+from elmoc.train.hooks.base import StartFrom
 from elmoc.train.loop import MODELS, BatchFactory, HeldoutFactory, Trainer, train
 from elmoc.train.settings import TrainSettings
 from elmoc.train.signals import StopSignals, stoppable
@@ -241,7 +241,7 @@ def finetune(lm_dir: str | Path, text: str | Path, work_dir: str | Path, setting
             result = train(spec, vocab, out, make_batches, make_heldout, direction=run,
                            vocab_path=None if vocab_path is None else str(vocab_path), device=device,
                            steps_per_epoch=steps, stale_checkpoint="set-aside", settings=train_settings,
-                           constraint=MaskConstraint({}, payload["model"]), stop=stop,
+                           hooks=[StartFrom(payload["model"])], stop=stop,
                            trainer=functools.partial(LMFineTuneTrainer, source=source))
             if result.interrupted:
                 return FineTuned(models, result.interrupted)

@@ -35,7 +35,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -56,11 +56,12 @@ from elmoc.train.checkpoint import (
     load_weights, model_payload, rank_rng_state, remove_stale_temps, rng_state, set_aside_if_stale, set_rng_state,
     vocab_fingerprint,
 )
-from elmoc.nn.notes import NoteDictionary, rare_ids
+from elmoc.registry import by_name, list_available
 from elmoc.train.distributed import (
-    Distributed, average_sparse_gradients, gather_note_rows, gather_state_rows, shard_state_rows,
-    sparse_gradient_parameters, wrap_model,
+    Distributed, average_sparse_gradients, gather_state_rows, shard_state_rows, sparse_gradient_parameters,
+    wrap_model,
 )
+from elmoc.train.hooks.base import TrainHook
 from elmoc.train.heldout import evaluate_heldout
 from elmoc.train.optim import OptimizerBundle, build_optimizer, clip_global_norm
 from elmoc.train.periodic import CheckpointTimer
@@ -82,19 +83,6 @@ BatchFactory = Callable[[dict | None, int, int], Iterator[tuple[Batch, dict]]]
 # for a masked one), in a fixed order.
 HeldoutFactory = Callable[[], Iterator[Batch]]
 MODELS = {JOINT: BidirectionalLM, MASKED: MaskedLM}  # the model a run trains; else LanguageModel
-
-
-class WeightConstraint(Protocol):
-    """What :func:`train` asks of a ``constraint``: ``start(model)`` sets the weights of a fresh
-    (not resumed) run, which starts at step ``start_step`` (its LR schedule continues from
-    there; 0: an ordinary run); ``apply(model)`` restores the constraint after every optimizer
-    step."""
-
-    start_step: int
-
-    def start(self, model: torch.nn.Module) -> None: ...
-
-    def apply(self, model: torch.nn.Module) -> None: ...
 
 
 @dataclass
@@ -188,7 +176,7 @@ def train(
     stop_margin_s: float | None = None,
     settings: TrainSettings | None = None,
     trainer: Callable[..., "Trainer"] | None = None,
-    constraint: WeightConstraint | None = None,
+    hooks: Sequence[TrainHook] = (),
 ) -> RunResult:
     """Train one direction of an LM (``direction`` "forward" or "backward"), or a joint
     bi-LM (``direction="joint"``, for a spec with ``train.directions: joint``; the batch
@@ -214,8 +202,10 @@ def train(
     ``train`` section parsed (``elmoc train`` passes the one it parsed); None parses it here.
     ``trainer`` builds the run (:class:`Trainer`'s arguments; default :class:`Trainer`): a subclass
     trains another model through the same loop (``elmoc distill``, :mod:`elmoc.train.distill`).
-    ``constraint`` (``elmoc prune``: :class:`elmoc.nn.pruning.MaskConstraint`) sets the weights
-    a fresh run starts from and is applied again after every optimizer step.
+    ``hooks`` (:mod:`elmoc.train.hooks.base`: ``elmoc prune``'s :class:`~elmoc.train.hooks.base.StartFrom`
+    and :class:`~elmoc.nn.pruning.MaskConstraint`) run before the registered hooks the spec asks
+    for (``train.notes``, ``train.rewind_step``): at a fresh run's start, after every optimizer
+    step, and with their keys in the checkpoint.
     """
     settings = settings or TrainSettings.from_config(spec.get("train", {}))
     check_run(spec, direction, spec_path)
@@ -230,41 +220,10 @@ def train(
         run = (trainer or Trainer)(spec, vocab, Path(out_dir), settings, ddp, device, direction=direction,
                                    vocab_path=vocab_path, spec_path=spec_path, make_heldout=make_heldout,
                                    stop=stop, resume=resume, stale_checkpoint=stale_checkpoint,
-                                   stop_margin_s=stop_margin_s, constraint=constraint)
+                                   stop_margin_s=stop_margin_s, hooks=hooks)
         return run.run(make_batches, steps_per_epoch)
     finally:
         ddp.teardown()
-
-
-def build_notes(spec: dict[str, Any], settings: TrainSettings, vocab: Vocabulary | None,
-                core: torch.nn.Module, device: torch.device) -> NoteDictionary | None:
-    """The note dictionary of a run with ``train.notes`` (TNF, :mod:`elmoc.nn.notes`), or None.
-
-    Its rare words come from the vocabulary's counts (a subword LM's: from the word
-    vocabulary ``train.notes.words``, its batches naming each piece's word); it is as wide as
-    the input layer, and its map from the encoder's output width (when that differs) is drawn
-    from ``train.seed`` (the same on every process).
-    """
-    note_settings = settings.note_settings
-    if note_settings is None:
-        return None
-    if (spec.get("data") or {}).get("tokenizer"):
-        if note_settings.words is None:
-            raise ConfigError("train.notes keeps one note per word, but this spec reads subword pieces "
-                              "(data.tokenizer): set train.notes.words to the word vocabulary (e.g. "
-                              "results/vocab/vocab.txt) whose counts give the rare words")
-        if isinstance(core, MaskedLM):
-            raise ConfigError("train.notes on subword pieces is for next-word LMs; a masked LM with "
-                              "data.tokenizer takes no notes: remove train.notes")
-        vocab = Vocabulary.load(note_settings.words)
-    elif note_settings.words is not None:
-        raise ConfigError("train.notes.words is for subword LMs (data.tokenizer); a word LM's notes take the "
-                          "spec's vocab: remove train.notes.words")
-    if vocab is None:
-        raise ConfigError("train.notes needs the vocabulary with its counts (set `vocab:` in the LM spec)")
-    encoder = core.forward_encoder if isinstance(core, BidirectionalLM) else core.encoder
-    return NoteDictionary(note_settings, rare_ids(vocab.counts, note_settings.band), len(vocab),
-                          core.input_layer.output_dim, encoder.output_dim, seed=settings.seed, device=device)
 
 
 class Trainer:
@@ -280,7 +239,7 @@ class Trainer:
                  ddp: Distributed, device: torch.device, *, direction: str, vocab_path: str | None,
                  spec_path: str | Path | None, make_heldout: HeldoutFactory | None, stop: StopSignals,
                  resume: bool, stale_checkpoint: str, stop_margin_s: float | None,
-                 constraint: WeightConstraint | None = None):
+                 hooks: Sequence[TrainHook] = ()):
         if settings.batch_size % ddp.world_size:
             raise ConfigError(
                 f"train.batch_size {settings.batch_size} is not divisible by the {ddp.world_size} processes; "
@@ -301,24 +260,22 @@ class Trainer:
                      "count the tokens of both directions")
         self.bundle = build_optimizer(spec.get("optimizer", {"type": "scheduled_adam"}), self.core,
                                       settings.batch_size)
-        self.notes = self.core.notes = build_notes(spec, settings, vocab, self.core, device)
+        self.hooks = [*hooks, *self.spec_hooks()]
         self.step, self.tokens, self.position, self.state, self.history, self.seconds_before = 0, 0, None, None, [], 0.0
         self.segments = [{"step": 0, **self.layout}]
         self.checkpoint_step: int | None = None  # the step of the checkpoint.pt on disk (None: none of this run)
-        self.constraint, self.rewind = constraint, None  # rewind: {"step", "model"} kept for a lottery ticket
+        self.first_step = max((h.start_step for h in self.hooks), default=0)  # a rewound run's schedule goes on
         if resume and self.ckpt_path.exists():
             self.resume()
             self.checkpoint_step = self.step
         else:
-            if constraint is not None:
-                constraint.start(self.core)
-                self.step = constraint.start_step  # a rewound run: the schedule continues from there
-                self.segments = [{"step": self.step, **self.layout}]
+            self.step = self.first_step
+            self.segments = [{"step": self.step, **self.layout}]
+            for hook in self.hooks:
+                hook.start(self.core, self.step)
             if ddp.is_main:
                 self.log_path.unlink(missing_ok=True)  # a fresh run starts a fresh log
-            self.keep_rewind_weights()
-        self.t_start, self.saved_step, self.first_step = time.time(), self.step, 0 if constraint is None else \
-            constraint.start_step
+        self.t_start, self.saved_step = time.time(), self.step
         # rank 0 decides when to stop before the job's time limit and when a timed checkpoint
         # is due; StopSignals.decide makes every process agree in the step's one collective
         self.deadline = Deadline.from_slurm(stop_margin_s) if ddp.is_main else Deadline(None)
@@ -334,9 +291,16 @@ class Trainer:
         ``evaluate`` and ``output_layer`` are what the loop and the heldout evaluation call)."""
         return MODELS.get(self.direction, LanguageModel).from_spec(self.spec, self.vocab)
 
+    def spec_hooks(self) -> list[TrainHook]:
+        """The registered hooks (kind ``train_hook``) this run's spec asks for, in name order."""
+        found = (by_name("train_hook", name).from_run(self) for name in list_available("train_hook"))
+        return [hook for hook in found if hook is not None]
+
     def final_payload(self) -> dict[str, Any]:
-        """What ``model.pt`` holds (:func:`model_payload` of the training state)."""
-        return model_payload(self.training_state())
+        """What ``model.pt`` holds (:func:`model_payload` of the training state, without the
+        hooks' checkpoint-only keys)."""
+        only = {k for h in self.hooks if not h.in_model_file for k in h.state_dict()}
+        return model_payload({k: v for k, v in self.training_state().items() if k not in only})
 
     def prepare_output_dir(self, resume: bool, stale_checkpoint: str) -> dict | None:
         """Rank 0 creates the folder, removes temps of interrupted writes and a checkpoint
@@ -369,9 +333,8 @@ class Trainer:
         self.step, self.tokens, self.position = payload["step"], payload["tokens"], payload["data"]
         self.state = shard_state_rows(payload.get("state"), ddp.rank, ddp.world_size)  # this rank's rows
         self.history = payload.get("history", [])
-        self.rewind = payload.get("rewind")
-        if self.notes is not None:
-            self.notes.load_state_dict(payload["notes"])
+        for hook in self.hooks:
+            hook.load_state_dict(payload)
         self.seconds_before = float(payload.get("seconds", 0.0))
         self.segments = resumed_segments(payload, self.step, self.layout, path, warn=ddp.is_main)
         own_rng = rank_rng_state(payload.get("rng"), ddp.rank, ddp.world_size)
@@ -443,23 +406,13 @@ class Trainer:
             self.model, batch, None if s.reset_state else self.state, self.bundle, self.params, s, self.device,
             self.sparse_params, self.ddp.world_size,
         )
-        if self.constraint is not None:
-            self.constraint.apply(self.core)
         self.state = None if s.reset_state else detach_state(new_state)
-        if self.notes is not None:  # after the step that read them: a note never serves its own window
-            self.notes.commit(gather_note_rows if self.ddp.enabled else None)
         self.position = next_position
         self.step += 1
-        self.keep_rewind_weights()
+        for hook in self.hooks:
+            hook.after_step(self.core, self.step)
         self.tokens += batch.num_tokens * self.ddp.world_size  # a joint step: both directions' tokens
         return lr, loss, out, grad_norm
-
-    def keep_rewind_weights(self) -> None:
-        """At step ``train.rewind_step`` (0: before the first), a CPU copy of the weights, saved
-        in ``checkpoint.pt`` and ``model.pt`` as ``rewind``: the lottery ticket's starting point."""
-        if self.rewind is None and self.settings.rewind_step == self.step:
-            self.rewind = {"step": self.step,
-                           "model": {k: v.detach().to("cpu", copy=True) for k, v in self.core.state_dict().items()}}
 
     def agree_on_stop(self) -> tuple[str | None, bool]:
         """The stop conditions, agreed by every process: (why to stop or None, save now).
@@ -504,8 +457,7 @@ class Trainer:
             "rng": None, "state": self.state, "history": self.history, "threads": self.layout["threads"],
             "processes": self.layout["processes"], "segments": self.segments, "inputs": self.inputs,
             "log_bytes": self.log_path.stat().st_size if self.log_path.exists() else 0, "final": False,
-            **({} if self.rewind is None else {"rewind": self.rewind}),
-            **({} if self.notes is None else {"notes": self.notes.state_dict()}),
+            **{k: v for hook in self.hooks for k, v in hook.state_dict().items()},
         }
 
     def save(self) -> None:

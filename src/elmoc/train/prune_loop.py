@@ -3,8 +3,9 @@
 Read :func:`prune` top to bottom.  Round ``r`` starts from round ``r - 1``'s ``model.pt`` (round
 1 from the trained LM), prunes it to ``levels[r - 1]`` and fine-tunes it for
 ``finetune_steps`` steps on the LM objective with the one training loop
-(:func:`elmoc.train.loop.train`, a :class:`~elmoc.nn.pruning.MaskConstraint` keeping the
-pruned weights at zero after every step).  ``method``:
+(:func:`elmoc.train.loop.train`, a :class:`~elmoc.nn.pruning.MaskConstraint` hook keeping the
+pruned weights at zero after every step).  ``method`` is a registered kind (``prune_method``,
+one file each in :mod:`elmoc.train.prune_methods`):
 
 - ``magnitude``: ``levels`` are sparsities of the encoder's weight matrices (layer-wise, the
   smallest surviving weights go; :mod:`elmoc.nn.pruning`); the round's ``mask.pt`` holds the
@@ -13,7 +14,7 @@ pruned weights at zero after every step).  ``method``:
   Transformer's feed-forward units; :mod:`elmoc.train.structured`): the round's spec names the
   smaller size, so its ``model.pt`` is an ordinary, smaller LM.
 
-With ``ticket`` (magnitude only), the rounds find a lottery ticket; ``ticket_procedure``:
+With ``ticket`` (a method that keeps masks: magnitude), the rounds find a lottery ticket; ``ticket_procedure``:
 
 - ``rewind_each_round`` (the default): iterative magnitude pruning with rewinding, as Frankle &
   Carbin (ICLR 2019, section 1, "Identifying winning tickets", and its iterative pruning) and,
@@ -43,6 +44,7 @@ rerun with the same command ends bit-identical to an uninterrupted one (CPU).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass
@@ -51,27 +53,29 @@ from typing import Any
 
 import torch
 
-from elmoc.config_section import Section
+from elmoc.config_section import Section, check_keys
 from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.directions import JOINT, MASKED
-from elmoc.encoders.base import Encoder
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.io.atomic import atomic_file
 from elmoc.layouts import CONTROL, TICKET, prune_control, prune_round
 from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.masked_lm import MaskedLM
-from elmoc.model_file import load_checkpoint, save_checkpoint
-from elmoc.nn.pruning import MaskConstraint, Masks, magnitude_masks, sparsity_of
+from elmoc.config import registered, typed_options
+from elmoc.model_file import load_checkpoint
+from elmoc.nn.pruning import MaskConstraint, Masks, sparsity_of
+from elmoc.registry import by_name
+from elmoc.train.hooks.base import StartFrom, TrainHook
 from elmoc.train.checkpoint import MODEL
 from elmoc.train.loop import BatchFactory, HeldoutFactory, RunResult, train
+from elmoc.train.prune_methods.base import (  # noqa: F401 (MASK_FORMAT, encoder_matrices, load_masks: re-exported)
+    MASK, MASK_FORMAT, PruneMethod, encoder_matrices, load_masks, round_masks,
+)
 from elmoc.train.signals import StopSignals, stoppable
-from elmoc.train.structured import shrink, unit_count
 
 log = logging.getLogger(__name__)
 
-MASK, SUMMARY = "mask.pt", "prune.json"  # the folders: elmoc.layouts (TICKET, CONTROL, prune_round, prune_control)
-MASK_FORMAT = "elmoc-mask-v1"
-METHODS = ("magnitude", "structured")
+SUMMARY = "prune.json"  # the folders: elmoc.layouts (TICKET, CONTROL, prune_round, prune_control)
 REWIND_EACH_ROUND, REWIND_ONCE = "rewind_each_round", "finetune_rounds_then_rewind_once"
 
 
@@ -80,8 +84,8 @@ class PruneSettings:
     """The ``prune`` config section.
 
     Attributes:
-        method: "magnitude" (zeros in the encoder's weight matrices) or "structured" (whole
-            LSTM cells / feed-forward units removed, the matrices shrink).
+        method: a registered prune method: "magnitude" (zeros in the encoder's weight matrices),
+            "structured" (whole LSTM cells / feed-forward units removed, the matrices shrink), ...
         levels: one per round, increasing, each in [0, 1): the sparsity reached by the round
             (magnitude) or the fraction of the original units removed (structured); 0 prunes
             nothing: the dense model fine-tuned as long, the control for the extra steps.
@@ -93,6 +97,7 @@ class PruneSettings:
         control_seed: seed of the control's fresh initialisation.
         ticket_procedure: how the ticket is found (module docstring): "rewind_each_round"
             (Frankle & Carbin 2019; the default) or "finetune_rounds_then_rewind_once".
+        options: the method's typed options (its ``Options``), given flat in the section.
     """
 
     KEYS = ("method", "levels", "finetune_steps", "ticket", "ticket_steps", "control_seed", "ticket_procedure")
@@ -103,12 +108,17 @@ class PruneSettings:
     ticket_steps: int | None = None
     control_seed: int = 1000
     ticket_procedure: str = REWIND_EACH_ROUND
+    options: Any = None
 
     @classmethod
     def from_section(cls, section: Section) -> "PruneSettings":
+        """The checked settings; a section read without ``keys`` has them checked here (the
+        shared keys and the method's options)."""
         method = section.get("method", str, cls.method)
-        if method not in METHODS:
-            raise ConfigError(f"config {section.name}.method must be one of {', '.join(METHODS)}, got {method!r}")
+        kind = registered("prune_method", method, f"{section.name}.method")
+        own = [f.name for f in dataclasses.fields(kind.Options)]
+        check_keys(section.data, [*cls.KEYS, *own], section.name)
+        options = typed_options(kind.Options, {k: v for k, v in section.data.items() if k in own}, section.name)
         levels = tuple(section.get("levels", list, list(cls.levels)))
         if not levels or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1 for v in levels) \
                 or list(levels) != sorted(set(levels)):
@@ -117,7 +127,7 @@ class PruneSettings:
         settings = cls(method, tuple(float(v) for v in levels), section.get("finetune_steps", int, cls.finetune_steps),
                        section.get("ticket", bool, cls.ticket), section.get("ticket_steps", int, None),
                        section.get("control_seed", int, cls.control_seed),
-                       section.get("ticket_procedure", str, cls.ticket_procedure))
+                       section.get("ticket_procedure", str, cls.ticket_procedure), options)
         if settings.ticket_procedure not in TICKET_PROCEDURES:
             raise ConfigError(f"config {section.name}.ticket_procedure must be one of "
                               f"{', '.join(TICKET_PROCEDURES)}, got {settings.ticket_procedure!r}")
@@ -125,26 +135,21 @@ class PruneSettings:
             value = getattr(settings, key)
             if value is not None and value < 1:
                 raise ConfigError(f"config {section.name}.{key} must be a positive integer, got {value}")
-        if settings.ticket and method != "magnitude":
-            raise ConfigError(f"config {section.name}.ticket needs method: magnitude (a ticket is a mask on the "
-                              "original weights); set ticket: false or method: magnitude")
+        if settings.ticket and not kind.keeps_masks:
+            raise ConfigError(f"config {section.name}.ticket needs method: magnitude or another method that keeps "
+                              "masks (a ticket is a mask on the original weights); set ticket: false or method: "
+                              "magnitude")
         return settings
+
+    @property
+    def pruner(self) -> PruneMethod:
+        """The method's object (:mod:`elmoc.train.prune_methods.base`)."""
+        return by_name("prune_method", self.method)(self.options)
 
 
 def build_model(spec: dict[str, Any], vocab: Vocabulary | None, direction: str) -> torch.nn.Module:
     """The model a run of ``direction`` trains (as the training loop builds it)."""
     return {JOINT: BidirectionalLM, MASKED: MaskedLM}.get(direction, LanguageModel).from_spec(spec, vocab)
-
-
-def encoder_matrices(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Name -> weight of every matrix (2 or more dims) inside the model's encoder(s): the LSTM's
-    gate and projection matrices and input projection, a Transformer's attention and
-    feed-forward matrices.  Input and output layers are not pruned."""
-    found = {}
-    for prefix, module in model.named_modules():
-        if isinstance(module, Encoder):
-            found.update({f"{prefix}.{name}": p for name, p in module.named_parameters() if p.dim() >= 2})
-    return found
 
 
 def finetune_spec(spec: dict[str, Any], steps: int) -> dict[str, Any]:
@@ -155,34 +160,16 @@ def finetune_spec(spec: dict[str, Any], steps: int) -> dict[str, Any]:
     return spec
 
 
-def load_masks(path: Path) -> Masks:
-    return load_checkpoint(path, formats=(MASK_FORMAT,))["masks"]
-
-
-def round_masks(out: Path, payload: dict[str, Any], level: float, previous: Masks | None,
-                vocab: Vocabulary | None, direction: str) -> Masks:
-    """The round's masks: read back from ``out/mask.pt``, else chosen from ``payload``'s
-    weights within ``previous`` and written there (before any training of the round)."""
-    path = out / MASK
-    if path.is_file():
-        return load_masks(path)
-    model = build_model(payload["spec"], vocab, direction)
-    model.load_state_dict(payload["model"])
-    masks = magnitude_masks(encoder_matrices(model), level, previous)
-    out.mkdir(parents=True, exist_ok=True)
-    save_checkpoint(path, {"level": level, "masks": masks}, fmt=MASK_FORMAT)
-    return masks
-
-
-def ticket_constraints(source: dict[str, Any], masks: Masks, vocab: Vocabulary | None, direction: str,
-                       control_seed: int, path: str | Path, start_step: int = 0) -> dict[str, MaskConstraint]:
+def ticket_hooks(source: dict[str, Any], masks: Masks, vocab: Vocabulary | None, direction: str,
+                       control_seed: int, path: str | Path, start_step: int = 0) -> dict[str, list[TrainHook]]:
     """``{"ticket": ..., "control": ...}``: the mask on the LM's rewind weights, and the same
     mask on a fresh initialisation drawn with ``control_seed``; both runs start at
     ``start_step`` of the schedule."""
     rewind = rewind_weights(source, path)
     torch.manual_seed(control_seed)
     fresh = build_model(source["spec"], vocab, direction).state_dict()
-    return {TICKET: MaskConstraint(masks, rewind, start_step), CONTROL: MaskConstraint(masks, fresh, start_step)}
+    return {TICKET: [StartFrom(rewind, start_step), MaskConstraint(masks)],
+            CONTROL: [StartFrom(fresh, start_step), MaskConstraint(masks)]}
 
 
 def rewind_weights(source: dict[str, Any], path: str | Path) -> dict[str, torch.Tensor]:
@@ -232,8 +219,14 @@ class _Job:
     device: str
     stop: StopSignals | None
 
-    def run(self, spec: dict[str, Any], name: str, constraint: MaskConstraint) -> RunResult:
-        return _run(spec, self.out_dir / name, constraint, self.vocab, self.make_batches, self.make_heldout,
+    def build(self, payload: dict[str, Any]) -> torch.nn.Module:
+        """The model of a ``model.pt`` dict, its weights loaded."""
+        model = build_model(payload["spec"], self.vocab, self.direction)
+        model.load_state_dict(payload["model"])
+        return model
+
+    def run(self, spec: dict[str, Any], name: str, hooks: list[TrainHook]) -> RunResult:
+        return _run(spec, self.out_dir / name, hooks, self.vocab, self.make_batches, self.make_heldout,
                     self.direction, self.vocab_path, self.device, self.stop)
 
 
@@ -242,30 +235,22 @@ def _finetune_rounds(job: _Job) -> list[tuple[str, float | None]] | RunResult:
     once at the end (``finetune_rounds_then_rewind_once``).  The runs' (folder, level), or the
     interrupted run's result."""
     settings, vocab, direction = job.settings, job.vocab, job.direction
-    previous, masks = job.source, None
-    if settings.method == "structured":
-        _, units = unit_count(build_model(job.source["spec"], vocab, direction))  # levels are fractions of these
+    previous, masks, method = job.source, None, settings.pruner
+    method.prepare(job.source, job.build)
     runs: list[tuple[str, float | None]] = []
     for number, level in enumerate(settings.levels, 1):
         name = prune_round(number)
-        if settings.method == "magnitude":
-            masks = round_masks(job.out_dir / name, previous, level, masks, vocab, direction)
-            spec, constraint = previous["spec"], MaskConstraint(masks, previous["model"])
-        else:
-            model = build_model(previous["spec"], vocab, direction)
-            model.load_state_dict(previous["model"])
-            spec, state = shrink(model, previous["spec"], max(1, round(units * (1 - level))))
-            constraint = MaskConstraint({}, state)
-        result = job.run(finetune_spec(spec, settings.finetune_steps), name, constraint)
+        spec, hooks, masks = method.round(previous, level, job.out_dir / name, masks, job.build)
+        result = job.run(finetune_spec(spec, settings.finetune_steps), name, hooks)
         if result.interrupted:
             return result
         runs.append((name, level))
         previous = load_checkpoint(job.out_dir / name / MODEL)
     if settings.ticket:
         steps = settings.ticket_steps or int(job.source["step"])
-        for name, constraint in ticket_constraints(job.source, masks, vocab, direction, settings.control_seed,
-                                                   job.source_path).items():
-            result = job.run(finetune_spec(job.source["spec"], steps), name, constraint)
+        for name, hooks in ticket_hooks(job.source, masks, vocab, direction, settings.control_seed,
+                                        job.source_path).items():
+            result = job.run(finetune_spec(job.source["spec"], steps), name, hooks)
             if result.interrupted:
                 return result
             runs.append((name, settings.levels[-1]))
@@ -277,7 +262,7 @@ def _rewind_rounds(job: _Job) -> list[tuple[str, float | None]] | RunResult:
     docstring): per level the ticket ``roundR/`` and its control ``controlR/``, each rewound
     to the LM's step k and trained to the end of its schedule; ``ticket/`` and ``control/``
     link to the last pair.  The runs' (folder, level), or the interrupted run's result."""
-    settings, source = job.settings, job.source
+    settings, source, method = job.settings, job.source, job.settings.pruner
     start = int(source["rewind"]["step"])
     steps = settings.ticket_steps or max(1, int(source["step"]) - start)
     spec = finetune_spec(source["spec"], start + steps)  # the schedule's step k + steps is its end
@@ -285,11 +270,11 @@ def _rewind_rounds(job: _Job) -> list[tuple[str, float | None]] | RunResult:
     runs: list[tuple[str, float | None]] = []
     for number, level in enumerate(settings.levels, 1):
         names = {TICKET: prune_round(number), CONTROL: prune_control(number)}
-        masks = round_masks(job.out_dir / names[TICKET], previous, level, masks, job.vocab, job.direction)
-        constraints = ticket_constraints(source, masks, job.vocab, job.direction, settings.control_seed,
-                                         job.source_path, start)
+        masks = round_masks(job.out_dir / names[TICKET], previous, level, masks, job.build, method.choose_masks)
+        hooks = ticket_hooks(source, masks, job.vocab, job.direction, settings.control_seed, job.source_path,
+                             start)
         for role, name in names.items():
-            result = job.run(spec, name, constraints[role])
+            result = job.run(spec, name, hooks[role])
             if result.interrupted:
                 return result
             runs.append((name, level))
@@ -304,16 +289,16 @@ def _rewind_rounds(job: _Job) -> list[tuple[str, float | None]] | RunResult:
 TICKET_PROCEDURES = {REWIND_EACH_ROUND: _rewind_rounds, REWIND_ONCE: _finetune_rounds}
 
 
-def _run(spec: dict[str, Any], out: Path, constraint: MaskConstraint, vocab: Vocabulary | None,
+def _run(spec: dict[str, Any], out: Path, hooks: list[TrainHook], vocab: Vocabulary | None,
          make_batches: BatchFactory, make_heldout: HeldoutFactory | None, direction: str, vocab_path: str | None,
          device: str, stop: StopSignals | None) -> RunResult:
     """One training run of the plan in ``out``: skipped when its ``model.pt`` exists, else
-    started (``constraint`` sets its weights) or resumed from its checkpoint."""
+    started (``hooks`` set its weights and keep its masks) or resumed from its checkpoint."""
     if (out / MODEL).is_file():
         log.info("%s is done (%s exists)", out, MODEL)
         return RunResult(steps=0, tokens=0, seconds=0.0)
     return train(spec, vocab, out, make_batches, make_heldout, direction=direction, vocab_path=vocab_path,
-                 device=device, resume=True, stop=stop, constraint=constraint)
+                 device=device, resume=True, stop=stop, hooks=hooks)
 
 
 def nonzero_parameters(state: dict[str, torch.Tensor]) -> tuple[int, int]:
@@ -353,7 +338,8 @@ def summary(source_path: str | Path, settings: PruneSettings, out_dir: Path, run
     nonzero, total = nonzero_parameters(source["model"])
     encoder_nz, encoder_total = encoder_nonzero(source, vocab, direction)
     history = source.get("history") or [{}]
-    return {"source": str(source_path), "method": settings.method, "levels": list(settings.levels),
+    return {"source": str(source_path), "method": settings.method, **dataclasses.asdict(settings.options),
+            "levels": list(settings.levels),
             "finetune_steps": settings.finetune_steps,
             "ticket_procedure": settings.ticket_procedure if settings.ticket else None,
             "original": {"parameters": total, "nonzero": nonzero, "encoder_weights": encoder_total,

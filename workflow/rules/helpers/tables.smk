@@ -4,9 +4,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from elmoc.layouts import CONTROL, TICKET, compressed_dir, prune_dir, prune_round, pruned_role, student_dir, student_role
+from elmoc.config import declared_values
 from elmoc.tables import families
 
-COMPRESSED_FORMATS = ["float16", "int8"]  # the copies rule compress_copy makes for the compression table
+# the copies that compress_copy makes for the compression table (the registered formats with TABLE_COPY)
+COMPRESSED_FORMATS = [name for name, copy in declared_values("compression", "TABLE_COPY").items() if copy]
 
 
 def compressed_dirs(variant):

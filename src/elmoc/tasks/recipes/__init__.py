@@ -1,0 +1,11 @@
+"""Fine-tuning recipes registered with :mod:`elmoc.registry` (kind "recipe"; a task section's
+``fine_tune.recipe``).
+
+Importing this package imports every module in it, so a new file's ``@register``
+decorator cannot be forgotten.  The contract is in :mod:`elmoc.tasks.recipes.base`.
+"""
+import importlib as _importlib
+import pkgutil as _pkgutil
+
+for _module in _pkgutil.iter_modules(__path__):
+    _importlib.import_module(f"{__name__}.{_module.name}")
