@@ -74,7 +74,12 @@ rule pretrain_table:
     output:
         md="results/tables/pretrain.md",
         csv="results/tables/pretrain.csv",
-        plot=report("results/tables/pretrain_curves.png", caption="../report/pretrain_curves.rst", category="Pretraining"),
+        plot=report(
+            "results/tables/pretrain_curves.png",
+            caption="../report/pretrain_curves.rst",
+            category="Pretraining",
+            labels={"figure": "training loss curves"},
+        ),
     log:
         "logs/tables/pretrain.log",
     localrule: True
