@@ -150,10 +150,11 @@ class Browser:
     # --- a page as a person sees it ---------------------------------------------------------
 
     def open(self, url: str, width: int = 1280, height: int = 800, ready: str = "true", probe: str = "null",
-             settle: float = 0.5) -> PageView:
+             settle: float = 0.5, full_page: bool = False) -> PageView:
         """Load ``url`` in a fresh tab of ``width`` x ``height`` CSS pixels; wait until the
         JavaScript expression ``ready`` is true (then ``settle`` seconds more), and return the
-        first screen's screenshot, the errors seen, the links and the value of ``probe``."""
+        first screen's screenshot (``full_page``: the whole document's), the errors seen, the
+        links and the value of ``probe``."""
         target = self._send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self._send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         self._events.clear()
@@ -169,7 +170,12 @@ class Browser:
                 raise BrowserError(f"{url}: the page never became ready ({ready})")
             time.sleep(0.1)
         time.sleep(settle)
-        shot = base64.b64decode(self._send("Page.captureScreenshot", {"format": "png"}, session)["data"])
+        shoot = {"format": "png"}
+        if full_page:
+            size = self._send("Page.getLayoutMetrics", session=session)["cssContentSize"]
+            shoot.update(captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": size["width"],
+                                                          "height": size["height"], "scale": 1})
+        shot = base64.b64decode(self._send("Page.captureScreenshot", shoot, session)["data"])
         links = self._evaluate(
             "Array.from(document.querySelectorAll('a[href]')).map(a => ({href: a.href, raw: a.getAttribute('href'),"
             " text: a.textContent.trim().slice(0, 60), inside: a.closest('[id]') ? a.closest('[id]').id : ''}))",

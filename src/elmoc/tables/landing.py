@@ -30,7 +30,7 @@ from elmoc.tables.render import HTML_STYLE, fragment_of_page
 # view puts the description in a narrow column beside the job graph, vertically centred): the
 # description takes the whole width, the graph goes below it, the content starts at the top.
 PAGE_STYLE = (
-    "#elmoc-landing{font:14px/1.45 sans-serif;color:#111;max-width:100%}"
+    "#elmoc-landing{font:14px/1.45 sans-serif;color:#111;max-width:100%}#elmoc-landing .elmoc-table{overflow-x:auto}"
     "#elmoc-landing h1{font:600 20px/1.3 sans-serif;margin:0 0 .3em}"
     "#elmoc-landing h2{font:600 17px/1.3 sans-serif;margin:1.2em 0 .4em;border-bottom:1px solid #d0d7de}"
     "#elmoc-landing nav{font-size:13px;margin:.2em 0 .8em}#elmoc-landing nav a{margin-right:.8em}"
@@ -41,7 +41,8 @@ PAGE_STYLE = (
     "#elmoc-landing figcaption{font:12px/1.45 sans-serif;color:#333;max-width:75em;margin-top:.3em}"
     "#elmoc-landing figcaption p{margin:.2em 0}#elmoc-landing .literal{font-family:monospace}#elmoc-landing .files{font-size:12px;color:#444}"
     "#elmoc-landing table{margin:.4em 0}#elmoc-landing details summary{cursor:pointer;font-weight:600}"
-    "div.flex:has(> div > div.prose #elmoc-landing){flex-direction:column}"
+    "div.flex:has(> div > div.prose #elmoc-landing){flex-direction:column;min-width:0}"
+    "div.flex:has(> div > div.prose #elmoc-landing)>div{width:100%;min-width:0}"
     "div.prose:has(#elmoc-landing){max-width:none}"
     "div.overflow-auto:has(#elmoc-landing){align-items:flex-start;justify-content:flex-start}"
 )

@@ -62,7 +62,8 @@ def summary_text(lm_runs: list[LMRun], task_runs: pd.DataFrame, majority: pd.Dat
             value_format = metric_class(r.metric).value_format
             held = _num(r.heldout, value_format)
             if r.constant is not None and not pd.isna(r.constant):
-                held += f" (constant {value_format.format(r.constant)})"
+                beaten = r.heldout is not None and not pd.isna(r.heldout) and r.heldout > r.constant
+                held += f" (constant {value_format.format(r.constant)}{'' if beaten else ', not beaten'})"
             lines.append(f"{r.variant:<15} {_num(r.params, '{:,.0f}'):>16} {_num(r.params_ratio, '{:.2f}x'):>9} "
                          f"{_num(r.tokens_per_s, '{:,.0f}'):>12} {_num(r.speed_ratio, '{:.2f}x'):>9} "
                          f"{_num(r.seconds, '{:.0f} s'):>10}  {metric} {held}"
@@ -107,9 +108,11 @@ def summary_text(lm_runs: list[LMRun], task_runs: pd.DataFrame, majority: pd.Dat
 
 CONSTANT_NOTE = (
     "constant: the heldout cosine of the best constant prediction (one vector for every token) on the same "
-    "tokens, the floor a CONT model must beat. It depends on the target table: FastText vectors share a "
-    "common direction (on a tiny corpus the constant reaches ~0.9), random N(0,1) vectors (ELMo-C-RND) share "
-    "none (constant ~0), so a cosine compares with its own constant, never across target tables.")
+    "tokens, the floor a CONT model must beat (\"not beaten\": the model has learned no more than word "
+    "frequencies yet). It depends on the target table: FastText vectors share a common direction (the constant "
+    "reaches ~0.9 on a small corpus); the random N(0,1) vectors of ELMo-C-RND share none, so its constant and its "
+    "cosine are low, set only by how often the most frequent words recur. Compare a cosine with its own "
+    "constant, never across target tables.")
 
 
 def _difference(row) -> str:
