@@ -177,17 +177,26 @@ def _link_problems(link: dict, ids: set, page: Path) -> list[str]:
     return [f"link {raw} ({link['text']!r}) in {link['inside'] or page.name} leaves the report"]
 
 
+@pytest.fixture(scope="module")
+def chromium():
+    """The installed Chromium; skips where there is none, before the workflow runs (a module
+    fixture, and named before ``tiny_run``: pytest sets fixtures up by scope, then in order)."""
+    from headless_browser import find_chromium
+
+    path = find_chromium()
+    if path is None:
+        pytest.skip("no Chromium installed (apt-get install chromium, or set ELMOC_CHROMIUM; the CI's .ci/browser.sh)")
+    return path
+
+
 @pytest.mark.slow
-def test_report_opens_on_the_results_in_a_headless_browser(tiny_run, tmp_path):
+def test_report_opens_on_the_results_in_a_headless_browser(chromium, tiny_run, tmp_path):
     """Issue 52.3's check: the report and the results page in a real headless Chromium at 1280 px,
     first-screen screenshots (to $ELMOC_REPORT_SCREENSHOTS when set), no console error, the
     summary and Table 2's scores on the first screen, captions under their figures, every link
     resolving.  Skips where no Chromium is installed (the CI installs Debian's: .ci/browser.sh)."""
-    from headless_browser import Browser, find_chromium
+    from headless_browser import Browser
 
-    chromium = find_chromium()
-    if chromium is None:
-        pytest.skip("no Chromium installed (apt-get install chromium, or set ELMOC_CHROMIUM; the CI's .ci/browser.sh)")
     work, _ = tiny_run
     shots = Path(os.environ.get("ELMOC_REPORT_SCREENSHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
