@@ -102,4 +102,4 @@ def test_downstream_difference_has_seeds_and_spread(tmp_path, write_task):
     # std 2.00 on both sides, n=3: sqrt(4/3 + 4/3) = 1.63
     assert "elmo-c           55.00 ± 2.00 (n=3)  +3.00 ± 1.63 vs FastText (n=3 vs 3 seeds)" in text
     one = summary_text([], read_task_runs(paths[:1] + paths[3:4]), read_task_runs([]))
-    assert "+3.00 vs FastText (n=1 vs 1 seed(s): no spread" in one
+    assert "+3.00 vs FastText (n=1 vs 1 seed(s): a single run has no spread" in one

@@ -121,8 +121,8 @@ def _difference(row) -> str:
     if pd.isna(row.vs_fasttext):
         return ""
     if row.n < 2 or row.base_n < 2:
-        return (f"  {row.vs_fasttext:+.2f} vs FastText (n={row.n} vs {row.base_n} seed(s): no spread, "
-                "one run can differ by chance; set tasks.seeds to several)")
+        return (f"  {row.vs_fasttext:+.2f} vs FastText (n={row.n} vs {row.base_n} seed(s): a single run has no "
+                "spread; set tasks.seeds to several)")
     err = (row.std ** 2 / row.n + row.base_std ** 2 / row.base_n) ** 0.5
     return f"  {row.vs_fasttext:+.2f} ± {err:.2f} vs FastText (n={row.n} vs {row.base_n} seeds)"
 
