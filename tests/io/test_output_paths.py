@@ -229,6 +229,7 @@ def _argv_output_is_input(name: str, x: str, d: str) -> list[str]:
         "summary": ["summary", "--heldout", x, "--output", x],
         "predict": ["predict", "--task-model", d, x, "--output", x],
         "pretrain-table": ["pretrain-table", "--inputs", x, "--output", x],
+        "results-page": ["results-page", "--summary", x, "--config", "c.yaml", "--output", x],
         "downstream-table": ["downstream-table", "--inputs", x, "--output", "t.md", "--runs-csv", x],
         "finetune-table": ["finetune-table", "--inputs", x, "--output", "t.md", "--csv", x],
         "paper-tables": ["paper-tables", "--heldout", x, "--output-dir", x],

@@ -273,3 +273,11 @@ def test_method_labels_need_the_hooks_and_the_workflow_sees_tnf_without_torch(me
         "ELMO", "2×32/16 LSTM, len 20", "CONT", "CONT", reference=False, method="TNF")
     monkeypatch.delattr(TrainSettings, "table_option_label")  # a class without the hook adds nothing
     assert families.method_labels(tupe) == ["TUPE"]
+
+
+def test_a_heldout_cosine_has_its_constant_beside_it():
+    from elmoc.tables.beyond import heldout_cell
+
+    assert heldout_cell("cosine", 0.908, 0.90051) == "0.9080 (constant 0.9005)"
+    assert heldout_cell("perplexity", 35.84) == "35.8"
+    assert heldout_cell("cosine", None, 0.9) is None

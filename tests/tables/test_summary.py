@@ -63,3 +63,43 @@ def test_majority_baseline():
     assert majority_baseline(task, "ner")["status"].startswith("n/a")
     task.missing_data = lambda: "train"
     assert majority_baseline(task, "ner")["status"] == "no data: set tasks.ner.train"
+
+
+def _with_constant_and_description(path, constant, description):
+    """Add a constant-prediction baseline to a heldout.json and a description to its spec.yaml."""
+    import json
+
+    import yaml
+
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "constant_baseline": constant}))
+    spec_path = path.parent.parent / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump({**yaml.safe_load(spec_path.read_text()), "description": description}))
+
+
+def test_heldout_cosine_has_its_constant_baseline_and_variants_their_meaning(tmp_path, write_lm):
+    """Issue 52.2: the constant-prediction baseline beside each heldout cosine (the mean of the
+    directions'), the note on why it differs by target table, each variant's one-line meaning."""
+    paths = []
+    for variant, after, constants in (("elmo-c", 0.908, (0.9, 0.901)), ("elmo-c-rnd", 0.18, (0.2, 0.22))):
+        for direction, constant in zip(("forward", "backward"), constants):
+            path = write_lm(tmp_path, variant, direction, params=1, tokens=600, seconds=3.0, after=after)
+            _with_constant_and_description(path, constant, f"{variant.upper()}: what it is")
+            paths.append(path)
+    text = summary_text(read_lm_runs(paths), read_task_runs([]), read_task_runs([]))
+    line = next(x for x in text.splitlines() if x.startswith("elmo-c-rnd "))
+    assert line.endswith("cosine 0.1800 (constant 0.2100, not beaten)")
+    assert "cosine 0.9080 (constant 0.9005)\n" in text
+    assert "the random N(0,1) vectors of ELMo-C-RND share none" in text
+    assert "Variants:" in text and "  elmo-c-rnd      ELMO-C-RND: what it is" in text
+
+
+def test_downstream_difference_has_seeds_and_spread(tmp_path, write_task):
+    paths = [write_task(tmp_path, "sst5", v, seed, score)
+             for v, scores in (("fasttext", (0.50, 0.52, 0.54)), ("elmo-c", (0.53, 0.55, 0.57)))
+             for seed, score in zip((1, 2, 3), scores)]
+    text = summary_text([], read_task_runs(paths), read_task_runs([]))
+    # std 2.00 on both sides, n=3: sqrt(4/3 + 4/3) = 1.63
+    assert "elmo-c           55.00 ± 2.00 (n=3)  +3.00 ± 1.63 vs FastText (n=3 vs 3 seeds)" in text
+    one = summary_text([], read_task_runs(paths[:1] + paths[3:4]), read_task_runs([]))
+    assert "+3.00 vs FastText (n=1 vs 1 seed(s): a single run has no spread" in one

@@ -39,6 +39,8 @@ def test_summary_lines():
     assert lines[start + 1:start + 5] == [
         "  majority class   47.67",
         "  fasttext         78.00 ± 2.00 (n=3)",
-        "  elmo             81.00 (n=1)  +3.00 vs FastText",
-        "  elmo-c           72.00 ± 2.83 (n=2)  -6.00 vs FastText",
+        "  elmo             81.00 (n=1)  +3.00 vs FastText (n=1 vs 3 seed(s): a single run has no spread; "
+        "set tasks.seeds to several)",
+        # the standard error of the difference: sqrt(2.83²/2 + 2²/3)
+        "  elmo-c           72.00 ± 2.83 (n=2)  -6.00 ± 2.31 vs FastText (n=2 vs 3 seeds)",
     ]

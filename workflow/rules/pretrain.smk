@@ -73,7 +73,12 @@ rule pretrain_table:
         heldout=all_heldout(),
     output:
         **table_files("pretrain", "md", "csv"),
-        plot=report("results/tables/pretrain_curves.png", caption="../report/pretrain_curves.rst", category="Pretraining"),
+        plot=report(
+            "results/tables/pretrain_curves.png",
+            caption="../report/pretrain_curves.rst",
+            category="Pretraining",
+            labels={"figure": "training loss curves"},
+        ),
     log:
         "logs/tables/pretrain.log",
     localrule: True

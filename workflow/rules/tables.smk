@@ -153,7 +153,7 @@ rule summary:
 
 rule config_dump:
     output:
-        report("results/report/config.yaml", caption="../report/config.rst", category="Configuration"),
+        "results/report/config.yaml",
     params:
         elmoc=ELMOC,
         config=json.dumps(config, sort_keys=False, default=str),
@@ -164,6 +164,36 @@ rule config_dump:
         "../envs/elmoc.yaml"
     shell:
         "{params.elmoc} config-dump --section-json {params.config:q} --output {output} > {log} 2>&1"
+
+
+# The page the run opens on (issue 52.3): the summary, every table, the figures with their captions
+# under them and the config shown as text, as results/index.html and as the fragment that
+# workflow/report/workflow.rst embeds as the landing page of `snakemake --report`; the config
+# also as a page the report shows (it offers a YAML file only as a download).
+rule results_page:
+    input:
+        summary="results/summary.txt",
+        heldout=all_heldout(),
+        tasks=task_results(),
+        tables=lambda w: expand("results/tables/{table}.html", table=PAPER_TABLES + (["beyond"] if beyond_variants() else [])),
+        figures=expand("results/figures/{fig}.png", fig=FIGURES) + ["results/tables/pretrain_curves.png"],
+        config="results/report/config.yaml",
+    output:
+        page="results/index.html",
+        fragment="results/report/landing.html",
+        config=report("results/report/config.html", caption="../report/config.rst", category="Configuration"),
+    params:
+        elmoc=ELMOC,
+        captions=str(Path(workflow.basedir) / "workflow" / "report"),
+    log:
+        "logs/tables/results_page.log",
+    localrule: True
+    conda:
+        "../envs/elmoc.yaml"
+    shell:
+        "{params.elmoc} results-page --summary {input.summary} --heldout {input.heldout} --tasks {input.tasks}"
+        " --tables {input.tables} --figures {input.figures} --captions {params.captions:q} --config {input.config}"
+        " --output {output.page} --fragment {output.fragment} --config-html {output.config} > {log} 2>&1"
 
 
 # The compression table (issue 36.4, docs/benchmarks.md "Compression"): not built by default; ask for
@@ -270,4 +300,5 @@ FINAL_OUTPUT_HOOKS.append(
     lambda: [f"results/tables/{t}.md" for t in PAPER_TABLES]
     + [f"results/figures/{f}.png" for f in FIGURES]
     + ["results/report/config.yaml", "results/summary.txt"]
+    + ["results/index.html", "results/report/landing.html", "results/report/config.html"]
 )

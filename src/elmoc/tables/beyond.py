@@ -23,8 +23,8 @@ from elmoc.tables import paper
 from elmoc.tables.cells import DAGGER, count, score_cell, task_order
 from elmoc.tables.families import CONT, Family, classify
 from elmoc.tables.render import Table
-from elmoc.tables.runs import (LMRun, by_variant, read_spec_file, variant_heldout, variant_params,
-                               variant_tokens_per_second)
+from elmoc.tables.runs import (LMRun, by_variant, read_spec_file, variant_constant_baseline, variant_heldout,
+                               variant_params, variant_tokens_per_second)
 from elmoc.tables.speed import table5_differs, table5_protocol_info
 
 NAME = "beyond"
@@ -38,12 +38,14 @@ def read_spec(run: LMRun) -> dict[str, Any] | None:
     return read_spec_file(Path(run.record.path).parent.parent / "spec.yaml")
 
 
-def heldout_cell(metric: str | None, value: float | None) -> str | None:
+def heldout_cell(metric: str | None, value: float | None, constant: float | None = None) -> str | None:
     """A value as its metric's class prints it (:func:`elmoc.outputs.heldout.metric_class`: a
-    cosine to 4 decimals, a perplexity to 1); ``None`` stays a gap."""
+    cosine to 4 decimals, a perplexity to 1), with its constant-prediction baseline beside it
+    when it has one (a cosine); ``None`` stays a gap."""
     if value is None:
         return None
-    return metric_class(metric).value_format.format(value)
+    fmt = metric_class(metric).value_format
+    return fmt.format(value) + ("" if constant is None else f" (constant {fmt.format(constant)})")
 
 
 def bench_cells(bench: dict | None, family: Family) -> tuple[str | None, str | None]:
@@ -111,7 +113,8 @@ NOTES = [
     "or not under the paper's protocol (S3: 4 GPUs, maximal batch; the caption names ours); Bench (paper): "
     "Table 5's figure.",
     "Heldout: cosine (CONT outputs; higher is better) or perplexity (softmax; lower is better); a masked LM's "
-    "over its masked positions.",
+    "over its masked positions; a cosine has the cosine of the best constant prediction on the same tokens "
+    "beside it (\"constant\": the floor the model must beat).",
     f"Tasks: test score in %, mean±std over seeds (n runs); {DAGGER} demo/cpu scale. A gap (—) was not measured "
     "(no run record, no bench row, or no paper value: the paper trained none of these variants).",
 ]
@@ -156,7 +159,8 @@ def beyond_table(lm_runs: list[LMRun], task_runs: pd.DataFrame, bench: dict | No
         metric, value = variant_heldout(runs)
         ours, ref = bench_cells(bench, family)
         rows.append([family.encoder_label, family.size, family.output, variant, count(variant_params(runs)),
-                     None if not tps else f"{tps:,.0f}", ratio, ours, ref, metric, heldout_cell(metric, value)]
+                     None if not tps else f"{tps:,.0f}", ratio, ours, ref, metric,
+                      heldout_cell(metric, value, variant_constant_baseline(runs))]
                     + [score_cell(task_runs, variant, t) for t in tasks])
     columns = FIXED_COLUMNS + [paper.TASK_LABELS.get(t, t) for t in tasks]
     return Table(NAME, TITLE, _caption([r for _, _, runs in placed for r in runs], len(rows), unplaced, bench),

@@ -87,6 +87,12 @@ def task_columns(tasks: list[str]) -> list[str]:
     return cols
 
 
+def paper_columns(tasks: list[str]) -> dict[str, str]:
+    """``{paper column: its column of ours}`` of :func:`task_columns` (``Table.paper_of``)."""
+    labels = [paper.TASK_LABELS.get(t, t) for t in tasks]
+    return {f"{label} (paper)": label for label in labels}
+
+
 def score_cells(runs: pd.DataFrame, variant: str, tasks: list[str]) -> list[str | None]:
     """A row's task cells under :func:`task_columns`: ours, then the paper's, per task."""
     cells: list[str | None] = []

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pandas as pd
 
 from elmoc.tables import paper
-from elmoc.tables.cells import DAGGER, count, duration, score_cell, score_cells, task_columns, task_order
+from elmoc.tables.cells import (DAGGER, count, duration, paper_columns, score_cell, score_cells, task_columns,
+                               task_order)
 from elmoc.tables.render import Table
 from elmoc.tables.runs import LMRun, by_variant, variant_heldout, variant_params, variant_seconds
 
@@ -120,8 +121,10 @@ def table2(lm_runs: list[LMRun], task_runs: pd.DataFrame, majority: pd.DataFrame
         "run), from each run's heldout.json, to compare with the paper's days x GPUs; Params: trainable parameters of both directions added (a joint bi-LM: its shared "
         "input and output layer once), counted from the model.",
     ]
+    paper_of = {"Time (paper)": "Time", "Batch/GPU (paper)": "Batch", "Params (paper)": "Params", **paper_columns(tasks)}
     return Table("table2", "Table 2: the main models, ours beside the paper's",
-                 scale_caption(lm_runs, task_runs) + " " + heldout_caption(lm_runs), columns, rows, notes)
+                 scale_caption(lm_runs, task_runs) + " " + heldout_caption(lm_runs), columns, rows, notes,
+                 paper_of=paper_of, html_lead=task_columns(tasks))
 
 
 def table3(lm_runs: list[LMRun], task_runs: pd.DataFrame) -> Table:
@@ -145,4 +148,4 @@ def table3(lm_runs: list[LMRun], task_runs: pd.DataFrame) -> Table:
                      "N(0, 1) input embedding instead of FastText-CC (output as ELMo-C's); not in the paper's Table 3: "
                      "section 5.1 calls it unstable and gives SNLI only (85.8), its other paper cells are gaps.")
     return Table("table3", "Table 3: ELMo-C variants, ours beside the paper's",
-                 scale_caption(lm_runs, task_runs), columns, rows, notes)
+                 scale_caption(lm_runs, task_runs), columns, rows, notes, paper_of=paper_columns(tasks))

@@ -45,16 +45,36 @@ def _empty(ax, text: str) -> None:
     ax.set_yticks([])
 
 
+def variant_colours(variants: Iterable[str]) -> dict:
+    """One distinct colour per variant, the same in every figure of a run: tab10 for up to 10
+    variants, tab20 for up to 20, evenly spaced hues beyond."""
+    plt = _pyplot()
+    variants = list(dict.fromkeys(variants))
+    if len(variants) <= 10:
+        return {v: plt.cm.tab10(i) for i, v in enumerate(variants)}
+    if len(variants) <= 20:
+        return {v: plt.cm.tab20(i) for i, v in enumerate(variants)}
+    return {v: plt.cm.hsv(i / len(variants)) for i, v in enumerate(variants)}
+
+
+def _readable_x(ax) -> None:
+    """At most 6 x ticks, large numbers as 100k / 1.5M (never run together)."""
+    from matplotlib.ticker import EngFormatter, MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+
+
 def heldout_curves(runs: list[LMRun], stem: str | Path) -> list[Path]:
     """Heldout metric against training tokens (left) and wall time (right), one colour
     per variant (solid forward, dashed backward), one row per metric kind (cosine for
     CONT variants, perplexity for the softmax family: not comparable), each read as its
-    metric class says (:func:`elmoc.outputs.heldout.metric_class`: axis label, log scale)."""
+    metric class says (:func:`elmoc.outputs.heldout.metric_class`: axis label, log scale).  A run
+    with a constant-prediction baseline (a cosine) has it as a dotted line of its colour."""
     plt = _pyplot()
     metrics = sorted({r.metric or "loss" for r in runs}) or ["(no runs)"]
     fig, axes = plt.subplots(len(metrics), 2, figsize=(11, 3.8 * len(metrics)), squeeze=False)
-    variants = list(dict.fromkeys(r.variant for r in runs))
-    colours = {v: plt.cm.tab10(i % 10) for i, v in enumerate(variants)}
+    colours = variant_colours(r.variant for r in runs)
     for row, metric in zip(axes, metrics):
         chosen = [r for r in runs if (r.metric or "loss") == metric]
         if not chosen:
@@ -71,6 +91,9 @@ def heldout_curves(runs: list[LMRun], stem: str | Path) -> list[Path]:
             label = r.variant if first else None
             row[0].plot(tokens, vals, style, marker="o", ms=3, color=colours[r.variant], label=label)
             row[1].plot(secs, vals, style, marker="o", ms=3, color=colours[r.variant], label=label)
+            if r.record.constant_baseline is not None and first:
+                for ax in row:
+                    ax.axhline(r.record.constant_baseline, ls=":", lw=1, color=colours[r.variant])
         kind = metric_class(metric)
         ylabel = kind.axis_label(metric)
         if kind.log_scale:
@@ -81,7 +104,10 @@ def heldout_curves(runs: list[LMRun], stem: str | Path) -> list[Path]:
         for ax in row:
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
-        row[0].legend(fontsize=7, title="solid: forward, dashed: backward", title_fontsize=7)
+            _readable_x(ax)
+        dotted = any(r.record.constant_baseline is not None for r in chosen)
+        row[0].legend(fontsize=7, title="solid: forward, dashed: backward"
+                      + ("\ndotted: constant prediction" if dotted else ""), title_fontsize=7)
     fig.tight_layout()
     return _save(fig, stem)
 
@@ -174,25 +200,30 @@ def memory_vs_batch(bench: dict | None, stem: str | Path) -> list[Path]:
 
 def learning_curves(heldout_paths: Iterable[str | Path], output: str | Path) -> None:
     """Training loss against tokens seen (``train_log.jsonl`` beside each ``heldout.json``),
-    one line per (variant, direction), one panel per metric kind; one PNG."""
+    one line per (variant, direction): one colour per variant (:func:`variant_colours`, as in
+    the heldout curves), solid forward (or joint), dashed backward; one panel per metric kind;
+    one PNG."""
     from elmoc.io.atomic import atomic_path
 
     plt = _pyplot()
-    curves: dict[str, list[tuple[str, list[int], list[float]]]] = {}
-    for run in read_lm_runs(heldout_paths):
+    runs = read_lm_runs(heldout_paths)
+    colours = variant_colours(r.variant for r in runs)
+    curves: dict[str, list[tuple[LMRun, list[int], list[float]]]] = {}
+    for run in runs:
         train = [r for r in run.log.train if r.tokens is not None and r.loss is not None]
-        label = f"{run.variant} ({run.direction})"
-        curves.setdefault(run.metric or "loss", []).append(
-            (label, [r.tokens for r in train], [r.loss for r in train]))
+        curves.setdefault(run.metric or "loss", []).append((run, [r.tokens for r in train], [r.loss for r in train]))
     panels = sorted(curves)
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(6 * max(1, len(panels)), 4), squeeze=False)
     for ax, metric in zip(axes[0], panels):
-        for label, xs, ys in curves[metric]:
-            ax.plot(xs, ys, label=label)
+        for run, xs, ys in curves[metric]:
+            backward = run.direction == "backward"
+            ax.plot(xs, ys, "--" if backward else "-", color=colours[run.variant],
+                    label=None if backward else run.variant)
         ax.set_xlabel("training tokens")
         ax.set_ylabel(metric_class(metric).training_loss_label)
         ax.set_title(f"LMs evaluated by {metric}")
-        ax.legend(fontsize=7)
+        _readable_x(ax)
+        ax.legend(fontsize=7, title="solid: forward, dashed: backward", title_fontsize=7)
     fig.tight_layout()
     with atomic_path(output) as tmp:
         fig.savefig(tmp, dpi=110, format="png")

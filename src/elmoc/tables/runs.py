@@ -43,6 +43,7 @@ class LMSetting:
     batch_size: int | None = None
     cell_size: int | None = None
     projection_size: int | None = None
+    description: str | None = None  # the spec's one line: what the variant is
 
     @classmethod
     def from_yaml(cls, path: Path) -> "LMSetting":
@@ -51,7 +52,8 @@ class LMSetting:
             return cls()
         train, encoder = spec.get("train") or {}, spec.get("encoder") or {}
         return cls(epochs=train.get("epochs"), batch_size=train.get("batch_size"),
-                   cell_size=encoder.get("cell_size"), projection_size=encoder.get("projection_size"))
+                   cell_size=encoder.get("cell_size"), projection_size=encoder.get("projection_size"),
+                   description=spec.get("description"))
 
 
 @dataclass
@@ -193,6 +195,14 @@ def variant_heldout(runs: list[LMRun]) -> tuple[str | None, float | None]:
     vals = [r.record.after for r in runs if r.record.after is not None]
     metric = next((r.metric for r in runs if r.metric), None)
     return metric, (sum(vals) / len(vals) if vals else None)
+
+
+def variant_constant_baseline(runs: list[LMRun]) -> float | None:
+    """The mean of the directions' constant-prediction baselines (``heldout.json``'s
+    ``constant_baseline``: the mean cosine of the best constant prediction on the same heldout
+    tokens, what a CONT model must beat); None where a run has none (not a cosine metric)."""
+    vals = [r.record.constant_baseline for r in runs]
+    return None if not vals or None in vals else sum(vals) / len(vals)
 
 
 # --- downstream runs --------------------------------------------------------------------

@@ -64,7 +64,7 @@ def table4(bench: dict | None) -> Table:
              f"{DAGGER} measured at reduced widths/vocabularies and/or on CPU (caption); ratios, not absolute "
              "times, are what compares with the paper. A gap (—) was not measured."]
     return Table("table4_speed", "Table 4: output layers on the ELMo encoder, ours beside the paper's",
-                 _bench_caption(bench), columns, rows, notes)
+                 _bench_caption(bench), columns, rows, notes, paper_of=_paper_of(columns))
 
 
 def table5_differs(bench: dict | None) -> bool:
@@ -111,4 +111,9 @@ def table5(bench: dict | None) -> Table:
     title = "Table 5: encoders × output layers, ours beside the paper's"
     if bench:
         title += f" (ours: {table5_protocol_info(bench)['short']})"
-    return Table("table5_speed", title, _table5_caption(bench), columns, rows, notes)
+    return Table("table5_speed", title, _table5_caption(bench), columns, rows, notes, paper_of=_paper_of(columns))
+
+
+def _paper_of(columns: list[str]) -> dict[str, str]:
+    """``{"X (paper)": "X"}`` for the paper columns whose column of ours is ``X`` (``Table.paper_of``)."""
+    return {c: c[:-len(" (paper)")] for c in columns if c.endswith(" (paper)") and c[:-len(" (paper)")] in columns}
