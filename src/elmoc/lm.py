@@ -26,7 +26,8 @@ to the continuous output).
 """
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -54,7 +55,17 @@ class LanguageModel(nn.Module):
         self.input_layer = input_layer
         self.encoder = encoder
         self.output_layer = output_layer
-        self.notes: NoteDictionary | None = None  # TNF in pre-training only (set by the trainer; no weights)
+        self.notes = None  # TNF in pre-training only (set by the trainer; no weights)
+
+    @property
+    def notes(self) -> NoteDictionary | None:
+        """The note dictionary (TNF), placed for this model's encoder when attached
+        (:meth:`NoteDictionary.place`)."""
+        return self._notes
+
+    @notes.setter
+    def notes(self, notes: NoteDictionary | None) -> None:
+        self._notes = None if notes is None else notes.place(self.encoder)
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], vocab: Vocabulary | None = None) -> "LanguageModel":
@@ -74,11 +85,13 @@ class LanguageModel(nn.Module):
     def forward(self, batch: LMBatch, state: Any = None) -> tuple[OutputLoss, Any]:
         """Loss of one window and the encoder state to carry to the next one (with
         :attr:`notes`, rare words read their notes and the window's notes are kept)."""
-        vectors, pieces = None, batch.words is not None  # pieces: a subword LM's batch names their words
-        if self.notes is not None:
-            vectors = self.input_layer(batch.inputs)
-            vectors = self.notes.mix_pieces(batch.words, vectors) if pieces else self.notes.mix(batch.inputs, vectors)
-        encoded = self.encode(batch.inputs, batch.mask, state, vectors)
+        vectors, pieces, notes = None, batch.words is not None, self.notes  # pieces: a subword LM's batch names their words
+        mix = None
+        if notes is not None:
+            mix = partial(notes.mix_pieces, batch.words) if pieces else partial(notes.mix, batch.inputs)
+            if not notes.in_encoder:  # into the input layer's vectors
+                vectors, mix = mix(self.input_layer(batch.inputs)), None
+        encoded = self.encode(batch.inputs, batch.mask, state, vectors, mix)
         if self.notes is not None:
             self.notes.observe(batch.words if pieces else batch.inputs, batch.mask, encoded.output, pieces)
         return self.output_layer(encoded.output, batch.targets, batch.mask), encoded.state
@@ -90,17 +103,21 @@ class LanguageModel(nn.Module):
         return self.output_layer.evaluate(encoded.output, batch.targets, batch.mask), encoded.state
 
     def encode(self, ids: torch.Tensor, mask: torch.Tensor | None = None, state: Any = None,
-               vectors: torch.Tensor | None = None) -> EncoderOutput:
+               vectors: torch.Tensor | None = None,
+               mix_embedded: Callable[[torch.Tensor], torch.Tensor] | None = None) -> EncoderOutput:
         """Encoder output with every layer (for feature extraction).
 
         Shape: ids (batch, time) long; mask (batch, time) bool, default ``ids != PAD``;
         vectors (batch, time, input_dim): input vectors to use instead of the input
-        layer's of ``ids`` (features compose those of out-of-vocabulary words).
+        layer's of ``ids`` (features compose those of out-of-vocabulary words);
+        ``mix_embedded``: for an encoder that takes it (:attr:`Encoder.mixes_embedded`), applied
+        to its own model-width input (TNF's notes).
         """
         if mask is None:
             mask = ids != PAD_ID
+        extra = {} if mix_embedded is None else {"mix_embedded": mix_embedded}
         return self.encoder(self.input_layer(ids) if vectors is None else vectors, mask, state,
-                            **sentence_starts(self.encoder, ids))
+                            **sentence_starts(self.encoder, ids), **extra)
 
     def num_trainable_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
@@ -147,7 +164,16 @@ class BidirectionalLM(nn.Module):
         self.forward_encoder = forward_encoder
         self.backward_encoder = backward_encoder
         self.output_layer = output_layer
-        self.notes: NoteDictionary | None = None  # one dictionary, fed by both directions
+        self.notes = None  # one dictionary, fed by both directions
+
+    @property
+    def notes(self) -> NoteDictionary | None:
+        """The note dictionary (TNF) of both directions, placed for their (alike) encoders."""
+        return self._notes
+
+    @notes.setter
+    def notes(self, notes: NoteDictionary | None) -> None:
+        self._notes = None if notes is None else notes.place(self.forward_encoder)
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], vocab: Vocabulary | None = None) -> "BidirectionalLM":

@@ -123,6 +123,86 @@ def test_checkpoints_of_other_rules_are_refused_in_one_line():
     count.load_state_dict(count.state_dict())
 
 
+def _transformer(tiny_lm, place, cls=LanguageModel, causal=True):
+    vocab, spec, _, _ = tiny_lm
+    spec = {**spec, "encoder": {"type": "transformer", "causal": causal, "d_model": 8, "heads": 2, "d_ff": 16,
+                                "num_layers": 1, "dropout": 0.0}}
+    torch.manual_seed(0)
+    lm = cls.from_spec(spec, vocab)
+    rare = rare_ids(vocab.counts, HALF)
+    lm.notes = NoteDictionary(NoteSettings(window=1, band=HALF, place=place), rare, len(vocab),
+                              lm.input_layer.output_dim, 8, seed=1)
+    lm.notes.notes[:] = torch.randn(lm.notes.notes.shape, generator=torch.Generator().manual_seed(1))
+    lm.notes.seen[:] = True
+    return lm, rare
+
+
+def _spy_mix(notes):
+    seen = []
+    mix = notes.mix
+
+    def spy(ids, vectors):
+        seen.append((ids, vectors))
+        return mix(ids, vectors)
+
+    notes.mix = spy
+    return seen
+
+
+def test_notes_mix_into_the_transformers_own_input_at_its_width(tiny_lm):
+    """place: model (default): the note is d_model wide, no map, mixed into the projected input plus
+    positions (the paper's word + position embedding); place: input: the former 12-d notes and map."""
+    from elmoc.encoders.transformer import sinusoidal_positions
+
+    lm, rare = _transformer(tiny_lm, "model")
+    assert NoteSettings().place == "model"
+    assert lm.notes.in_encoder and lm.notes.notes.shape == (rare.numel(), 8) and lm.notes.projection is None
+    ids = torch.stack([rare[:6], rare[3:9]])
+    batch = LMBatch(ids, ids.roll(-1, 1), torch.ones_like(ids, dtype=torch.bool))
+    lm.eval()
+    seen = _spy_mix(lm.notes)
+    lm(batch)
+    (_, vectors), = seen
+    expected = lm.encoder.input_projection(lm.input_layer(ids)) + sinusoidal_positions(6, 8)
+    assert torch.allclose(vectors, expected)
+    former, _ = _transformer(tiny_lm, "input")
+    assert not former.notes.in_encoder and former.notes.notes.shape == (rare.numel(), 12)
+    assert former.notes.projection.shape == (8, 12)
+    seen = _spy_mix(former.notes)
+    former.eval()
+    former(batch)
+    assert torch.equal(seen[0][1], former.input_layer(ids))
+    lstm, notes = _lm_and_notes(tiny_lm)  # an LSTM reads the input layer's vectors: mixed there
+    lstm.notes = notes
+    assert not notes.in_encoder and notes.notes.shape[1] == 12 and notes.projection is not None
+
+
+def test_masked_transformer_reads_notes_in_its_input_except_at_masked_positions(tiny_lm):
+    masked, rare = _transformer(tiny_lm, "model", MaskedLM, causal=False)
+    ids = rare[:6].view(1, 6)
+    replaced = torch.zeros_like(ids, dtype=torch.bool)
+    replaced[0, 2] = True
+    seen = _spy_mix(masked.notes)
+    masked.eval()
+    masked(MaskedLMBatch(ids, ids, replaced, replaced, torch.ones_like(replaced)))
+    (read, _), = seen
+    assert read[0, 2] == 0 and torch.equal(read[~replaced], ids[~replaced])  # PAD: no note at the masked one
+
+
+def test_a_checkpoint_mixed_elsewhere_is_refused_in_one_line(tiny_lm):
+    vocab = tiny_lm[0]
+    rare = rare_ids(vocab.counts, HALF)
+    encoder = type("Encoder", (), {"mixes_embedded": True, "output_dim": 12})()
+    inside = NoteDictionary(NoteSettings(band=HALF), rare, len(vocab), 12, 12).place(encoder)
+    outside = NoteDictionary(NoteSettings(band=HALF, place="input"), rare, len(vocab), 12, 12).place(encoder)
+    assert inside.in_encoder and not outside.in_encoder
+    with pytest.raises(ConfigError, match="set train.notes.place: input to resume") as err:
+        inside.load_state_dict(outside.state_dict())
+    assert "\n" not in str(err.value)
+    old = {k: v for k, v in outside.state_dict().items() if k != "in_encoder"}  # before issue 47: input
+    outside.load_state_dict(old)
+
+
 def test_mix_and_moving_average_by_hand():
     notes = NoteDictionary(NoteSettings(mix=0.25, gamma=0.25, window=0, update="step"), torch.tensor([2]), 4, 2, 2)
     ids = torch.tensor([[1, 2, 2]])

@@ -28,8 +28,14 @@ band stays an option.  A subword LM
 rare word reads the word's note, and an occurrence at pieces s..t writes one note, the mean
 over s-k .. t+k.
 
-The notes live in the input layer's space (width D).  When the encoder's output width H
-differs (ELMo-C: 300-d FastText in, 512-d out), the window means are mapped to D by a fixed
+Where a note is mixed (``place``, :meth:`NoteDictionary.place`): by default (``place: model``,
+the paper's eq. 2: ``(1 - lambda) * (word + position embedding) + lambda * Note(w)``, BERT's own
+input) into the encoder's own model-width input where the encoder has one (a Transformer:
+after its input projection and positions; :attr:`elmoc.encoders.base.Encoder.mixes_embedded`),
+the notes then as wide as the encoder's output (H) with no map.  An encoder that reads the input
+layer's vectors as they are (the LSTMs) is mixed there, and so is every encoder with ``place:
+input`` (elmoc's former placement): the notes live in the input layer's space (width D), and when
+H differs (ELMo-C: 300-d FastText in, 512-d out) the window means are mapped to D by a fixed
 (never trained) semi-orthogonal matrix drawn from the run's seed and kept in the state.
 
 The dictionary is a plain object, not an ``nn.Module``: it is never in a model's
@@ -166,18 +172,22 @@ class NoteSettings:
             subword LM (``data.tokenizer``; its ``vocab`` counts pieces); None for word LMs.
         band: :class:`RareBand`, which words are rare (keys ``band_by``, ``counts``, ``scale``,
             ``band``; default: the paper's 100-500 occurrences, scaled to the corpus).
+        place: ``model`` (default, the paper's) or ``input`` (elmoc's former placement): where
+            a note is mixed (the module docstring; :data:`PLACES`).
         update: ``occurrence`` (default, the paper's eq. 3 as written: the moving average takes
             each occurrence in turn, in the order of the step's rows) or ``step`` (elmoc's former
             rule: a word's occurrences in one step averaged first, then one moving-average step).
     """
 
     OPTION_RANGES = {"lambda": "[0, 1)", "gamma": "> 0", "window": "int >= 0"}
-    KEYS = {"lambda", "gamma", "window", "band_by", "counts", "scale", "band", "update", "match_norm", "words"}
+    KEYS = {"lambda", "gamma", "window", "band_by", "counts", "scale", "band", "place", "update", "match_norm",
+            "words"}
 
     mix: float = 0.5
     gamma: float = 0.1
     window: int = 16
     band: RareBand = RareBand()
+    place: str = "model"
     update: str = "occurrence"
     match_norm: bool = False
     words: str | None = None
@@ -194,9 +204,11 @@ class NoteSettings:
         match_norm = config.get("match_norm", cls.match_norm)
         if not isinstance(match_norm, bool):
             raise ConfigError(f"train.notes.match_norm must be true or false, got {match_norm!r}")
-        update = config.get("update", cls.update)
+        update, place = config.get("update", cls.update), config.get("place", cls.place)
         if update not in UPDATES:
             raise ConfigError(f"train.notes.update must be one of {', '.join(UPDATES)}, got {update!r}")
+        if place not in PLACES:
+            raise ConfigError(f"train.notes.place must be one of {', '.join(PLACES)}, got {place!r}")
         for key, rule in cls.OPTION_RANGES.items():
             if key in config:
                 check_range(config[key], rule, f"train.notes.{key}")
@@ -205,7 +217,7 @@ class NoteSettings:
             raise ConfigError(f"train.notes.gamma must be in (0, 1], got {gamma}")
         return cls(mix=float(config.get("lambda", cls.mix)), gamma=float(gamma),
                    window=int(config.get("window", cls.window)), band=RareBand.from_config(config),
-                   update=update, match_norm=match_norm, words=words)
+                   place=place, update=update, match_norm=match_norm, words=words)
 
 
 def variant_label(spec: dict[str, Any]) -> str | None:
@@ -278,6 +290,8 @@ class NoteDictionary:
         row: long (V,), each id's row in :attr:`notes` or -1 for a frequent word.
         notes: float32 (rare words, D); seen: bool (rare words,), True once a word has a note.
         projection: float32 (H, D) or None when H == D.
+        in_encoder: True once :meth:`place` put the notes in the encoder's own model-width input
+            (then D is H and there is no map); False: mixed into the input layer's vectors.
     """
 
     def __init__(self, settings: NoteSettings, rare: torch.Tensor, vocab_size: int, dim: int, hidden_dim: int,
@@ -292,8 +306,21 @@ class NoteDictionary:
             gen = torch.Generator().manual_seed(seed)
             q, _ = torch.linalg.qr(torch.randn(max(hidden_dim, dim), min(hidden_dim, dim), generator=gen))
             self.projection = q if hidden_dim >= dim else q.T  # (H, D), orthonormal columns or rows
+        self.in_encoder = False
         self.to(device)
         self.pending: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def place(self, encoder: Any) -> "NoteDictionary":
+        """Decide where the notes mix, for a model whose encoder is ``encoder`` (a model calls it
+        when the dictionary is attached, before any note is written or a checkpoint read):
+        ``settings.place`` (:data:`PLACES`).  In the encoder's own input the notes are as wide as
+        its output and need no map.  Returns self."""
+        if PLACES[self.settings.place](encoder) and not self.in_encoder:
+            if self.seen.any():
+                raise ValueError("place() after notes were written")
+            self.notes = self.notes.new_zeros(self.notes.shape[0], encoder.output_dim)
+            self.projection, self.in_encoder = None, True
+        return self
 
     def to(self, device: torch.device | str) -> "NoteDictionary":
         self.row, self.notes, self.seen = self.row.to(device), self.notes.to(device), self.seen.to(device)
@@ -366,16 +393,21 @@ class NoteDictionary:
         """What a checkpoint keeps (plain tensors on the CPU, and the update rule)."""
         return {"row": self.row.cpu(), "notes": self.notes.cpu(), "seen": self.seen.cpu(),
                 "projection": None if self.projection is None else self.projection.cpu(),
-                "update": self.settings.update}
+                "update": self.settings.update, "in_encoder": self.in_encoder}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from :meth:`state_dict`; refused (one line) when the checkpoint's rare words,
-        width or update rule differ from this run's (a checkpoint written before ``update``
-        existed was updated per step)."""
+        width, placement or update rule differ from this run's (a checkpoint written before issue 47
+        was updated per step and mixed into the input layer's vectors)."""
         if state["notes"].shape != self.notes.shape or not torch.equal(state["row"], self.row.cpu()):
             raise ConfigError("the checkpoint's notes are for another band of rare words or width (before issue 47 "
-                              "the default band was band_by: rank, band: [0.2, 1.0]); rerun with --no-resume, or "
-                              "keep train.notes and the vocabulary as they were")
+                              "the defaults were band_by: rank, band: [0.2, 1.0], place: input); rerun with "
+                              "--no-resume, or keep train.notes and the vocabulary as they were")
+        mixed = bool(state.get("in_encoder", False))
+        if mixed != self.in_encoder:
+            raise ConfigError(f"the checkpoint's notes were mixed {_WHERE[mixed]}, this run's {_WHERE[self.in_encoder]}; "
+                              f"set train.notes.place: {'model' if mixed else 'input'} to resume, or rerun with "
+                              "--no-resume")
         saved = state.get("update", "step")
         if saved != self.settings.update:
             raise ConfigError(f"the checkpoint's notes were updated with train.notes.update: {saved}, this run has "
@@ -414,3 +446,10 @@ def _moving_average_per_occurrence(old: torch.Tensor, seen: torch.Tensor, at: to
 UPDATES: dict[str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float],
                             torch.Tensor]] = {
     "occurrence": _moving_average_per_occurrence, "step": _moving_average_per_step}
+
+
+_WHERE = {True: "in the encoder's own input (place: model)", False: "into the input layer's vectors"}
+
+# train.notes.place: whether the notes mix in the encoder's own model-width input, for an encoder
+PLACES: dict[str, Callable[[Any], bool]] = {
+    "model": lambda encoder: bool(getattr(encoder, "mixes_embedded", False)), "input": lambda encoder: False}
