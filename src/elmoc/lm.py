@@ -38,7 +38,7 @@ from elmoc.directions import DIRECTIONS, FORWARD
 from elmoc.encoders.base import Encoder, EncoderOutput
 from elmoc.errors import ConfigError
 from elmoc.inputs.base import InputLayer
-from elmoc.nn.notes import NoteDictionary
+from elmoc.nn.notes import AttachedNotes, NoteDictionary
 from elmoc.nn.host_copy import copy_to_device, to_host
 from elmoc.outputs.base import OutputLayer, OutputLoss
 from elmoc.registry import build
@@ -50,22 +50,14 @@ class LanguageModel(nn.Module):
     """A unidirectional LM whose loss is whatever its output layer computes
     (``output_layer`` None: an LM used only to :meth:`encode`, as features are)."""
 
+    notes = AttachedNotes("encoder")  # TNF's dictionary, placed for the encoder when attached
+
     def __init__(self, input_layer: InputLayer, encoder: Encoder, output_layer: OutputLayer | None):
         super().__init__()
         self.input_layer = input_layer
         self.encoder = encoder
         self.output_layer = output_layer
         self.notes = None  # TNF in pre-training only (set by the trainer; no weights)
-
-    @property
-    def notes(self) -> NoteDictionary | None:
-        """The note dictionary (TNF), placed for this model's encoder when attached
-        (:meth:`NoteDictionary.place`)."""
-        return self._notes
-
-    @notes.setter
-    def notes(self, notes: NoteDictionary | None) -> None:
-        self._notes = None if notes is None else notes.place(self.encoder)
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], vocab: Vocabulary | None = None) -> "LanguageModel":
@@ -157,6 +149,8 @@ class BidirectionalLM(nn.Module):
     feature extraction and anything else that consumes one direction).
     """
 
+    notes = AttachedNotes("forward_encoder")  # one dictionary for both (alike) encoders
+
     def __init__(self, input_layer: InputLayer, forward_encoder: Encoder, backward_encoder: Encoder,
                  output_layer: OutputLayer):
         super().__init__()
@@ -165,15 +159,6 @@ class BidirectionalLM(nn.Module):
         self.backward_encoder = backward_encoder
         self.output_layer = output_layer
         self.notes = None  # one dictionary, fed by both directions
-
-    @property
-    def notes(self) -> NoteDictionary | None:
-        """The note dictionary (TNF) of both directions, placed for their (alike) encoders."""
-        return self._notes
-
-    @notes.setter
-    def notes(self, notes: NoteDictionary | None) -> None:
-        self._notes = None if notes is None else notes.place(self.forward_encoder)
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], vocab: Vocabulary | None = None) -> "BidirectionalLM":

@@ -31,7 +31,7 @@ from elmoc.encoders.base import Encoder
 from elmoc.errors import ConfigError
 from elmoc.inputs.base import InputLayer
 from elmoc.lm import LanguageModel, sentence_starts
-from elmoc.nn.notes import NoteDictionary
+from elmoc.nn.notes import AttachedNotes, NoteDictionary
 from elmoc.outputs.base import OutputLayer, OutputLoss
 
 MASK_VECTOR_STD = 0.02  # BERT's initializer range
@@ -48,6 +48,8 @@ class MaskedLM(nn.Module):
         mask_vector: (input_dim,) the vector a masked position reads instead of its word's.
     """
 
+    notes = AttachedNotes("encoder")  # TNF's dictionary, placed for the encoder when attached
+
     def __init__(self, input_layer: InputLayer, encoder: Encoder, output_layer: OutputLayer):
         super().__init__()
         if getattr(encoder, "causal", True):
@@ -58,15 +60,6 @@ class MaskedLM(nn.Module):
         self.output_layer = output_layer
         self.mask_vector = nn.Parameter(torch.randn(input_layer.output_dim) * MASK_VECTOR_STD)
         self.notes = None  # TNF in pre-training only (set by the trainer; no weights)
-
-    @property
-    def notes(self) -> NoteDictionary | None:
-        """The note dictionary (TNF), placed for this model's encoder when attached."""
-        return self._notes
-
-    @notes.setter
-    def notes(self, notes: NoteDictionary | None) -> None:
-        self._notes = None if notes is None else notes.place(self.encoder)
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], vocab: Vocabulary | None = None) -> "MaskedLM":

@@ -277,6 +277,21 @@ def window_means(outputs: torch.Tensor, mask: torch.Tensor, k: int, ends: torch.
     return sums[..., :d] / sums[..., d:].clamp(min=1.0)
 
 
+class AttachedNotes:
+    """A model's ``notes`` attribute (a data descriptor): None, or the :class:`NoteDictionary`
+    assigned to it, placed (:meth:`NoteDictionary.place`) for the encoder the model keeps at
+    attribute ``encoder`` when assigned, so its width is settled before a checkpoint is read."""
+
+    def __init__(self, encoder: str):
+        self.encoder = encoder
+
+    def __get__(self, model: Any, owner: type | None = None) -> Any:
+        return self if model is None else model.__dict__.get("_notes")
+
+    def __set__(self, model: Any, notes: "NoteDictionary | None") -> None:
+        model.__dict__["_notes"] = None if notes is None else notes.place(getattr(model, self.encoder))
+
+
 class NoteDictionary:
     """The notes of the rare words of one run (see the module docstring).
 
