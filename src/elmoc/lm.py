@@ -77,8 +77,8 @@ class LanguageModel(nn.Module):
     def forward(self, batch: LMBatch, state: Any = None) -> tuple[OutputLoss, Any]:
         """Loss of one window and the encoder state to carry to the next one (with
         :attr:`notes`, rare words read their notes and the window's notes are kept)."""
-        vectors, pieces, notes = None, batch.words is not None, self.notes  # pieces: a subword LM's batch names their words
-        mix = None
+        pieces = batch.words is not None  # a subword LM's batch names each piece's word
+        vectors, mix, notes = None, None, self.notes
         if notes is not None:
             mix = partial(notes.mix_pieces, batch.words) if pieces else partial(notes.mix, batch.inputs)
             if not notes.in_encoder:  # into the input layer's vectors

@@ -63,7 +63,8 @@ def test_count_band_is_the_papers_scaled_to_the_corpus():
     paper = [0, 0, 0, 0, 600, 501, 500, 300, 100, 99]
     as_given = NoteSettings.from_config({"counts": [100, 500], "scale": "none"}).band
     assert rare_ids(paper, as_given).tolist() == [6, 7, 8]
-    assert rare_ids(paper, RareBand(counts=(1, 5), scale="none")).tolist() == []
+    with pytest.raises(ConfigError, match=r"no word of the vocabulary \(6 counted words\) is seen 1-5 times"):
+        rare_ids(paper, RareBand(counts=(1, 5), scale="none"))
 
 
 def test_every_tnf_preset_takes_the_papers_count_band():

@@ -229,12 +229,20 @@ def variant_label(spec: dict[str, Any]) -> str | None:
 def rare_ids(counts: Sequence[int], band: RareBand) -> torch.Tensor:
     """The ids of the rare words under ``band`` (:class:`RareBand`): by corpus count (the
     corpus's tokens: the sum of ``counts``) or by frequency rank (ids with a count > 0 sorted by
-    descending count, ties by id).  Returns a sorted long tensor (rare words,)."""
+    descending count, ties by id).  Returns a sorted long tensor (rare words,); no rare word at
+    all is a ConfigError (a run with notes that never take one)."""
     counted = torch.tensor([i for i, c in enumerate(counts) if c > 0], dtype=torch.long)
     if counted.numel() == 0:
         raise ConfigError("train.notes needs a vocabulary with counts (token<TAB>count lines); this one has none")
     by_count = torch.tensor([counts[i] for i in counted.tolist()], dtype=torch.long)
-    return torch.sort(BANDS[band.by](band, counted, by_count)).values
+    rare = BANDS[band.by](band, counted, by_count)
+    if rare.numel() == 0:
+        lo, hi = band.count_range(int(by_count.sum()))
+        where = (f"seen {lo:g}-{hi:g} times (counts: [{band.counts[0]:g}, {band.counts[1]:g}], scale: {band.scale})"
+                 if band.by == "count" else f"in the rank band {list(band.ranks)}")
+        raise ConfigError(f"train.notes: no word of the vocabulary ({by_count.numel()} counted words) is {where}; "
+                          "widen train.notes.counts or band, or remove train.notes")
+    return torch.sort(rare).values
 
 
 def piece_words(words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -420,7 +428,8 @@ class NoteDictionary:
                               "--no-resume, or keep train.notes and the vocabulary as they were")
         mixed = bool(state.get("in_encoder", False))
         if mixed != self.in_encoder:
-            raise ConfigError(f"the checkpoint's notes were mixed {_WHERE[mixed]}, this run's {_WHERE[self.in_encoder]}; "
+            raise ConfigError(f"the checkpoint's notes were mixed {_WHERE[mixed]}, this run's "
+                              f"{_WHERE[self.in_encoder]}; "
                               f"set train.notes.place: {'model' if mixed else 'input'} to resume, or rerun with "
                               "--no-resume")
         saved = state.get("update", "step")
