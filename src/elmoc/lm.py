@@ -26,7 +26,8 @@ to the continuous output).
 """
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -37,7 +38,7 @@ from elmoc.directions import DIRECTIONS, FORWARD
 from elmoc.encoders.base import Encoder, EncoderOutput
 from elmoc.errors import ConfigError
 from elmoc.inputs.base import InputLayer
-from elmoc.nn.notes import NoteDictionary
+from elmoc.nn.notes import AttachedNotes, NoteDictionary
 from elmoc.nn.host_copy import copy_to_device, to_host
 from elmoc.outputs.base import OutputLayer, OutputLoss
 from elmoc.registry import build
@@ -52,12 +53,14 @@ class LanguageModel(nn.Module):
     """A unidirectional LM whose loss is whatever its output layer computes
     (``output_layer`` None: an LM used only to :meth:`encode`, as features are)."""
 
+    notes = AttachedNotes("encoder")  # TNF's dictionary, placed for the encoder when attached
+
     def __init__(self, input_layer: InputLayer, encoder: Encoder, output_layer: OutputLayer | None):
         super().__init__()
         self.input_layer = input_layer
         self.encoder = encoder
         self.output_layer = output_layer
-        self.notes: NoteDictionary | None = None  # TNF in pre-training only (set by the trainer; no weights)
+        self.notes = None  # TNF in pre-training only (set by the trainer; no weights)
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], vocab: Vocabulary | None = None) -> "LanguageModel":
@@ -77,11 +80,13 @@ class LanguageModel(nn.Module):
     def forward(self, batch: LMBatch, state: Any = None) -> tuple[OutputLoss, Any]:
         """Loss of one window and the encoder state to carry to the next one (with
         :attr:`notes`, rare words read their notes and the window's notes are kept)."""
-        vectors, pieces = None, batch.words is not None  # pieces: a subword LM's batch names their words
-        if self.notes is not None:
-            vectors = self.input_layer(batch.inputs)
-            vectors = self.notes.mix_pieces(batch.words, vectors) if pieces else self.notes.mix(batch.inputs, vectors)
-        encoded = self.encode(batch.inputs, batch.mask, state, vectors)
+        pieces = batch.words is not None  # a subword LM's batch names each piece's word
+        vectors, mix, notes = None, None, self.notes
+        if notes is not None:
+            mix = partial(notes.mix_pieces, batch.words) if pieces else partial(notes.mix, batch.inputs)
+            if not notes.in_encoder:  # into the input layer's vectors
+                vectors, mix = mix(self.input_layer(batch.inputs)), None
+        encoded = self.encode(batch.inputs, batch.mask, state, vectors, mix)
         if self.notes is not None:
             self.notes.observe(batch.words if pieces else batch.inputs, batch.mask, encoded.output, pieces)
         return self.output_layer(encoded.output, batch.targets, batch.mask), encoded.state
@@ -93,17 +98,21 @@ class LanguageModel(nn.Module):
         return self.output_layer.evaluate(encoded.output, batch.targets, batch.mask), encoded.state
 
     def encode(self, ids: torch.Tensor, mask: torch.Tensor | None = None, state: Any = None,
-               vectors: torch.Tensor | None = None) -> EncoderOutput:
+               vectors: torch.Tensor | None = None,
+               mix_embedded: Callable[[torch.Tensor], torch.Tensor] | None = None) -> EncoderOutput:
         """Encoder output with every layer (for feature extraction).
 
         Shape: ids (batch, time) long; mask (batch, time) bool, default ``ids != PAD``;
         vectors (batch, time, input_dim): input vectors to use instead of the input
-        layer's of ``ids`` (features compose those of out-of-vocabulary words).
+        layer's of ``ids`` (features compose those of out-of-vocabulary words);
+        ``mix_embedded``: for an encoder that takes it (:attr:`Encoder.mixes_embedded`), applied
+        to its own model-width input (TNF's notes).
         """
         if mask is None:
             mask = ids != PAD_ID
+        extra = {} if mix_embedded is None else {"mix_embedded": mix_embedded}
         return self.encoder(self.input_layer(ids) if vectors is None else vectors, mask, state,
-                            **sentence_starts(self.encoder, ids))
+                            **sentence_starts(self.encoder, ids), **extra)
 
     def num_trainable_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
@@ -143,6 +152,8 @@ class BidirectionalLM(nn.Module):
     feature extraction and anything else that consumes one direction).
     """
 
+    notes = AttachedNotes("forward_encoder")  # one dictionary for both (alike) encoders
+
     def __init__(self, input_layer: InputLayer, forward_encoder: Encoder, backward_encoder: Encoder,
                  output_layer: OutputLayer):
         super().__init__()
@@ -150,7 +161,7 @@ class BidirectionalLM(nn.Module):
         self.forward_encoder = forward_encoder
         self.backward_encoder = backward_encoder
         self.output_layer = output_layer
-        self.notes: NoteDictionary | None = None  # one dictionary, fed by both directions
+        self.notes = None  # one dictionary, fed by both directions
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], vocab: Vocabulary | None = None) -> "BidirectionalLM":

@@ -19,18 +19,19 @@ single stack).
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import torch
 from torch import nn
 
 from elmoc.data.masking import MaskedLMBatch
-from elmoc.data.vocab.vocabulary import Vocabulary
+from elmoc.data.vocab.vocabulary import PAD_ID, Vocabulary
 from elmoc.encoders.base import Encoder
 from elmoc.errors import ConfigError
 from elmoc.inputs.base import InputLayer
 from elmoc.lm import LanguageModel, sentence_starts
-from elmoc.nn.notes import NoteDictionary
+from elmoc.nn.notes import AttachedNotes, NoteDictionary
 from elmoc.outputs.base import OutputLayer, OutputLoss
 
 MASK_VECTOR_STD = 0.02  # BERT's initializer range
@@ -47,6 +48,8 @@ class MaskedLM(nn.Module):
         mask_vector: (input_dim,) the vector a masked position reads instead of its word's.
     """
 
+    notes = AttachedNotes("encoder")  # TNF's dictionary, placed for the encoder when attached
+
     def __init__(self, input_layer: InputLayer, encoder: Encoder, output_layer: OutputLayer):
         super().__init__()
         if getattr(encoder, "causal", True):
@@ -56,7 +59,7 @@ class MaskedLM(nn.Module):
         self.encoder = encoder
         self.output_layer = output_layer
         self.mask_vector = nn.Parameter(torch.randn(input_layer.output_dim) * MASK_VECTOR_STD)
-        self.notes: NoteDictionary | None = None  # TNF in pre-training only (set by the trainer; no weights)
+        self.notes = None  # TNF in pre-training only (set by the trainer; no weights)
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], vocab: Vocabulary | None = None) -> "MaskedLM":
@@ -65,17 +68,22 @@ class MaskedLM(nn.Module):
 
     def masked_inputs(self, batch: MaskedLMBatch, notes: NoteDictionary | None = None) -> torch.Tensor:
         """The input layer's vectors of ``batch.inputs`` (rare words mixed with their
-        ``notes``) with the mask vector where ``batch.replaced``.  Shape: (batch, time, input_dim)."""
+        ``notes`` when these mix into the input layer's vectors) with the mask vector where
+        ``batch.replaced``.  Shape: (batch, time, input_dim)."""
         vectors = self.input_layer(batch.inputs)
-        if notes is not None:
+        if notes is not None and not notes.in_encoder:
             vectors = notes.mix(batch.inputs, vectors)
         mask_vector = self.mask_vector.to(vectors.dtype)
         return torch.where(batch.replaced.unsqueeze(-1), mask_vector, vectors)
 
     def hidden(self, batch: MaskedLMBatch, notes: NoteDictionary | None = None) -> torch.Tensor:
-        """Encoder output of a masked window.  Shape: (batch, time, encoder output_dim)."""
+        """Encoder output of a masked window (notes placed in the encoder mix into its own input,
+        a masked position excepted).  Shape: (batch, time, encoder output_dim)."""
+        extra = {}
+        if notes is not None and notes.in_encoder:  # PAD: never a rare word, so a masked position reads no note
+            extra = {"mix_embedded": partial(notes.mix, batch.inputs.masked_fill(batch.replaced, PAD_ID))}
         return self.encoder(self.masked_inputs(batch, notes), batch.padding, None,
-                            **sentence_starts(self.encoder, batch.inputs)).output
+                            **sentence_starts(self.encoder, batch.inputs), **extra).output
 
     def forward(self, batch: MaskedLMBatch, state: Any = None) -> tuple[OutputLoss, None]:
         """The output layer's loss at the chosen positions (against the original words).

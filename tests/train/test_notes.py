@@ -17,11 +17,14 @@ from elmoc.errors import ConfigError
 from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.masked_lm import MaskedLM
 from elmoc.model_file import load_checkpoint
-from elmoc.nn.notes import NoteDictionary, NoteSettings, piece_words, rare_ids, variant_label, window_means
+from elmoc.nn.notes import (PAPER_CORPUS_TOKENS, NoteDictionary, NoteSettings, RareBand, piece_words, rare_ids,
+                             variant_label, window_means)
 from elmoc.train.loop import train
 from elmoc.train.settings import TrainSettings
 
-NOTES = {"lambda": 0.5, "gamma": 0.1, "window": 2, "band": [0.5, 1.0]}
+# the rank band (the paper's count band would find no rare word in the tiny vocabularies)
+NOTES = {"lambda": 0.5, "gamma": 0.1, "window": 2, "band_by": "rank", "band": [0.5, 1.0]}
+HALF = RareBand(by="rank", ranks=(0.5, 1.0))
 
 
 def test_window_means_by_hand():
@@ -41,14 +44,168 @@ def test_variant_label_reads_the_spec():
 
 def test_rare_band_is_rank_quantiles_of_the_counts():
     counts = [0, 0, 0, 0, 50, 40, 30, 20, 10, 5, 5, 1]  # 8 counted words
-    assert rare_ids(counts, (0.5, 1.0)).tolist() == [8, 9, 10, 11]
-    assert rare_ids(counts, (0.25, 0.5)).tolist() == [6, 7]
+    assert rare_ids(counts, HALF).tolist() == [8, 9, 10, 11]
+    assert rare_ids(counts, RareBand(by="rank", ranks=(0.25, 0.5))).tolist() == [6, 7]
     with pytest.raises(ConfigError, match="counts"):
-        rare_ids([0, 0, 0], (0.5, 1.0))
+        rare_ids([0, 0, 0], HALF)
+
+
+def test_count_band_is_the_papers_scaled_to_the_corpus():
+    """Default band: 100-500 occurrences at the paper's corpus size, scaled by corpus tokens / 3.3B
+    with the paper's width kept and a floor of 2 occurrences; scale: none takes the counts as given."""
+    band = NoteSettings.from_config({}).band
+    assert band == RareBand() and (band.by, band.counts, band.scale) == ("count", (100.0, 500.0), "corpus")
+    assert band.count_range(PAPER_CORPUS_TOKENS) == (100.0, 500.0)
+    assert band.count_range(PAPER_CORPUS_TOKENS // 10) == (10.0, 50.0)
+    assert band.count_range(PAPER_CORPUS_TOKENS // 1000) == (2.0, 10.0)  # 0.1 occurrences: floored, width kept
+    small = [0, 0, 0, 0, 50, 11, 10, 5, 2, 1]  # 80 tokens: the band is [2, 10]
+    assert rare_ids(small, band).tolist() == [6, 7, 8]
+    paper = [0, 0, 0, 0, 600, 501, 500, 300, 100, 99]
+    as_given = NoteSettings.from_config({"counts": [100, 500], "scale": "none"}).band
+    assert rare_ids(paper, as_given).tolist() == [6, 7, 8]
+    with pytest.raises(ConfigError, match=r"no word of the vocabulary \(6 counted words\) is seen 1-5 times"):
+        rare_ids(paper, RareBand(counts=(1, 5), scale="none"))
+
+
+def test_every_tnf_preset_takes_the_papers_count_band():
+    from pathlib import Path
+
+    import yaml
+    presets = sorted(Path(__file__).resolve().parents[2].glob("config/lm/*-tnf.yaml"))
+    assert len(presets) == 5
+    for path in presets:
+        settings = NoteSettings.from_config(yaml.safe_load(path.read_text())["train"]["notes"])
+        assert (settings.band, settings.update) == (RareBand(), "occurrence"), path.name
+
+
+def _sequential(old, seen, rows, means, gamma):
+    """The paper's update, one occurrence at a time."""
+    notes, seen = old.clone(), seen.clone()
+    for r, m in zip(rows.tolist(), means):
+        notes[r] = (1 - gamma) * notes[r] + gamma * m if seen[r] else m
+        seen[r] = True
+    return notes
+
+
+def test_per_occurrence_update_is_the_moving_average_in_order():
+    gen = torch.Generator().manual_seed(3)
+    occurrence = NoteDictionary(NoteSettings(gamma=0.3, window=0), torch.arange(1, 6), 7, 3, 3)
+    step = NoteDictionary(NoteSettings(gamma=0.3, window=0, update="step"), torch.arange(1, 6), 7, 3, 3)
+    for notes in (occurrence, step):
+        notes.notes[:2] = torch.ones(2, 3)
+        notes.seen[:2] = True
+    expected = occurrence.notes.clone()
+    for _ in range(2):  # two commits: the second starts from the first's notes
+        ids = torch.randint(0, 7, (2, 9), generator=gen)
+        out = torch.randn(2, 9, 3, generator=gen)
+        mask = torch.ones(2, 9, dtype=torch.bool)
+        rows = occurrence.row[ids][occurrence.row[ids] >= 0]  # row-major: the rows' order
+        expected = _sequential(expected, occurrence.seen, rows, out[occurrence.row[ids] >= 0], 0.3)
+        for notes in (occurrence, step):
+            notes.observe(ids, mask, out)
+            notes.commit()
+        assert torch.allclose(occurrence.notes, expected, atol=1e-6)
+        assert not torch.allclose(step.notes, expected, atol=1e-3)  # the former rule averages first
+
+
+def test_checkpoints_of_other_rules_are_refused_in_one_line():
+    counts = [0, 0, 0, 0, 50, 11, 10, 5, 2, 1]
+    rank = NoteDictionary(NoteSettings(band=HALF), rare_ids(counts, HALF), 10, 2, 2)
+    count = NoteDictionary(NoteSettings(), rare_ids(counts, RareBand()), 10, 2, 2)
+    with pytest.raises(ConfigError, match="band_by: rank, band: \\[0.2, 1.0\\]") as err:
+        count.load_state_dict(rank.state_dict())
+    assert "\n" not in str(err.value)
+    before = {k: v for k, v in count.state_dict().items() if k != "update"}  # written before issue 47: per step
+    with pytest.raises(ConfigError, match="update: step to resume") as err:
+        count.load_state_dict(before)
+    assert "\n" not in str(err.value)
+    former = NoteDictionary(NoteSettings(update="step"), rare_ids(counts, RareBand()), 10, 2, 2)
+    former.load_state_dict(before)
+    count.load_state_dict(count.state_dict())
+
+
+def _transformer(tiny_lm, place, cls=LanguageModel, causal=True):
+    vocab, spec, _, _ = tiny_lm
+    spec = {**spec, "encoder": {"type": "transformer", "causal": causal, "d_model": 8, "heads": 2, "d_ff": 16,
+                                "num_layers": 1, "dropout": 0.0}}
+    torch.manual_seed(0)
+    lm = cls.from_spec(spec, vocab)
+    rare = rare_ids(vocab.counts, HALF)
+    lm.notes = NoteDictionary(NoteSettings(window=1, band=HALF, place=place), rare, len(vocab),
+                              lm.input_layer.output_dim, 8, seed=1)
+    lm.notes.notes[:] = torch.randn(lm.notes.notes.shape, generator=torch.Generator().manual_seed(1))
+    lm.notes.seen[:] = True
+    return lm, rare
+
+
+def _spy_mix(notes):
+    seen = []
+    mix = notes.mix
+
+    def spy(ids, vectors):
+        seen.append((ids, vectors))
+        return mix(ids, vectors)
+
+    notes.mix = spy
+    return seen
+
+
+def test_notes_mix_into_the_transformers_own_input_at_its_width(tiny_lm):
+    """place: model (default): the note is d_model wide, no map, mixed into the projected input plus
+    positions (the paper's word + position embedding); place: input: the former 12-d notes and map."""
+    from elmoc.encoders.transformer import sinusoidal_positions
+
+    lm, rare = _transformer(tiny_lm, "model")
+    assert NoteSettings().place == "model"
+    assert lm.notes.in_encoder and lm.notes.notes.shape == (rare.numel(), 8) and lm.notes.projection is None
+    ids = torch.stack([rare[:6], rare[3:9]])
+    batch = LMBatch(ids, ids.roll(-1, 1), torch.ones_like(ids, dtype=torch.bool))
+    lm.eval()
+    seen = _spy_mix(lm.notes)
+    lm(batch)
+    (_, vectors), = seen
+    expected = lm.encoder.input_projection(lm.input_layer(ids)) + sinusoidal_positions(6, 8)
+    assert torch.allclose(vectors, expected)
+    former, _ = _transformer(tiny_lm, "input")
+    assert not former.notes.in_encoder and former.notes.notes.shape == (rare.numel(), 12)
+    assert former.notes.projection.shape == (8, 12)
+    seen = _spy_mix(former.notes)
+    former.eval()
+    former(batch)
+    assert torch.equal(seen[0][1], former.input_layer(ids))
+    lstm, notes = _lm_and_notes(tiny_lm)  # an LSTM reads the input layer's vectors: mixed there
+    lstm.notes = notes
+    assert not notes.in_encoder and notes.notes.shape[1] == 12 and notes.projection is not None
+
+
+def test_masked_transformer_reads_notes_in_its_input_except_at_masked_positions(tiny_lm):
+    masked, rare = _transformer(tiny_lm, "model", MaskedLM, causal=False)
+    ids = rare[:6].view(1, 6)
+    replaced = torch.zeros_like(ids, dtype=torch.bool)
+    replaced[0, 2] = True
+    seen = _spy_mix(masked.notes)
+    masked.eval()
+    masked(MaskedLMBatch(ids, ids, replaced, replaced, torch.ones_like(replaced)))
+    (read, _), = seen
+    assert read[0, 2] == 0 and torch.equal(read[~replaced], ids[~replaced])  # PAD: no note at the masked one
+
+
+def test_a_checkpoint_mixed_elsewhere_is_refused_in_one_line(tiny_lm):
+    vocab = tiny_lm[0]
+    rare = rare_ids(vocab.counts, HALF)
+    encoder = type("Encoder", (), {"mixes_embedded": True, "output_dim": 12})()
+    inside = NoteDictionary(NoteSettings(band=HALF), rare, len(vocab), 12, 12).place(encoder)
+    outside = NoteDictionary(NoteSettings(band=HALF, place="input"), rare, len(vocab), 12, 12).place(encoder)
+    assert inside.in_encoder and not outside.in_encoder
+    with pytest.raises(ConfigError, match="set train.notes.place: input to resume") as err:
+        inside.load_state_dict(outside.state_dict())
+    assert "\n" not in str(err.value)
+    old = {k: v for k, v in outside.state_dict().items() if k != "in_encoder"}  # before issue 47: input
+    outside.load_state_dict(old)
 
 
 def test_mix_and_moving_average_by_hand():
-    notes = NoteDictionary(NoteSettings(mix=0.25, gamma=0.25, window=0), torch.tensor([2]), 4, 2, 2)
+    notes = NoteDictionary(NoteSettings(mix=0.25, gamma=0.25, window=0, update="step"), torch.tensor([2]), 4, 2, 2)
     ids = torch.tensor([[1, 2, 2]])
     vectors = torch.ones(1, 3, 2)
     assert torch.equal(notes.mix(ids, vectors), vectors)  # no note yet
@@ -75,7 +232,13 @@ def test_settings_errors_name_the_key():
     assert TrainSettings.from_config({"notes": {}}).note_settings == NoteSettings()
     for bad, key in (({"lamda": 0.5}, "lambda"), ({"lambda": 1.5}, "train.notes.lambda"),
                      ({"gamma": 0}, "train.notes.gamma"), ({"gamma": 2}, "train.notes.gamma"),
-                     ({"window": -1}, "train.notes.window"), ({"band": [0.9, 0.1]}, "train.notes.band"),
+                     ({"window": -1}, "train.notes.window"),
+                     ({"band_by": "rank", "band": [0.9, 0.1]}, "train.notes.band"),
+                     ({"band": [0.2, 1.0]}, "train.notes.band is for band_by: rank"),
+                     ({"band_by": "rank", "counts": [1, 5]}, "train.notes.counts is for band_by: count"),
+                     ({"band_by": "freq"}, "train.notes.band_by"), ({"counts": [500, 100]}, "train.notes.counts"),
+                     ({"counts": [0, 5]}, "train.notes.counts"), ({"scale": "paper"}, "train.notes.scale"),
+                     ({"update": "batch"}, "train.notes.update"),
                      ({"match_norm": "yes"}, "train.notes.match_norm")):
         with pytest.raises(ConfigError, match=key):
             TrainSettings.from_config({"notes": bad})
@@ -86,7 +249,7 @@ def _lm_and_notes(tiny_lm, cls=LanguageModel):
     torch.manual_seed(0)
     lm = cls.from_spec(spec, vocab)
     encoder = lm.forward_encoder if cls is BidirectionalLM else lm.encoder
-    notes = NoteDictionary(NoteSettings(window=2, band=(0.5, 1.0)), rare_ids(vocab.counts, (0.5, 1.0)), len(vocab),
+    notes = NoteDictionary(NoteSettings(window=2, band=HALF), rare_ids(vocab.counts, HALF), len(vocab),
                            lm.input_layer.output_dim, encoder.output_dim, seed=1)
     return lm, notes
 
@@ -95,7 +258,7 @@ def test_a_note_never_serves_the_window_that_wrote_it(tiny_lm):
     """Causality: the notes a step reads were committed by earlier steps, so a window's loss
     with notes attached but none committed equals its loss without notes."""
     lm, notes = _lm_and_notes(tiny_lm)
-    rare = rare_ids(tiny_lm[0].counts, (0.5, 1.0))
+    rare = rare_ids(tiny_lm[0].counts, HALF)
     ids = torch.stack([rare[:6], rare[3:9]])  # every word rare, each twice in the batch
     batch = LMBatch(ids, ids.roll(-1, 1), torch.ones_like(ids, dtype=torch.bool))
     lm.eval()
@@ -114,7 +277,7 @@ def test_a_note_never_serves_the_window_that_wrote_it(tiny_lm):
 
 
 def test_joint_and_masked_models_feed_one_dictionary(tiny_lm):
-    rare = rare_ids(tiny_lm[0].counts, (0.5, 1.0))
+    rare = rare_ids(tiny_lm[0].counts, HALF)
     ids = torch.stack([rare[:6], rare[3:9]])
     ones = torch.ones_like(ids, dtype=torch.bool)
     joint, notes = _lm_and_notes(tiny_lm, BidirectionalLM)
@@ -157,7 +320,7 @@ def test_features_read_no_notes(tmp_path, tiny_lm):
     lm, notes = _lm_and_notes(tiny_lm)
     notes.seen[:] = True
     notes.notes.normal_()
-    ids = rare_ids(tiny_lm[0].counts, (0.5, 1.0))[:6].view(1, 6)
+    ids = rare_ids(tiny_lm[0].counts, HALF)[:6].view(1, 6)
     lm.eval()
     before = lm.encode(ids).output
     lm.notes = notes

@@ -45,6 +45,10 @@ class Encoder(nn.Module):
     # True: forward also takes ``starts``, bool (batch, time), True where the token is <s>
     # (lm.sentence_starts passes it; TUPE's untying in a bidirectional Transformer reads it)
     reads_sentence_starts = False
+    # True: forward also takes ``mix_embedded``, a function applied to the encoder's own model-width
+    # input (a Transformer's projected input plus positions) before its first layer (TNF's notes,
+    # elmoc.nn.notes, place: model); False: the encoder reads the input layer's vectors as they are
+    mixes_embedded = False
 
     def forward(self, inputs: torch.Tensor, mask: torch.Tensor, state: Any = None) -> EncoderOutput:
         raise NotImplementedError

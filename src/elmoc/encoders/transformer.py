@@ -17,7 +17,7 @@ padding masks as ``-inf`` in it.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -158,8 +158,11 @@ class TransformerEncoder(Encoder):
         term = term.expand(batch, self.heads, steps, steps).masked_fill(blocked, float("-inf"))
         return term.reshape(batch * self.heads, steps, steps)
 
+    mixes_embedded = True  # ``mix_embedded`` sees the projected input plus positions (Encoder.mixes_embedded)
+
     def forward(self, inputs: torch.Tensor, mask: torch.Tensor, state: Any = None,
-                starts: torch.Tensor | None = None) -> EncoderOutput:
+                starts: torch.Tensor | None = None,
+                mix_embedded: Callable[[torch.Tensor], torch.Tensor] | None = None) -> EncoderOutput:
         if inputs.dim() != 3 or inputs.shape[-1] != self.input_dim:
             raise ValueError(f"transformer expects (batch, time, {self.input_dim}) inputs, got {tuple(inputs.shape)}")
         if mask.shape != inputs.shape[:2] or mask.dtype != torch.bool:
@@ -169,6 +172,8 @@ class TransformerEncoder(Encoder):
         x = inputs if self.input_projection is None else self.input_projection(inputs)
         if self.untied is None:
             x = x + sinusoidal_positions(x.shape[1], self.d_model, x.device, x.dtype)
+        if mix_embedded is not None:  # (batch, time, d_model) -> the same: TNF's notes (place: model)
+            x = mix_embedded(x)
         x = self.input_dropout(x)
         maskf = mask.unsqueeze(-1).to(x.dtype)
         if self.untied is None:

@@ -144,8 +144,9 @@ def table3(lm_runs: list[LMRun], task_runs: pd.DataFrame) -> Table:
              "SRL (span F1): AllenNLP's span F1, the paper's value; SRL (CoNLL-05 script): the official CoNLL-2005 "
              "scorer's argument F1 of the same runs (no paper value)."]
     if "elmo-c-rnd-input" in variants:
-        notes.append("-RND-INPUT (opt-in, pretrain.extra_variants: [elmo-c-rnd-input]): ELMo-C with a frozen random "
-                     "N(0, 1) input embedding instead of FastText-CC (output as ELMo-C's); not in the paper's Table 3: "
+        notes.append("-RND-INPUT (opt-in, pretrain.extra_variants: [elmo-c-rnd-input]): ELMo-C with a randomly "
+                     "initialized (N(0, 1)) input embedding, trained with the LM unless the run set input.trainable: "
+                     "false, instead of FastText-CC (output as ELMo-C's); not in the paper's Table 3: "
                      "section 5.1 calls it unstable and gives SNLI only (85.8), its other paper cells are gaps.")
     return Table("table3", "Table 3: ELMo-C variants, ours beside the paper's",
                  scale_caption(lm_runs, task_runs), columns, rows, notes, paper_of=paper_columns(tasks))

@@ -59,7 +59,7 @@ class TrainSettings:
             lottery ticket (``elmoc prune``); None keeps none.
         masking: a masked LM's ``{rate, mask, random}`` (:class:`elmoc.data.masking.Masking`;
             default BERT's 0.15, 0.8, 0.1); parsed into :attr:`masking_settings`.
-        notes: ``{lambda, gamma, window, band}``: notes for rare words in pre-training (TNF,
+        notes: ``{lambda, gamma, window, counts, ...}``: notes for rare words in pre-training (TNF,
             :class:`elmoc.nn.notes.NoteSettings`; None: off); parsed into :attr:`note_settings`.
     """
 
