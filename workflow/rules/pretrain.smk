@@ -4,6 +4,20 @@
 # bi-LM sharing its input and output layer, as bilm-tf trains ELMo; common.smk lm_directions).
 
 
+from elmoc.multinode import MultiNodeError, agent_launcher, slurm_resources, srun_prefix
+
+
+def multinode_resources(wildcards):
+    """elmoc.multinode.slurm_resources of the variant's job (refuses nodes > 1 without SLURM)."""
+    executor = workflow.executor_plugin.name if workflow.executor_plugin else None
+    if workflow.remote_exec or workflow.subprocess_exec:  # inside a submitted job (an `mpi` job's runs the
+        executor = "slurm-jobstep"                         # rule in a local subprocess): its submitter checked
+    try:
+        return slurm_resources(pretrain_job(wildcards.variant), wildcards.variant, executor)
+    except MultiNodeError as e:
+        raise WorkflowError(str(e)) from None
+
+
 rule lm_spec:
     output:
         "results/lm/{variant}/spec.yaml",
@@ -44,7 +58,13 @@ rule pretrain:
         "logs/benchmarks/pretrain/{variant}.{direction}.tsv"
     threads: lambda wildcards: pretrain_job(wildcards.variant)["threads"] * pretrain_job(wildcards.variant)["processes"]
     resources:
-        gpu=lambda wildcards: pretrain_job(wildcards.variant)["gpus"],
+        gpu=lambda wildcards: multinode_resources(wildcards)["gpu"],
+        # a multi-node job (resources.pretrain.variants.<v>.nodes > 1; unset for one node)
+        nodes=lambda wildcards: multinode_resources(wildcards)["nodes"],
+        tasks=lambda wildcards: multinode_resources(wildcards)["tasks"],
+        mpi=lambda wildcards: multinode_resources(wildcards)["mpi"],
+        tasks_per_gpu=lambda wildcards: multinode_resources(wildcards)["tasks_per_gpu"],
+        gres=lambda wildcards: multinode_resources(wildcards)["gres"],
         mem_mb=lambda wildcards: pretrain_job(wildcards.variant)["mem_mb"],
         runtime=lambda wildcards: pretrain_job(wildcards.variant)["runtime"],
         slurm_partition=lambda wildcards: slurm_partition(pretrain_job(wildcards.variant)["gpus"]),
@@ -54,8 +74,12 @@ rule pretrain:
     # inside the job (remote mode) would rerun a stopped job in the same, ending allocation
     retries: 0 if workflow.remote_exec else RESOURCES["pretrain"]["retries"]
     params:
-        with_gpus=lambda wildcards: with_gpus(pretrain_job(wildcards.variant)["gpus"]),
-        launcher=pretrain_launcher,
+        # a multi-node job: `srun` one task per node, each `with-gpus` + its node's torchrun agent
+        with_gpus=lambda wildcards: srun_prefix(pretrain_job(wildcards.variant))
+        + with_gpus(pretrain_job(wildcards.variant)["gpus"]),
+        launcher=lambda wildcards: agent_launcher(pretrain_job(wildcards.variant), PYTHON,
+                                                  f"results/lm/{wildcards.variant}/{wildcards.direction}/node-logs")
+        or pretrain_launcher(wildcards),
         device=lambda wildcards: device_for(pretrain_job(wildcards.variant)["gpus"]),
         threads=lambda wildcards: pretrain_job(wildcards.variant)["threads"],
         stop_margin=lambda wildcards: pretrain_job(wildcards.variant)["stop_margin_s"] or "auto",
