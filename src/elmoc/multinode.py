@@ -167,6 +167,53 @@ def agent_command(where: Placement, processes: int, shutdown_timeout_s: int, pro
             *agent_options(where, processes, shutdown_timeout_s, max_restarts, log_dir), *program]
 
 
+# --- the pretrain rule's side (workflow/rules/pretrain.smk) ---------------------------------
+# executors that may run a multi-node job: the SLURM executor, the job step inside its job, a dry run
+SLURM_EXECUTORS = frozenset({"slurm", "slurm-jobstep", "dryrun"})
+
+
+def check_executor(job: Mapping, variant: str, executor: str | None) -> None:
+    """Refuse a multi-node job (``job["nodes"] > 1``) anywhere but under the SLURM executor."""
+    if int(job.get("nodes", 1)) > 1 and executor not in SLURM_EXECUTORS:
+        raise MultiNodeError(f"config resources.pretrain.variants.{variant}.nodes: {job['nodes']} needs the SLURM"
+                             f" executor (--workflow-profile profiles/slurm), this run uses {executor or 'none'}:"
+                             " set nodes to 1 for a local run")
+
+
+def slurm_resources(job: Mapping, variant: str, executor: str | None) -> dict:
+    """The rule's resources for a multi-node job (all None, i.e. unset, for one node): N nodes and
+    N tasks (one agent each) started by the command's own ``srun`` (``mpi``: the job step then runs
+    the command as it is), the GPUs per node as ``--gres=gpu:G`` (``gpu`` 0: the plugin's
+    ``--gpus`` counts the whole job) and no ``--ntasks-per-gpu`` (``tasks_per_gpu`` 0)."""
+    check_executor(job, variant, executor)
+    nodes = int(job.get("nodes", 1))
+    if nodes == 1:
+        return {"nodes": None, "tasks": None, "mpi": None, "tasks_per_gpu": None, "gres": None, "gpu": job["gpus"]}
+    return {"nodes": nodes, "tasks": nodes, "mpi": "srun", "tasks_per_gpu": 0,
+            "gres": f"gpu:{job['gpus']}" if job["gpus"] else None, "gpu": 0}
+
+
+def srun_prefix(job: Mapping) -> str:
+    """The start of a multi-node job's command: one task per node, the whole step killed when one
+    ends badly (else the other agent waits in its exit barrier until the time limit); ``SLURM_CONF``
+    back from :data:`SLURM_CONF_ENV` (the job step drops it). "" for one node."""
+    nodes = int(job.get("nodes", 1))
+    if nodes == 1:
+        return ""
+    cpus = int(job["threads"]) * int(job["processes"])
+    return (f"env ${{{SLURM_CONF_ENV}:+SLURM_CONF=${SLURM_CONF_ENV}}} srun --nodes={nodes} --ntasks={nodes}"
+            f" --ntasks-per-node=1 --cpus-per-task={cpus} --kill-on-bad-exit=1 ")
+
+
+def agent_launcher(job: Mapping, python: str, log_dir: str) -> str | None:
+    """``python -m elmoc.multinode ... -- -m elmoc.cli`` for a multi-node job (None for one node)."""
+    nodes = int(job.get("nodes", 1))
+    if nodes == 1:
+        return None
+    return (f"{python} -m elmoc.multinode --nodes {nodes} --nproc-per-node {int(job['processes'])}"
+            f" --shutdown-timeout {int(job['signal_lead_s'])} --log-dir {shlex.quote(log_dir)} -- -m elmoc.cli")
+
+
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None, run: Runner = _run,
          execute: Callable[[str, list[str], dict[str, str]], None] = os.execvpe) -> int:
     """``python -m elmoc.multinode --nodes N --nproc-per-node G [...] -- PROGRAM ARGS``: replace
