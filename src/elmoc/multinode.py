@@ -180,12 +180,21 @@ def check_executor(job: Mapping, variant: str, executor: str | None) -> None:
                              " set nodes to 1 for a local run")
 
 
-def slurm_resources(job: Mapping, variant: str, executor: str | None) -> dict:
+def executor_name(workflow) -> str | None:
+    """The executor of a Snakemake ``workflow`` object, as far as a multi-node job cares: inside a
+    submitted job (remote mode, or the local subprocess in which an ``mpi`` job's step runs the rule)
+    its submitter already checked, so it counts as the SLURM job step."""
+    if workflow.remote_exec or workflow.subprocess_exec:
+        return "slurm-jobstep"
+    return workflow.executor_plugin.name if workflow.executor_plugin else None
+
+
+def slurm_resources(job: Mapping, variant: str, workflow) -> dict:
     """The rule's resources for a multi-node job (all None, i.e. unset, for one node): N nodes and
     N tasks (one agent each) started by the command's own ``srun`` (``mpi``: the job step then runs
     the command as it is), the GPUs per node as ``--gres=gpu:G`` (``gpu`` 0: the plugin's
     ``--gpus`` counts the whole job) and no ``--ntasks-per-gpu`` (``tasks_per_gpu`` 0)."""
-    check_executor(job, variant, executor)
+    check_executor(job, variant, executor_name(workflow))
     nodes = int(job.get("nodes", 1))
     if nodes == 1:
         return {"nodes": None, "tasks": None, "mpi": None, "tasks_per_gpu": None, "gres": None, "gpu": job["gpus"]}

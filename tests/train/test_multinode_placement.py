@@ -99,3 +99,39 @@ def test_main_replaces_itself_with_the_agent():
     assert argv[1:3] == ["-m", "torch.distributed.run"] and argv[-5:] == ["-m", "elmoc.cli", "train", "--spec", "s.yaml"]
     assert "--max-restarts=1" in argv and "--rdzv-conf=is_host=true" in argv
     assert e["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+
+
+def fake_workflow(executor, remote=False, subprocess=False):
+    from types import SimpleNamespace
+
+    plugin = SimpleNamespace(name=executor) if executor else None
+    return SimpleNamespace(executor_plugin=plugin, remote_exec=remote, subprocess_exec=subprocess)
+
+
+def test_rule_resources_of_one_and_of_two_nodes():
+    from elmoc.multinode import slurm_resources
+
+    one = {"nodes": 1, "gpus": 2, "processes": 2, "threads": 4}
+    assert slurm_resources(one, "v", fake_workflow("local")) == {
+        "nodes": None, "tasks": None, "mpi": None, "tasks_per_gpu": None, "gres": None, "gpu": 2}
+    two = {**one, "nodes": 2}
+    for where in (fake_workflow("slurm"), fake_workflow("dryrun"), fake_workflow("local", remote=True),
+                  fake_workflow("local", subprocess=True)):  # the submitter, a dry run, inside the job
+        assert slurm_resources(two, "v", where) == {
+            "nodes": 2, "tasks": 2, "mpi": "srun", "tasks_per_gpu": 0, "gres": "gpu:2", "gpu": 0}
+    for where in (fake_workflow("local"), fake_workflow(None)):
+        with pytest.raises(MultiNodeError, match=r"resources.pretrain.variants.v.nodes: 2 needs the SLURM executor"):
+            slurm_resources(two, "v", where)
+
+
+def test_rule_command_parts():
+    from elmoc.multinode import agent_launcher, srun_prefix
+
+    one = {"nodes": 1, "gpus": 0, "processes": 2, "threads": 3, "signal_lead_s": 60}
+    assert srun_prefix(one) == "" and agent_launcher(one, "py", "d") is None
+    two = {**one, "nodes": 2}
+    assert srun_prefix(two) == ("env ${ELMOC_SLURM_CONF:+SLURM_CONF=$ELMOC_SLURM_CONF} srun --nodes=2 --ntasks=2"
+                                " --ntasks-per-node=1 --cpus-per-task=6 --kill-on-bad-exit=1 ")
+    assert agent_launcher(two, "py", "out/node-logs") == (
+        "py -m elmoc.multinode --nodes 2 --nproc-per-node 2 --shutdown-timeout 60 --log-dir out/node-logs"
+        " -- -m elmoc.cli")

@@ -45,7 +45,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.serial,
               pytest.mark.skipif(not os.environ.get("ELMOC_SLURM_MN") or not os.environ.get("ELMOC_SLURM_CONF"),
                                  reason="needs the two-node cluster of .ci/slurm-multinode-test.sh")]
 
-STEPS, EVERY = 240, 30
+STEPS, EVERY = 150, 30
 WRAPPER = """\
 import os, sys, time
 import elmoc.train.loop as loop
@@ -97,7 +97,7 @@ def job_command(root: Path, max_restarts: int = 3) -> str:
     return f"cd {root} && {prefix}{agent}{' '.join(TRAIN)} >> {root}/job.log 2>&1"
 
 
-def submit(root: Path, marker: str, *options: str, step_sleep: float = 0.15, **kw) -> str:
+def submit(root: Path, marker: str, *options: str, step_sleep: float = 0.1, **kw) -> str:
     cmd = ["sbatch", "--parsable", "-N", "2", "-n", "2", "-c", "1", "--mem=900", "-o", str(root / "sbatch-%j.out"),
            "-D", str(root), *options, "--wrap", job_command(root, **kw)]
     env = clean_env(TEST_CASE=marker, TEST_STEP_SLEEP=str(step_sleep))
@@ -236,7 +236,7 @@ def test_node_lost_requeues_and_resumes(tmp_path, reference):
 
 def test_time_limit_stops_saves_and_the_retry_resumes(tmp_path, reference):
     root, marker = prepare(tmp_path / "case"), uuid.uuid4().hex
-    # 1 minute, SIGUSR1 40 s before the end: the first job cannot finish 240 steps of 0.5 s
+    # 1 minute, SIGUSR1 40 s before the end: the first job cannot finish 150 steps of 0.5 s
     job = submit(root, marker, "-t", "1", "--signal=USR1@40", step_sleep=0.5)
     state = wait_state(job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}, 240, root)
     text = (root / "out/train.log").read_text()

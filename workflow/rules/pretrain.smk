@@ -4,18 +4,7 @@
 # bi-LM sharing its input and output layer, as bilm-tf trains ELMo; common.smk lm_directions).
 
 
-from elmoc.multinode import MultiNodeError, agent_launcher, slurm_resources, srun_prefix
-
-
-def multinode_resources(wildcards):
-    """elmoc.multinode.slurm_resources of the variant's job (refuses nodes > 1 without SLURM)."""
-    executor = workflow.executor_plugin.name if workflow.executor_plugin else None
-    if workflow.remote_exec or workflow.subprocess_exec:  # inside a submitted job (an `mpi` job's runs the
-        executor = "slurm-jobstep"                         # rule in a local subprocess): its submitter checked
-    try:
-        return slurm_resources(pretrain_job(wildcards.variant), wildcards.variant, executor)
-    except MultiNodeError as e:
-        raise WorkflowError(str(e)) from None
+from elmoc.multinode import agent_launcher, slurm_resources, srun_prefix
 
 
 rule lm_spec:
@@ -58,13 +47,13 @@ rule pretrain:
         "logs/benchmarks/pretrain/{variant}.{direction}.tsv"
     threads: lambda wildcards: pretrain_job(wildcards.variant)["threads"] * pretrain_job(wildcards.variant)["processes"]
     resources:
-        gpu=lambda wildcards: multinode_resources(wildcards)["gpu"],
+        gpu=lambda w: slurm_resources(pretrain_job(w.variant), w.variant, workflow)["gpu"],
         # a multi-node job (resources.pretrain.variants.<v>.nodes > 1; unset for one node)
-        nodes=lambda wildcards: multinode_resources(wildcards)["nodes"],
-        tasks=lambda wildcards: multinode_resources(wildcards)["tasks"],
-        mpi=lambda wildcards: multinode_resources(wildcards)["mpi"],
-        tasks_per_gpu=lambda wildcards: multinode_resources(wildcards)["tasks_per_gpu"],
-        gres=lambda wildcards: multinode_resources(wildcards)["gres"],
+        nodes=lambda w: slurm_resources(pretrain_job(w.variant), w.variant, workflow)["nodes"],
+        tasks=lambda w: slurm_resources(pretrain_job(w.variant), w.variant, workflow)["tasks"],
+        mpi=lambda w: slurm_resources(pretrain_job(w.variant), w.variant, workflow)["mpi"],
+        tasks_per_gpu=lambda w: slurm_resources(pretrain_job(w.variant), w.variant, workflow)["tasks_per_gpu"],
+        gres=lambda w: slurm_resources(pretrain_job(w.variant), w.variant, workflow)["gres"],
         mem_mb=lambda wildcards: pretrain_job(wildcards.variant)["mem_mb"],
         runtime=lambda wildcards: pretrain_job(wildcards.variant)["runtime"],
         slurm_partition=lambda wildcards: slurm_partition(pretrain_job(wildcards.variant)["gpus"]),
