@@ -46,6 +46,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.serial,
                                  reason="needs the two-node cluster of .ci/slurm-multinode-test.sh")]
 
 STEPS, EVERY = 150, 30
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}
 WRAPPER = """\
 import os, sys, time
 import elmoc.train.loop as loop
@@ -160,6 +161,21 @@ def processes(marker: str) -> list[dict]:
     return found
 
 
+def completes_resumed(job: str, root: Path, reference: dict) -> None:
+    """The job completes, its log shows a resume, and its model equals the uninterrupted one."""
+    assert wait_state(job, ENDED, 400, root) == "COMPLETED", log_tail(root)
+    assert resumed_lines(root), log_tail(root)
+    assert_equal_model(root, reference)
+
+
+def wait_gone(marker: str, timeout: float) -> None:
+    """Wait until no process of the case is left; fail naming those still there."""
+    deadline = time.monotonic() + timeout
+    while processes(marker) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not processes(marker), [p["cmd"] for p in processes(marker)]
+
+
 def assert_equal_model(root: Path, reference: dict) -> None:
     b = load_checkpoint(root / "out/model.pt")
     assert b["step"] == reference["step"] == STEPS
@@ -179,10 +195,7 @@ def test_worker_killed_restarts_and_resumes(tmp_path, reference):
                and p["env"].get("RANK") == "1"]
     assert len(workers) == 1, processes(marker)
     os.kill(workers[0]["pid"], signal.SIGKILL)
-    assert wait_state(job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}, 400, root) == "COMPLETED", \
-        log_tail(root)
-    assert resumed_lines(root), log_tail(root)
-    assert_equal_model(root, reference)
+    completes_resumed(job, root, reference)
 
 
 def test_agent_killed_fails_fast_and_the_retry_resumes(tmp_path, reference):
@@ -194,16 +207,13 @@ def test_agent_killed_fails_fast_and_the_retry_resumes(tmp_path, reference):
     assert len(agents) == 1, [p["cmd"] for p in processes(marker)]
     killed = time.monotonic()
     os.kill(agents[0]["pid"], signal.SIGKILL)
-    state = wait_state(job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}, 120, root)
+    state = wait_state(job, ENDED, 120, root)
     took = time.monotonic() - killed
     assert state == "FAILED", log_tail(root)
-    deadline = time.monotonic() + 60
-    while processes(marker) and time.monotonic() < deadline:
-        time.sleep(1)
-    assert not processes(marker), [p["cmd"] for p in processes(marker)]  # nothing left running
+    wait_gone(marker, 60)  # nothing left running
     print(f"agent on n2 killed: job {job} FAILED {took:.0f} s later, no process left")
     retry = submit(root, uuid.uuid4().hex, "-t", "10", step_sleep=0)
-    assert wait_state(retry, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}, 400, root) == "COMPLETED"
+    assert wait_state(retry, ENDED, 400, root) == "COMPLETED"
     assert resumed_lines(root), log_tail(root)
     assert_equal_model(root, reference)
 
@@ -223,28 +233,22 @@ def test_node_lost_requeues_and_resumes(tmp_path, reference):
     assert fields.get("Restarts") == "1", fields
     # SLURM holds a requeued job for 120 s; release it sooner, once the lost run's processes are gone
     # (rank 0 on the surviving node stops and saves on SLURM's SIGTERM)
-    deadline = time.monotonic() + 120
-    while processes(marker) and time.monotonic() < deadline:
-        time.sleep(1)
-    assert not processes(marker), [p["cmd"] for p in processes(marker)]
+    wait_gone(marker, 120)
     subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], env=env, capture_output=True)
-    assert wait_state(job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}, 400, root) == "COMPLETED", \
-        log_tail(root)
-    assert resumed_lines(root), log_tail(root)
-    assert_equal_model(root, reference)
+    completes_resumed(job, root, reference)
 
 
 def test_time_limit_stops_saves_and_the_retry_resumes(tmp_path, reference):
     root, marker = prepare(tmp_path / "case"), uuid.uuid4().hex
     # 1 minute, SIGUSR1 40 s before the end: the first job cannot finish 150 steps of 0.5 s
     job = submit(root, marker, "-t", "1", "--signal=USR1@40", step_sleep=0.5)
-    state = wait_state(job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}, 240, root)
+    state = wait_state(job, ENDED, 240, root)
     text = (root / "out/train.log").read_text()
     assert state == "FAILED" and re.search(r"stopped by (SIGUSR1|the job's end time|\S+) at step \d+", text), \
         (state, log_tail(root))  # exit 75 (stopped, saved), never SLURM's TIMEOUT kill
     step = checkpoint_step(root)
     assert 0 < step < STEPS
     retry = submit(root, uuid.uuid4().hex, "-t", "10", step_sleep=0)
-    assert wait_state(retry, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}, 400, root) == "COMPLETED"
+    assert wait_state(retry, ENDED, 400, root) == "COMPLETED"
     assert any(f"from step {step}" in line for line in resumed_lines(root)), log_tail(root)
     assert_equal_model(root, reference)
