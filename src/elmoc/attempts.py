@@ -203,8 +203,12 @@ def job_outcome(status: int, ranks: list[dict[str, Any]]) -> tuple[str, str]:
         return STOPPED, "interrupted" if status == EXIT_SIGINT else ""
     world = max([int(r.get("world_size", 1)) for r in ranks] or [1])
     by_rank = {int(r.get("rank", 0)): r for r in ranks}
+    # a node of a multi-node job (elmoc.multinode) has the records of its own workers only:
+    # torchrun numbers them group_rank * local_world_size + local rank
+    local = max([int(r.get("local_world_size", world)) for r in ranks] or [world])
+    first = int(ranks[0].get("group_rank", 0)) * local if ranks and local < world else 0
     parts = []
-    for rank in range(world):
+    for rank in range(first, first + min(local, world)):
         who = f"rank {rank}" if world > 1 else "the process"
         r = by_rank.get(rank)
         if r is None:

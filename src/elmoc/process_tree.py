@@ -91,8 +91,11 @@ def record_exit(status: int, reason: str = "", environ: Mapping[str, str] | None
     if not folder:
         return
     rank = environ.get("RANK", "0")
-    record = {"status": int(status), "reason": reason, "rank": int(rank),
-              "world_size": int(environ.get("WORLD_SIZE", "1")), "pid": os.getpid()}
+    world = int(environ.get("WORLD_SIZE", "1"))
+    # a node of a multi-node job sees its own workers' records only (torchrun: LOCAL_WORLD_SIZE, GROUP_RANK)
+    record = {"status": int(status), "reason": reason, "rank": int(rank), "world_size": world,
+              "local_world_size": int(environ.get("LOCAL_WORLD_SIZE", world)),
+              "group_rank": int(environ.get("GROUP_RANK", "0")), "pid": os.getpid()}
     try:
         tmp = Path(folder) / f".rank{rank}.json.tmp"
         tmp.write_text(json.dumps(record))
@@ -115,12 +118,13 @@ def exit_records(exit_dir: str | Path) -> list[dict] | None:
 
 def job_status(command_status: int, exit_dir: str | Path) -> int:
     """The job's exit status: 0 when the command succeeded; 75 when every worker of the
-    job recorded 75 (stopped and saved); else the command's status (non-zero)."""
+    job (of this node, for a multi-node job) recorded 75 (stopped and saved); else the
+    command's status (non-zero)."""
     if command_status == 0:
         return 0
     records = exit_records(exit_dir)
     if records and all(r.get("status") == EXIT_STOPPED for r in records) \
-            and len(records) >= max(int(r.get("world_size", 1)) for r in records):
+            and len(records) >= max(int(r.get("local_world_size", r.get("world_size", 1))) for r in records):
         return EXIT_STOPPED
     return command_status
 

@@ -22,8 +22,8 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 LAYERS = [
     ("errors",),
     ("io", "directions"),
-    ("config", "config_section", "registry", "nn", "metrics", "process_tree", "devices", "attempts", "records", "layouts",
-     "model_file"),
+    ("config", "config_section", "registry", "nn", "metrics", "process_tree", "multinode", "devices", "attempts",
+     "records", "layouts", "model_file"),
     ("data",),
     ("inputs", "encoders", "outputs"),
     ("lm", "masked_lm"),

@@ -204,3 +204,21 @@ def test_a_file_system_without_flock_warns_instead_of_failing_every_attempt(tmp_
         lock = OutputLock(tmp_path / "out").acquire()
     lock.release()
     assert "this file system has no flock" in caplog.text
+
+
+def test_a_node_of_a_multi_node_job_judges_its_own_workers(tmp_path):
+    """Issue 48: each node's `with-gpus` sees the exit records of its own workers only (2 of 4)."""
+    from elmoc.attempts import job_outcome
+
+    def record(rank, status, group):
+        return {"rank": rank, "status": status, "world_size": 4, "local_world_size": 2, "group_rank": group}
+
+    for rank in (2, 3):  # node 1 (group rank 1) holds ranks 2 and 3
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps(record(rank, 75, 1)))
+    assert job_status(1, tmp_path) == 75  # both of its workers stopped and saved
+    (tmp_path / "rank3.json").unlink()
+    assert job_status(1, tmp_path) == 1
+    kind, error = job_outcome(1, [record(2, 75, 1)])
+    assert kind == "crashed" and error.startswith("rank 3 ended without an exit record")
+    kind, error = job_outcome(1, [record(0, 1, 0) | {"reason": "RuntimeError: peer closed"}, record(1, 75, 0)])
+    assert error == "rank 0: RuntimeError: peer closed"  # ranks 2 and 3 are another node's

@@ -29,7 +29,8 @@ OVERLAY = {
     "resources": {
         "partitions": {"cpu": "cpu_q", "gpu": "gpu_q"},
         "default": {"mem_mb": 3000, "runtime": 90},
-        "pretrain": {"gpus": 4, "threads": 6, "mem_mb": 64000, "runtime": 2880, "signal_lead_s": 120},
+        "pretrain": {"gpus": 4, "threads": 6, "mem_mb": 64000, "runtime": 2880, "signal_lead_s": 120,
+                     "variants": {"elmo-c-rnd": {"nodes": 2}}},  # one model over 2 nodes x 4 GPUs (issue 48)
     },
 }
 
@@ -87,9 +88,11 @@ def sbatch_lines(tmp_path_factory):
     fake_slurm(bin_dir)
     dry = snakemake(work, bin_dir, "-n", "--printshellcmds").stdout
     # random_vectors: a CPU job whose output is not an input of elmo-c's pretraining
-    targets = {"pretrain": "results/lm/elmo-c/forward/model.pt", "random_vectors": "results/vectors/random.npy"}
-    lines = {}
-    for rule, target in targets.items():
+    targets = {"pretrain": "results/lm/elmo-c/forward/model.pt", "random_vectors": "results/vectors/random.npy",
+               "pretrain 2 nodes": "results/lm/elmo-c-rnd/forward/model.pt"}
+    lines = {"dry run": dry}
+    for label, target in targets.items():
+        rule = label.split()[0]
         for path in job_inputs(dry, target):   # existing inputs: only this job is submitted
             p = work / path
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -103,10 +106,10 @@ def sbatch_lines(tmp_path_factory):
         proc = snakemake(work, bin_dir, target, "--allowed-rules", rule,
                          "--slurm-init-seconds-before-status-checks", "1", check=False)
         assert proc.returncode != 0  # the stand-in refuses every job
-        assert log.exists(), f"{rule}: sbatch never called\n{proc.stderr[-3000:]}"
+        assert log.exists(), f"{label}: sbatch never called\n{proc.stderr[-3000:]}"
         calls = log.read_text().splitlines()
         assert len(calls) == 1, calls
-        lines[rule] = shlex.split(calls[0])
+        lines[label] = shlex.split(calls[0])
     return lines
 
 
@@ -151,3 +154,45 @@ def test_cpu_job(sbatch_lines):
     assert option(argv, "-t", "--time") == "90"
     assert option(argv, "--cpus-per-task") == "1"
     assert option(argv, "--signal") == "USR1@300"
+
+
+def test_multi_node_pretrain_job(sbatch_lines):
+    """resources.pretrain.variants.<v>.nodes: 2 -> one job over 2 nodes, one srun task (one torchrun
+    agent) per node, the GPUs per node as GRES (issue 48; elmoc.multinode)."""
+    argv = sbatch_lines["pretrain 2 nodes"]
+    assert option(argv, "--nodes") == "2" and option(argv, "--ntasks") == "2"
+    assert option(argv, "--gres") == "gpu:4" and option(argv, "--gpus") is None  # per node, not per job
+    assert option(argv, "--ntasks-per-gpu") is None
+    assert option(argv, "--cpus-per-task") == str(6 * 4) and option(argv, "--mem") == "64000"  # per node
+    assert option(argv, "--signal") == "USR1@120"
+    # the job's command: srun one task per node, each with-gpus 4 + its node's agent
+    shell = next(block for block in re.split(r"\n(?=(?:local)?rule \w+:)", sbatch_lines["dry run"])
+                 if "results/lm/elmo-c-rnd/forward/model.pt" in block and block.startswith("rule pretrain"))
+    assert re.search(r"srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=24 --kill-on-bad-exit=1 \S+"
+                     r" -m elmoc.cli with-gpus --lock-dir \S+ 4 -- \S+ -m elmoc.multinode --nodes 2 --nproc-per-node 4"
+                     r" --shutdown-timeout 120 --log-dir results/lm/elmo-c-rnd/forward/node-logs -- -m elmoc.cli train",
+                     shell), shell
+    # one node's jobs are as before
+    assert "srun" not in next(block for block in re.split(r"\n(?=(?:local)?rule \w+:)", sbatch_lines["dry run"])
+                              if "results/lm/elmo-c/forward/model.pt" in block and block.startswith("rule pretrain"))
+
+
+def test_multi_node_job_refused_without_slurm(tmp_path):
+    """A local run (no SLURM executor) refuses nodes > 1 in one line naming the key."""
+    overlay = {**OVERLAY, "resources": {**OVERLAY["resources"], "pretrain": {"variants": {"elmo-c": {"nodes": 2}}}}}
+    (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+    target = "results/lm/elmo-c/forward/model.pt"
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", str(REPO / "config" / "config.yaml"),
+           str(tmp_path / "overlay.yaml"), "--directory", str(tmp_path), "--snakefile", str(REPO / "Snakefile"),
+           target]
+    dry = subprocess.run([*cmd, "-n"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert dry.returncode == 0, dry.stderr[-3000:]  # a dry run may show the plan
+    for path in job_inputs(dry.stdout, target):  # existing inputs: only the pretraining job would run
+        p = tmp_path / path
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.mkdir(exist_ok=True) if path.endswith("/train") else p.touch()
+    proc = subprocess.run([*cmd, "--allowed-rules", "pretrain"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 1
+    lines = [line for line in proc.stderr.splitlines() if "resources.pretrain.variants.elmo-c.nodes" in line]
+    assert len(lines) == 1 and "needs the SLURM executor" in lines[0] and "set nodes to 1" in lines[0], proc.stderr

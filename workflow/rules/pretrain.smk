@@ -4,6 +4,9 @@
 # bi-LM sharing its input and output layer, as bilm-tf trains ELMo; common.smk lm_directions).
 
 
+from elmoc.multinode import agent_launcher, slurm_resources, srun_prefix
+
+
 rule lm_spec:
     output:
         "results/lm/{variant}/spec.yaml",
@@ -44,7 +47,13 @@ rule pretrain:
         "logs/benchmarks/pretrain/{variant}.{direction}.tsv"
     threads: lambda wildcards: pretrain_job(wildcards.variant)["threads"] * pretrain_job(wildcards.variant)["processes"]
     resources:
-        gpu=lambda wildcards: pretrain_job(wildcards.variant)["gpus"],
+        gpu=lambda w: slurm_resources(pretrain_job(w.variant), w.variant, workflow)["gpu"],
+        # a multi-node job (resources.pretrain.variants.<v>.nodes > 1; unset for one node)
+        nodes=lambda w: slurm_resources(pretrain_job(w.variant), w.variant, workflow)["nodes"],
+        tasks=lambda w: slurm_resources(pretrain_job(w.variant), w.variant, workflow)["tasks"],
+        mpi=lambda w: slurm_resources(pretrain_job(w.variant), w.variant, workflow)["mpi"],
+        tasks_per_gpu=lambda w: slurm_resources(pretrain_job(w.variant), w.variant, workflow)["tasks_per_gpu"],
+        gres=lambda w: slurm_resources(pretrain_job(w.variant), w.variant, workflow)["gres"],
         mem_mb=lambda wildcards: pretrain_job(wildcards.variant)["mem_mb"],
         runtime=lambda wildcards: pretrain_job(wildcards.variant)["runtime"],
         slurm_partition=lambda wildcards: slurm_partition(pretrain_job(wildcards.variant)["gpus"]),
@@ -54,8 +63,12 @@ rule pretrain:
     # inside the job (remote mode) would rerun a stopped job in the same, ending allocation
     retries: 0 if workflow.remote_exec else RESOURCES["pretrain"]["retries"]
     params:
-        with_gpus=lambda wildcards: with_gpus(pretrain_job(wildcards.variant)["gpus"]),
-        launcher=pretrain_launcher,
+        # a multi-node job: `srun` one task per node, each `with-gpus` + its node's torchrun agent
+        with_gpus=lambda wildcards: srun_prefix(pretrain_job(wildcards.variant))
+        + with_gpus(pretrain_job(wildcards.variant)["gpus"]),
+        launcher=lambda wildcards: agent_launcher(pretrain_job(wildcards.variant), PYTHON,
+                                                  f"results/lm/{wildcards.variant}/{wildcards.direction}/node-logs")
+        or pretrain_launcher(wildcards),
         device=lambda wildcards: device_for(pretrain_job(wildcards.variant)["gpus"]),
         threads=lambda wildcards: pretrain_job(wildcards.variant)["threads"],
         stop_margin=lambda wildcards: pretrain_job(wildcards.variant)["stop_margin_s"] or "auto",
