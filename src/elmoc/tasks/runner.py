@@ -54,6 +54,7 @@ from typing import Any, Callable, Sequence
 import torch
 from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError, InputFileError
+from elmoc.nn.native_build import build_seconds_since
 from elmoc.tasks.base import Task
 from elmoc.tasks.checkpoint import FIX, TaskCheckpoint, to_cpu
 from elmoc.tasks.embedder import TaskInputs
@@ -441,8 +442,9 @@ class TaskTrainer:
         return RunInterrupted(reason, str(self.checkpoint.path))
 
     def wall_seconds(self) -> float:
-        """Wall time of this run, summed over the attempts it was resumed from."""
-        return self.seconds_before + time.time() - self.t_start
+        """Wall time of this run, summed over the attempts it was resumed from, less native
+        kernel builds (``native_build_s`` of the record)."""
+        return self.seconds_before + time.time() - self.t_start - build_seconds_since(self.t_start)
 
     # --- the loop ----------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -567,6 +569,7 @@ class TaskTrainer:
             "history": self.history,
             "trainer": asdict(self.config),
             "seconds": round(self.wall_seconds(), 2),
+            "native_build_s": round(build_seconds_since(0.0), 1),
             "device": str(self.device),
             "threads": torch.get_num_threads(),
             "segments": self.segments,

@@ -56,6 +56,7 @@ from elmoc.train.checkpoint import (
     load_weights, model_payload, rank_rng_state, remove_stale_temps, rng_state, set_aside_if_stale, set_rng_state,
     vocab_fingerprint,
 )
+from elmoc.nn.native_build import build_seconds_since
 from elmoc.nn.notes import NoteDictionary, rare_ids
 from elmoc.train.distributed import (
     Distributed, average_sparse_gradients, gather_note_rows, gather_state_rows, shard_state_rows,
@@ -478,14 +479,16 @@ class Trainer:
 
     def wall_seconds(self) -> float:
         """Wall time of this training, summed over the runs it was resumed from."""
-        return self.seconds_before + time.time() - self.t_start
+        return self.seconds_before + time.time() - self.t_start - build_seconds_since(self.t_start)
 
     def log_step(self, lr: float, loss: torch.Tensor, out: OutputLoss, grad_norm: torch.Tensor) -> None:
         """Rank 0's train record and log line (loss, LR, gradient norm, speed, ETA)."""
         step, total = self.step, self.total_steps
-        elapsed = time.time() - self.t0
+        elapsed = time.time() - self.t0 - build_seconds_since(self.t0)  # a kernel build is no training
         speed = (self.tokens - self.tokens_at_t0) / max(elapsed, 1e-9)
         per_step = elapsed / max(1, step - self.steps_at_t0)
+        if total and step > total:  # past an estimated total (a subword corpus' pieces): no guessed ETA
+            total = None
         eta = (total - step) * per_step if total else None
         append_record(self.log_path, {
             "event": "train", "step": step, "tokens": self.tokens, "lr": lr, "loss": float(loss),
@@ -561,7 +564,8 @@ class Trainer:
             write_summary(self.out_dir / HELDOUT, {
                 "direction": self.direction, "steps": self.step, "tokens": self.tokens, "seconds": seconds,
                 "threads": self.layout["threads"], "processes": self.ddp.world_size, "segments": self.segments,
-                "config_hash": self.spec_hash, "trainable_parameters": self.core.num_trainable_parameters()},
+                "config_hash": self.spec_hash, "trainable_parameters": self.core.num_trainable_parameters(),
+                "native_build_s": round(build_seconds_since(0.0), 1)},
                 self.history)
         if self.ddp.enabled:
             dist.barrier()
