@@ -33,3 +33,20 @@ def test_console_lines_have_step_loss_and_a_non_negative_eta(tmp_path, tiny_lm, 
     assert "ETA -" not in console.read_text()
     log = (tmp_path / "lm/forward/train.log")
     assert not log.exists() or "ETA -" not in log.read_text()
+
+
+def test_a_subword_lm_counts_its_steps_in_pieces(tmp_path):
+    """ELMo-Sub's step total: the word counts scaled by the pieces per word of a sample (the
+    total was a third short, and its ETA went negative past it)."""
+    import numpy as np
+
+    from elmoc.commands.train import _pieces_per_token
+
+    shard = tmp_path / "shard_0.txt"
+    shard.write_text("a b c\n\nd e\n", encoding="utf-8")
+
+    def three_pieces_a_word(lines):  # <s> + 3 pieces per word + </s>
+        return np.zeros(sum(3 * len(line.split()) + 2 for line in lines), dtype=np.int64)
+
+    assert _pieces_per_token(shard, three_pieces_a_word) == (11 + 8) / (5 + 4)
+    assert _pieces_per_token(shard, lambda lines: np.zeros(sum(len(x.split()) + 2 for x in lines))) == 1.0
