@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from elmoc.io.console import FD_ENV, SECONDS_ENV
+from elmoc.io.console import FD_ENV, SECONDS_ENV, console_env
 
 CONLL = """\
 #begin document (nw/x); part 000
@@ -25,7 +25,7 @@ def test_task_runs_write_epoch_batch_loss_and_eta(tmp_path, random_inputs, monke
 
     console = tmp_path / "console.txt"
     fd = os.open(console, os.O_WRONLY | os.O_CREAT)
-    monkeypatch.setenv(FD_ENV, str(fd))
+    monkeypatch.setenv(FD_ENV, console_env(fd))
     monkeypatch.setenv(SECONDS_ENV, "0")  # a line after every step
     path = tmp_path / "tiny.gold_conll"
     path.write_text(CONLL, encoding="utf-8")

@@ -6,7 +6,7 @@ import itertools
 import os
 import re
 
-from elmoc.io.console import FD_ENV, SECONDS_ENV
+from elmoc.io.console import FD_ENV, SECONDS_ENV, console_env
 from elmoc.train.loop import train
 
 
@@ -15,7 +15,7 @@ def test_console_lines_have_step_loss_and_a_non_negative_eta(tmp_path, tiny_lm, 
     spec = {**spec, "train": {**spec["train"], "max_steps": None, "epochs": 1}}
     console = tmp_path / "console.txt"
     fd = os.open(console, os.O_WRONLY | os.O_CREAT)
-    monkeypatch.setenv(FD_ENV, str(fd))
+    monkeypatch.setenv(FD_ENV, console_env(fd))
     monkeypatch.setenv(SECONDS_ENV, "0")  # a line after every step
 
     def twenty(position, rank, world):  # 20 steps, where the estimate says 10 (a subword corpus)
