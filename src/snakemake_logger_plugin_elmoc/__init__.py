@@ -35,7 +35,7 @@ ERROR_EVENTS = {LogEvent.ERROR, LogEvent.JOB_ERROR, LogEvent.GROUP_ERROR}
 
 
 class LogHandler(LogHandlerBase):
-    """One line per finished job on stderr; errors and other messages as Snakemake writes them."""
+    """One line per finished job on stderr (stdout in a dry run, as Snakemake's); errors and other messages as Snakemake writes them."""
 
     def __post_init__(self) -> None:
         from snakemake.logging import DefaultFilter, DefaultFormatter
@@ -69,9 +69,10 @@ class LogHandler(LogHandlerBase):
     def emit(self, record: LogRecord) -> None:
         try:
             text = self.line(record)
-            if text:
-                sys.stderr.write(text + "\n")
-                sys.stderr.flush()
+            if text:  # stdout where Snakemake's own console would write there (a dry run)
+                stream = sys.stdout if getattr(self.common_settings, "stdout", False) else sys.stderr
+                stream.write(text + "\n")
+                stream.flush()
         except Exception:  # a logging failure must never stop the workflow
             self.handleError(record)
 
