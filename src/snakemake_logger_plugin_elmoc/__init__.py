@@ -23,7 +23,9 @@ from logging import LogRecord
 from snakemake_interface_logger_plugins.base import LogHandlerBase
 from snakemake_interface_logger_plugins.common import LogEvent
 
-__all__ = ["LogHandler"]
+__all__ = ["LogHandler", "PASS"]
+
+PASS = object()  # LogHandler.line's answer for a record Snakemake's own console writes
 
 # messages of a normal run that say nothing a person watching needs
 CHATTER = ("Select jobs to execute...", "Building DAG of jobs...", "Assuming unrestricted shared filesystem usage.",
@@ -35,14 +37,17 @@ ERROR_EVENTS = {LogEvent.ERROR, LogEvent.JOB_ERROR, LogEvent.GROUP_ERROR}
 
 
 class LogHandler(LogHandlerBase):
-    """One line per finished job on stderr (stdout in a dry run, as Snakemake's); errors and other messages as Snakemake writes them."""
+    """One line per finished job on stderr; errors and other messages as Snakemake writes them."""
 
     def __post_init__(self) -> None:
-        from snakemake.logging import DefaultFilter, DefaultFormatter
+        from snakemake.logging import ColorizingTextHandler, DefaultFilter, DefaultFormatter
 
         s = self.common_settings
-        self.snakemake_format = DefaultFormatter(s.quiet, s.show_failed_logs)
-        self.snakemake_filter = DefaultFilter(s.quiet, s.debug_dag, s.verbose, s.dryrun, s.printshellcmds)
+        self.stream = sys.stdout if getattr(s, "stdout", False) else sys.stderr  # stdout in a dry run
+        # Snakemake's own console, for what passes through (errors, a dry run's plan)
+        self.snakemake_console = ColorizingTextHandler(nocolor=s.nocolor, stream=self.stream)
+        self.snakemake_console.addFilter(DefaultFilter(s.quiet, s.debug_dag, s.verbose, s.dryrun, s.printshellcmds))
+        self.snakemake_console.setFormatter(DefaultFormatter(s.quiet, s.show_failed_logs))
         self.jobs: dict[int, tuple[str, dict]] = {}  # jobid -> (rule, wildcards), from each job's info
         self.finished: int | None = None  # the job whose "N of M steps" comes next
 
@@ -69,19 +74,20 @@ class LogHandler(LogHandlerBase):
     def emit(self, record: LogRecord) -> None:
         try:
             text = self.line(record)
-            if text:  # stdout where Snakemake's own console would write there (a dry run)
-                stream = sys.stdout if getattr(self.common_settings, "stdout", False) else sys.stderr
-                stream.write(text + "\n")
-                stream.flush()
+            if text is PASS:
+                self.snakemake_console.handle(record)
+            elif text:
+                self.stream.write(text + "\n")
+                self.stream.flush()
         except Exception:  # a logging failure must never stop the workflow
             self.handleError(record)
 
-    def line(self, record: LogRecord) -> str | None:
-        """What the console shows for ``record`` (None: nothing). A dry run's plan is what was
-        asked for: it is shown as Snakemake shows it."""
+    def line(self, record: LogRecord) -> str | object | None:
+        """What the console shows for ``record``: a line, None (nothing) or :data:`PASS` (what
+        Snakemake's console shows). A dry run's plan is what was asked for: all of it passes."""
         event = getattr(record, "event", None)
         if self.common_settings.dryrun:
-            return self.snakemake_format.format(record) if self.snakemake_filter.filter(record) else None
+            return PASS
         if event == LogEvent.JOB_INFO:
             self.jobs[record.jobid] = (record.rule_name, dict(getattr(record, "wildcards", None) or {}))
             return None
@@ -102,6 +108,4 @@ class LogHandler(LogHandlerBase):
             message = record.getMessage() if record.msg is not None else ""
             if message in CHATTER or message.startswith(CHATTER_PREFIXES):
                 return None
-        if not self.snakemake_filter.filter(record):
-            return None
-        return self.snakemake_format.format(record)
+        return PASS
