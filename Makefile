@@ -19,11 +19,18 @@ $(BIN)/.elmoc-installed: pyproject.toml
 	$(BIN)/python -c "from elmoc.encoders.native import native_status; print('elmoc LSTM:', native_status())"
 	touch $@
 
-# The demo: the workflow, its self-contained HTML report, then the summary measured in this run.
+# A quiet console (profiles/default); `make demo VERBOSE=1`: every rule block and shell command
+# (profiles/verbose).
+PROFILE := $(if $(VERBOSE),--workflow-profile profiles/verbose,)
+
+# The demo: the workflow, its self-contained HTML report, where to find things, then the
+# summary measured in this run, last.
 demo: $(BIN)/.elmoc-installed
-	$(BIN)/snakemake --cores $(CORES)
-	$(BIN)/snakemake --cores 1 --report results/report.html
-	@cat results/tables/table2.md
+	$(BIN)/snakemake --cores $(CORES) $(PROFILE)
+	$(BIN)/snakemake --cores 1 $(PROFILE) --report results/report.html
+	@echo
+	@echo "Report: $(CURDIR)/results/report.html (open it in a browser); tables: results/tables/; logs: logs/"
+	@echo
 	@cat results/summary.txt
 
 # two passes: the suite on $(TEST_WORKERS) workers (one test file per worker at a time, so a module's

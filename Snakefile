@@ -22,6 +22,11 @@ from elmoc.errors import ConfigError
 
 min_version("9.19")
 
+# Each job's output goes to its log file; the console stays open to it as file descriptor 3
+# (named with its device and inode), where long jobs (pretraining, task runs) write a progress
+# line every 30 s (elmoc.io.console).
+shell.prefix('set -euo pipefail; exec 3>&2; export ELMOC_PROGRESS_FD="3:$(stat -L -c %d:%i /dev/fd/3)"; ')
+
 
 # The demo config is the default. A --configfile on the command line replaces it (rather
 # than being merged into it), so `--configfile config/paper.yaml` means exactly that file;

@@ -41,6 +41,8 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from elmoc.io.console import console_fds  # the workflow console's descriptor, passed on to the job
+
 log = logging.getLogger(__name__)
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP)
@@ -227,7 +229,7 @@ def run_tree(command: Sequence[str], environ: Mapping[str, str], *, pass_fds: Se
     child = None
     try:
         try:
-            child = subprocess.Popen(list(command), env=env, pass_fds=tuple(pass_fds), process_group=0,
+            child = subprocess.Popen(list(command), env=env, pass_fds=tuple(pass_fds) + console_fds(), process_group=0,
                                      preexec_fn=_arm_parent_death_signal)
         except OSError as e:
             from elmoc.errors import ConfigError

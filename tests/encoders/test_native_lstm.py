@@ -87,7 +87,7 @@ def test_failed_build_falls_back_to_the_python_loop_with_a_warning(monkeypatch, 
     monkeypatch.setattr(native, "_state", {"tried": False, "ops": None, "reason": "not loaded yet"})
     monkeypatch.setattr(native, "SOURCE", broken)
     monkeypatch.setattr(native, "_build_flavour", lambda: ("elmoc_native_lstm_broken_test", ["-O0"]))
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    monkeypatch.setenv("ELMOC_NATIVE_CACHE", str(tmp_path / "ext"))
     with caplog.at_level(logging.WARNING, logger="elmoc.encoders.native"):
         assert native.native_ops() is None
     assert "build failed" in native.native_status()

@@ -70,9 +70,9 @@ def test_bad_config_is_named(tmp_path, override, named):
 
 
 def test_profiles_live_in_one_place():
-    """Both profiles are under profiles/ (default: loaded by itself; slurm: named); the SLURM
-    profile's old place, workflow/profiles/slurm, still names it, as a link."""
-    assert {p.name for p in (REPO_ROOT / "profiles").iterdir()} == {"default", "slurm"}
+    """The profiles are under profiles/ (default: loaded by itself; verbose and slurm: named); the
+    SLURM profile's old place, workflow/profiles/slurm, still names it, as a link."""
+    assert {p.name for p in (REPO_ROOT / "profiles").iterdir()} == {"default", "slurm", "verbose"}
     old = REPO_ROOT / "workflow/profiles/slurm"
     assert old.is_symlink() and old.resolve() == (REPO_ROOT / "profiles/slurm").resolve()
 
@@ -80,16 +80,18 @@ def test_profiles_live_in_one_place():
 @pytest.mark.slow
 def test_default_profile_is_picked_up(tmp_path):
     """profiles/default beside the Snakefile is loaded without being named: Snakemake says so,
-    and its `printshellcmds: true` shows the shell commands, which `--workflow-profile none` does not."""
+    and the console stays quiet (issue 52): no shell commands (a dry run keeps its plan's rule
+    blocks); profiles/verbose prints them."""
     tmp_path = workdir(tmp_path)
-    r = snakemake("-n", "--snakefile", str(REPO_ROOT / "Snakefile"), "--configfile", str(REPO_ROOT / "config/config.yaml"),
-                  "--directory", str(tmp_path), cwd=tmp_path)
+    args = ("-n", "--snakefile", str(REPO_ROOT / "Snakefile"), "--configfile", str(REPO_ROOT / "config/config.yaml"),
+            "--directory", str(tmp_path))
+    r = snakemake(*args, cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert f"Using workflow specific profile {REPO_ROOT / 'profiles/default'}" in r.stdout + r.stderr
-    skipped = snakemake("-n", "--workflow-profile", "none", "--snakefile", str(REPO_ROOT / "Snakefile"),
-                        "--configfile", str(REPO_ROOT / "config/config.yaml"), "--directory", str(tmp_path), cwd=tmp_path)
-    assert "Shell command:" in r.stdout
-    assert skipped.returncode == 0 and "Shell command:" not in skipped.stdout
+    assert "Shell command:" not in r.stdout + r.stderr and "rule pretrain:" in r.stdout
+    verbose = snakemake(*args, "--workflow-profile", str(REPO_ROOT / "profiles/verbose"), cwd=tmp_path)
+    assert verbose.returncode == 0, verbose.stdout[-3000:] + verbose.stderr[-3000:]
+    assert "Shell command:" in verbose.stdout and "rule pretrain:" in verbose.stdout
 
 
 @pytest.mark.slow

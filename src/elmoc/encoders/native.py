@@ -1,8 +1,8 @@
 """Build and load the C++ time loops of the projected LSTM (``csrc/projected_lstm.cpp``).
 
 The kernel is compiled on first use by :mod:`elmoc.nn.native_build` (needs a C++17
-compiler and ``ninja``; about 30 s once per machine and source version, cached under
-``$TORCH_EXTENSIONS_DIR``) and registers ``torch.ops.elmoc_native``.
+compiler and ``ninja``; about 30 s once per environment and source version, cached under
+``$ELMOC_NATIVE_CACHE``, default ``~/.cache/elmoc/native``) and registers ``torch.ops.elmoc_native``.
 
 Why a C++ extension and not ``torch.compile``: the per-step work is a dozen tiny
 element-wise ops around two small matrix products, so at ELMo-C sizes on a CPU the

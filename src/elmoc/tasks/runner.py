@@ -54,6 +54,8 @@ from typing import Any, Callable, Sequence
 import torch
 from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError, InputFileError
+from elmoc.io.console import ConsoleProgress, eta_text
+from elmoc.nn.native_build import build_seconds_since
 from elmoc.tasks.base import Task
 from elmoc.tasks.checkpoint import FIX, TaskCheckpoint, to_cpu
 from elmoc.tasks.embedder import TaskInputs
@@ -365,6 +367,10 @@ class TaskTrainer:
         self.deadline = Deadline.from_slurm(stop_margin_s) if active else Deadline(None)
         self.timer = CheckpointTimer(trainer.checkpoint_minutes if checkpoint is not None else None)
         self.longest_save_s, self.step_s = 0.0, 0.0
+        run = checkpoint.path.parent if checkpoint is not None else None  # results/tasks/<task>/<variant>/seed<N>.run
+        self.console = ConsoleProgress(f"task {run.parent.parent.name}/{run.parent.name}/{run.stem}" if run
+                                       else f"task {self.name}")
+        self.console_t0, self.console_steps = time.time(), self.step
 
     # --- checkpoints -----------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -441,8 +447,9 @@ class TaskTrainer:
         return RunInterrupted(reason, str(self.checkpoint.path))
 
     def wall_seconds(self) -> float:
-        """Wall time of this run, summed over the attempts it was resumed from."""
-        return self.seconds_before + time.time() - self.t_start
+        """Wall time of this run, summed over the attempts it was resumed from, less native
+        kernel builds (``native_build_s`` of the record)."""
+        return self.seconds_before + time.time() - self.t_start - build_seconds_since(self.t_start)
 
     # --- the loop ----------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -478,6 +485,8 @@ class TaskTrainer:
                 self.loss_sum += loss
                 self.loss_steps += 1
                 progress.update()
+                if self.console.due():  # a line on the workflow's console every 30 s
+                    self.console.write(self.console_line(len(batches)))
                 self.step_s = time.time() - t_step
                 reason = self.should_stop()
                 if reason is not None:
@@ -486,6 +495,16 @@ class TaskTrainer:
                     self.save()
                 t_step = time.time()
         progress.close()
+
+    def console_line(self, epoch_batches: int) -> str:
+        """The progress line of the workflow's console: epoch, batch, mean loss of the epoch so
+        far and the time left if every epoch runs (early stopping may end the run sooner)."""
+        c = self.config
+        done = self.step - self.console_steps
+        left = epoch_batches - self.batch + (c.epochs - self.epoch) * epoch_batches
+        pace = (time.time() - self.console_t0 - build_seconds_since(self.console_t0)) / max(done, 1)
+        return (f"epoch {self.epoch}/{c.epochs}, batch {self.batch}/{epoch_batches}, "
+                f"loss {self.loss_sum / max(self.loss_steps, 1):.4f}, {eta_text(left * pace)} at most")
 
     def collate(self, idx: list[int]) -> Any:
         """The training instances ``idx`` as the task's batch (on the CPU; built ahead of the step)."""
@@ -567,6 +586,7 @@ class TaskTrainer:
             "history": self.history,
             "trainer": asdict(self.config),
             "seconds": round(self.wall_seconds(), 2),
+            "native_build_s": round(build_seconds_since(0.0), 1),
             "device": str(self.device),
             "threads": torch.get_num_threads(),
             "segments": self.segments,

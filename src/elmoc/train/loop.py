@@ -47,6 +47,7 @@ from elmoc.data.vocab.vocabulary import Vocabulary
 from elmoc.directions import JOINT, MASKED, check_run
 from elmoc.encoders.base import map_state
 from elmoc.errors import ConfigError, DiskFullError
+from elmoc.io.console import ConsoleProgress, eta_text
 from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.masked_lm import MaskedLM
 from elmoc.model_file import save_checkpoint
@@ -56,6 +57,7 @@ from elmoc.train.checkpoint import (
     load_weights, model_payload, rank_rng_state, remove_stale_temps, rng_state, set_aside_if_stale, set_rng_state,
     vocab_fingerprint,
 )
+from elmoc.nn.native_build import build_seconds_since
 from elmoc.registry import by_name, list_available
 from elmoc.train.distributed import (
     Distributed, average_sparse_gradients, gather_state_rows, shard_state_rows, sparse_gradient_parameters,
@@ -367,6 +369,7 @@ class Trainer:
             self.total_steps = steps_per_epoch * s.epochs
         self.model.train()
         self.t0, self.tokens_at_t0, self.steps_at_t0 = time.time(), self.tokens, self.step
+        self.console = ConsoleProgress(f"train {self.out_dir.parent.name}/{self.out_dir.name}")
         interrupted = None
         batches = [] if self.max_steps_reached() else make_batches(self.position, ddp.rank, ddp.world_size)
         for batch, next_position in batches:  # next_position: where the iterator resumes after this batch
@@ -375,6 +378,8 @@ class Trainer:
             log_now = self.step % max(1, s.log_every) == 0 or self.step == 1
             if log_now and ddp.is_main:
                 self.log_step(lr, loss, out, grad_norm)
+            if ddp.is_main and self.console.due():  # a line on the workflow's console every 30 s
+                self.console.write(self.console_line(loss))
             self.finite.add(loss)
             if log_now:  # every rank, at the same steps
                 self.finite.check(self.step)
@@ -431,15 +436,13 @@ class Trainer:
 
     def wall_seconds(self) -> float:
         """Wall time of this training, summed over the runs it was resumed from."""
-        return self.seconds_before + time.time() - self.t_start
+        return self.seconds_before + time.time() - self.t_start - build_seconds_since(self.t_start)
 
     def log_step(self, lr: float, loss: torch.Tensor, out: OutputLoss, grad_norm: torch.Tensor) -> None:
         """Rank 0's train record and log line (loss, LR, gradient norm, speed, ETA)."""
-        step, total = self.step, self.total_steps
-        elapsed = time.time() - self.t0
+        step, (total, eta) = self.step, self.eta()
+        elapsed = time.time() - self.t0 - build_seconds_since(self.t0)  # a kernel build is no training
         speed = (self.tokens - self.tokens_at_t0) / max(elapsed, 1e-9)
-        per_step = elapsed / max(1, step - self.steps_at_t0)
-        eta = (total - step) * per_step if total else None
         append_record(self.log_path, {
             "event": "train", "step": step, "tokens": self.tokens, "lr": lr, "loss": float(loss),
             "grad_norm": float(grad_norm), "seconds": self.wall_seconds(), "tokens_per_s": speed, "eta_s": eta,
@@ -447,6 +450,21 @@ class Trainer:
         eta_txt = f", ETA {eta / 60:.1f} min" if eta is not None else ""
         log.info("step %d%s: loss %.4f, lr %.2e, |g| %.3f, %.0f tok/s%s", step, f"/{total}" if total else "",
                  float(loss), lr, float(grad_norm), speed, eta_txt)
+
+    def eta(self) -> tuple[int | None, float | None]:
+        """The step total (None: unknown, or an estimate already passed) and the seconds left
+        at this run's pace, native kernel builds left out."""
+        step, total = self.step, self.total_steps
+        if total and step > total:  # past an estimated total: no guessed ETA
+            total = None
+        elapsed = time.time() - self.t0 - build_seconds_since(self.t0)
+        return total, ((total - step) * elapsed / max(1, step - self.steps_at_t0) if total else None)
+
+    def console_line(self, loss: torch.Tensor) -> str:
+        """The progress line of the workflow's console: step, loss, ETA."""
+        total, eta = self.eta()
+        return (f"step {self.step}{f'/{total}' if total else ''}, loss {float(loss):.4f}"
+                + ("" if eta is None else f", {eta_text(eta)}"))
 
     def training_state(self) -> dict[str, Any]:
         """What ``checkpoint.pt`` holds (this rank's view; :meth:`save` adds every rank's)."""
@@ -513,7 +531,8 @@ class Trainer:
             write_summary(self.out_dir / HELDOUT, {
                 "direction": self.direction, "steps": self.step, "tokens": self.tokens, "seconds": seconds,
                 "threads": self.layout["threads"], "processes": self.ddp.world_size, "segments": self.segments,
-                "config_hash": self.spec_hash, "trainable_parameters": self.core.num_trainable_parameters()},
+                "config_hash": self.spec_hash, "trainable_parameters": self.core.num_trainable_parameters(),
+                "native_build_s": round(build_seconds_since(0.0), 1)},
                 self.history)
         if self.ddp.enabled:
             dist.barrier()

@@ -41,12 +41,14 @@ def truncate_log(path: Path, size: int | None) -> None:
 
 
 def write_summary(path: Path, run: dict[str, Any], history: list[dict]) -> None:
-    """Write ``heldout.json``: ``run`` (direction, steps, tokens, seconds, layout, ...), the
+    """Write ``heldout.json``: ``run`` (direction, steps, tokens, seconds, layout, ...; ``seconds``
+    leave out native kernel builds, given as ``native_build_s``), the
     first and last heldout result of ``history`` and the whole history; a joint bi-LM's
     also each direction's before/after beside the combined metric."""
     summary = {
         **{k: run[k] for k in ("direction", "steps", "tokens", "seconds", "threads", "processes", "segments",
                                "config_hash")},
+        **({"native_build_s": run["native_build_s"]} if "native_build_s" in run else {}),
         "metric": history[-1]["metric"] if history else None,
         "before": history[0]["value"] if history else None,
         "after": history[-1]["value"] if history else None,
