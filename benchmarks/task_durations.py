@@ -293,7 +293,7 @@ def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path
     ``steps`` after a warm-up), their collate parts, and the kernels of each."""
     from elmoc.tasks.config import build_task
     from elmoc.tasks.embedder import TaskInputs
-    from elmoc.tasks.runner import TrainerConfig, build_optimizer
+    from elmoc.tasks.runner import TrainerConfig, task_optimizer
     from elmoc.features.store import FeatureStore
 
     data = DATASETS[name]
@@ -331,7 +331,7 @@ def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path
     torch.manual_seed(seed)
     model = task.build_model(inputs)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = build_optimizer(params, trainer)
+    optimizer = task_optimizer(params, trainer)
     decay = (torch.optim.lr_scheduler.StepLR(optimizer, trainer.lr_decay_steps, trainer.lr_decay)
              if trainer.lr_decay else None)
 

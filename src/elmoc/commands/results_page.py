@@ -3,17 +3,20 @@ from __future__ import annotations
 
 import argparse
 
+from elmoc.commands._options import FILE, add_output
+
 NAME = "results-page"
+GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
+EXAMPLE = ("elmoc results-page --summary results/summary.txt --tables results/tables/table2.html "
+           "--figures results/figures/heldout_curves.png --captions workflow/report "
+           "--config results/report/config.yaml --output results/index.html")
 HELP = "write the results page: summary, tables, figures with captions and config in one HTML page"
 DESCRIPTION = (
     "Reads the run's summary (--summary), its pretraining and downstream runs (--heldout, --tasks: the views of "
     "pretrain.md and downstream.md), its tables' HTML pages (--tables), its figures (--figures, PNG; "
     "each captioned by <stem>.rst in --captions) and its effective config (--config), and writes the standalone "
     "page --output (e.g. results/index.html), the fragment --fragment that workflow/report/workflow.rst embeds as "
-    "the landing page of `snakemake --report`, and --config-html, the config as a page the report shows. "
-    "Example: elmoc results-page --summary results/summary.txt --tables results/tables/table2.html "
-    "--figures results/figures/heldout_curves.png --captions workflow/report --config results/report/config.yaml "
-    "--output results/index.html"
+    "the landing page of `snakemake --report`, and --config-html, the config as a page the report shows."
 )
 
 
@@ -29,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--figures", nargs="*", default=[], help="PNG figures, in the order shown")
     parser.add_argument("--captions", help="folder of the figures' captions, <figure stem>.rst (e.g. workflow/report)")
     parser.add_argument("--config", required=True, help="the effective config YAML (elmoc config-dump)")
-    parser.add_argument("--output", help="the standalone page to write (e.g. results/index.html)")
+    add_output(parser, FILE, "the standalone page to write (e.g. results/index.html)", required=False)
     parser.add_argument("--fragment", help="the fragment for the report's landing page (results/report/landing.html)")
     parser.add_argument("--config-html", help="the config as an HTML page (results/report/config.html)")
 
