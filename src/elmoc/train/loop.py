@@ -204,17 +204,11 @@ def train(
     ``train`` section parsed (``elmoc train`` passes the one it parsed); None parses it here.
     ``trainer`` builds the run (:class:`Trainer`'s arguments; default :class:`Trainer`): a subclass
     trains another model through the same loop (``elmoc distill``, :mod:`elmoc.train.distill`).
-    ``hooks`` (:mod:`elmoc.train.hooks.base`: ``elmoc prune``'s :class:`~elmoc.train.hooks.base.StartFrom`
-    and :class:`~elmoc.nn.pruning.MaskConstraint`) run before the registered hooks the spec asks
-    for (``train.notes``, ``train.rewind_step``): at a fresh run's start, after every optimizer
-    step, and with their keys in the checkpoint.
+    ``hooks`` (:mod:`elmoc.train.hooks.base`; ``elmoc prune``'s ``StartFrom``, ``MaskConstraint``) run before the
+    hooks the spec asks for (``train.notes``, ``train.rewind_step``), as the hook module describes.
     """
     settings = settings or TrainSettings.from_config(spec.get("train", {}))
-    check_run(spec, direction, spec_path)
-    if stale_checkpoint not in ("refuse", "set-aside"):
-        raise ConfigError(f"stale_checkpoint must be 'refuse' or 'set-aside', got {stale_checkpoint!r}")
-    if stop_margin_s is not None and stop_margin_s < 0:
-        raise ConfigError(f"the stop margin must be >= 0 seconds, got {stop_margin_s}")
+    _check_options(spec, direction, spec_path, stale_checkpoint, stop_margin_s)
     retain_freed_host_memory()  # freed activations stay mapped: no page faults every step
     ddp = Distributed.from_env()
     device = ddp.setup(device, settings.collective_timeout_minutes)  # joins the process group under torchrun
@@ -226,6 +220,16 @@ def train(
         return run.run(make_batches, steps_per_epoch)
     finally:
         ddp.teardown()
+
+
+def _check_options(spec: dict[str, Any], direction: str, spec_path, stale_checkpoint: str,
+                   stop_margin_s: float | None) -> None:
+    """:func:`train`'s arguments checked on entry, each refusal one line."""
+    check_run(spec, direction, spec_path)
+    if stale_checkpoint not in ("refuse", "set-aside"):
+        raise ConfigError(f"stale_checkpoint must be 'refuse' or 'set-aside', got {stale_checkpoint!r}")
+    if stop_margin_s is not None and stop_margin_s < 0:
+        raise ConfigError(f"the stop margin must be >= 0 seconds, got {stop_margin_s}")
 
 
 class Trainer:
