@@ -139,7 +139,7 @@ FINE_TUNE = "  variants: [elmo-c]\n  tasks: [sentiment]\n"
     ("fine_tune:\n  recipes: {ulmfit: {recipe: ulmfit, lm_lrr: 0.001}}\n" + FINE_TUNE,
      "config fine_tune.recipes.ulmfit: unknown key 'lm_lrr' (did you mean 'lm_lr'?)"),
     ("fine_tune:\n  recipes: {ulmfit: {recipe: ulmfti}}\n" + FINE_TUNE,
-     "fine_tune.recipes.ulmfit.recipe must be one of ulmfit, full, full_constant, frozen, got 'ulmfti' "
+     "fine_tune.recipes.ulmfit.recipe must be one of frozen, full, full_constant, ulmfit, got 'ulmfti' "
      "(did you mean 'ulmfit'?)"),
     ("prune:\n  plans: {magnitude: {method: magnitude, levls: [0.5]}}\n",
      "config prune.plans.magnitude: unknown key 'levls' (did you mean 'levels'?)"),

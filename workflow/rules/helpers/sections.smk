@@ -44,7 +44,7 @@ def method_sections():
 def with_closest_value(message):
     """A parser's "X must be one of A, B, got 'c'" with the closest allowed value named."""
     found = re.search(r"must be one of (.+?), got '([^']*)'", message)
-    if not found:
+    if not found or "did you mean" in message:  # the registries' own check names it already
         return message
     allowed = [a.strip(" '[]") for a in re.split(r",| or ", found.group(1)) if a.strip(" '[]")]
     close = difflib.get_close_matches(found.group(2), allowed, n=1)
