@@ -100,7 +100,7 @@ for copy in ("local", "slurm"):
 EOF
 
 # --- local reference run (in the background) -------------------------------------------
-( cd "$WORK/local" && exec nice -n 5 .venv/bin/snakemake --cores 2 --configfile config/ci-slurm.yaml \
+( cd "$WORK/local" && exec nice -n 5 .venv/bin/snakemake --workflow-profile profiles/verbose --cores 2 --configfile config/ci-slurm.yaml \
     > "$WORK/local.log" 2>&1 ) &
 LOCAL_PID=$!
 
@@ -296,7 +296,7 @@ for copy in ("local", "slurm"):
 print(f"elmo-c-tl: max_steps {max_steps} ({per_step:.3f} s per step in one process above)")
 print(f"sst5 seed 2: {task_epochs} epochs ({per_epoch:.2f} CPU s per epoch above, set-up included)")
 EOF
-( cd "$WORK/local" && exec nice -n 5 .venv/bin/snakemake "$TL_TARGET" "$TASK_TARGET" --cores 2 \
+( cd "$WORK/local" && exec nice -n 5 .venv/bin/snakemake --workflow-profile profiles/verbose "$TL_TARGET" "$TASK_TARGET" --cores 2 \
     --configfile config/ci-timelimit.yaml > "$WORK/local-timelimit.log" 2>&1 ) &
 LOCAL_PID=$!
 cd "$WORK/slurm"
