@@ -60,7 +60,7 @@ work = sys.argv[1]
 cfg = yaml.safe_load(open("config/config.yaml"))
 keep = "elmo-c"
 cfg["pretrain"]["variants"] = {keep: cfg["pretrain"]["variants"][keep]}
-cfg["pretrain"]["variants"][keep]["overrides"]["train"].update(max_steps=60, epochs=1000, checkpoint_every=10,
+cfg["pretrain"]["variants"][keep].setdefault("overrides", {}).setdefault("train", {}).update(max_steps=60, epochs=1000, checkpoint_every=10,
                                                                 eval_every=0)
 cfg["tasks"]["run"] = []
 cfg["bench"]["enabled"] = False
