@@ -240,8 +240,10 @@ def test_node_lost_requeues_and_resumes(tmp_path, reference):
 
 def test_time_limit_stops_saves_and_the_retry_resumes(tmp_path, reference):
     root, marker = prepare(tmp_path / "case"), uuid.uuid4().hex
-    # 1 minute, SIGUSR1 40 s before the end: the first job cannot finish 150 steps of 0.5 s
-    job = submit(root, marker, "-t", "1", "--signal=USR1@40", step_sleep=0.5)
+    # 2 minutes, SIGUSR1 70 s before the end: the first job cannot finish 150 steps of 1 s, and the signal
+    # comes 50 s in, after the workers' start (at 20 s in, with a 1-minute limit, it once came before
+    # either worker had started training, on a busy box)
+    job = submit(root, marker, "-t", "2", "--signal=USR1@70", step_sleep=1.0)
     state = wait_state(job, ENDED, 240, root)
     text = (root / "out/train.log").read_text()
     assert state == "FAILED" and re.search(r"stopped by (SIGUSR1|the job's end time|\S+) at step \d+", text), \
