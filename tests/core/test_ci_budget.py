@@ -34,10 +34,10 @@ def test_a_run_over_the_budget_fails_naming_the_slowest_steps():
 
 
 @pytest.mark.slow
-def test_a_run_within_the_budget_passes_and_the_default_is_4800_s():
+def test_a_run_within_the_budget_passes_and_the_default_is_4200_s():
     r = ci(STEPS, None)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "all steps passed in" in r.stdout and "(budget 4800 s)" in r.stdout, r.stdout
+    assert "all steps passed in" in r.stdout and "(budget 4200 s)" in r.stdout, r.stdout
 
 
 @pytest.mark.slow
