@@ -48,11 +48,7 @@ eval "$(bash .ci/slurm-multinode.sh start | tail -n 1)"   # export SLURM_CONF=..
 sinfo -N
 log "cluster up"
 
-copy_tree() {  # tracked and untracked-but-not-ignored files, .venv linked
-    mkdir -p "$1"
-    git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$1" 2>/dev/null || true
-    ln -s "$REPO/.venv" "$1/.venv"
-}
+. "$REPO/.ci/copy-tree.sh"   # copy_tree DIR
 copy_tree "$WORK/slurm"
 .venv/bin/python - "$WORK/slurm" <<'EOF'
 import sys, yaml

@@ -75,11 +75,7 @@ grep -q 'CUDA_VISIBLE_DEVICES=0,1' "$WORK/gpu-probe.out" || fail "a --gpus=2 job
 log "GPU request scheduled: $(cat "$WORK/gpu-probe.out")"
 
 # --- two copies of the working tree with the test config --------------------------------
-copy_tree() {  # tracked and untracked-but-not-ignored files, .venv linked
-    mkdir -p "$1"
-    git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$1" 2>/dev/null || true
-    ln -s "$REPO/.venv" "$1/.venv"
-}
+. "$REPO/.ci/copy-tree.sh"   # copy_tree DIR
 copy_tree "$WORK/local"
 copy_tree "$WORK/slurm"
 .venv/bin/python - "$WORK" <<'EOF'
