@@ -38,8 +38,7 @@ from elmoc.directions import DIRECTIONS, FORWARD
 from elmoc.encoders.base import Encoder, EncoderOutput
 from elmoc.errors import ConfigError
 from elmoc.inputs.base import InputLayer
-from elmoc.nn.notes import AttachedNotes, NoteDictionary
-from elmoc.nn.host_copy import copy_to_device, to_host
+from elmoc.nn.notes import AttachedNotes
 from elmoc.outputs.base import OutputLayer, OutputLoss
 from elmoc.registry import build
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 
 from elmoc.commands._options import add_training_arguments
-from elmoc.directions import RUNS
 
 NAME = "train"
 GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)

@@ -11,7 +11,6 @@ def run_export(args: Any, command: str) -> int:
     char_cnn_model, boundaries, no_boundaries, output_dir): the options checked against each other
     (one line each), then the model directory (or bilm-tf files, or model.pt files) written;
     ``command``: the command line, for the model card."""
-    from elmoc.directions import DIRECTIONS
     from elmoc.errors import ConfigError
     from elmoc.features.boundaries import boundaries_flags
     from elmoc.io.output_paths import check_output_directory
