@@ -1,6 +1,7 @@
 """CI's timed steps and budget (.ci/steps.sh, sourced by .ci/run, issue 43.4): every step's time is
 printed and tabled; a run over ELMOC_CI_BUDGET_S fails with one line naming the slowest steps; a
-failing step stops the run with its status and the table so far."""
+failing step stops the run with its status and the table so far; a step run beside others overlaps
+them, keeps its output apart, and its failure fails the run (after the other steps beside have ended)."""
 import os
 import subprocess
 from pathlib import Path
@@ -34,10 +35,10 @@ def test_a_run_over_the_budget_fails_naming_the_slowest_steps():
 
 
 @pytest.mark.slow
-def test_a_run_within_the_budget_passes_and_the_default_is_4200_s():
+def test_a_run_within_the_budget_passes_and_the_default_is_45_minutes():
     r = ci(STEPS, None)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "all steps passed in" in r.stdout and "(budget 4200 s)" in r.stdout, r.stdout
+    assert "all steps passed in" in r.stdout and "(budget 2700 s)" in r.stdout, r.stdout
 
 
 @pytest.mark.slow
@@ -52,3 +53,26 @@ def test_a_failing_step_stops_the_run_with_its_status_and_the_table():
 def test_a_budget_that_is_not_a_number_is_refused():
     r = ci('step "one" true; check_budget', "45m")
     assert r.returncode == 2 and "ELMOC_CI_BUDGET_S must be a whole number of seconds, got '45m'" in r.stderr, r.stderr
+
+
+@pytest.mark.slow
+def test_a_step_beside_overlaps_the_next_step_and_prints_its_output_apart():
+    r = ci('step_beside "two-node" bash -c "echo from-beside; sleep 2"; step "rehearsal" bash -c "echo from-fg; sleep 2"; '
+           'step_join "two-node"; summary; check_budget', "3")
+    assert r.returncode == 0, r.stdout + r.stderr  # 2 s + 2 s side by side: within a 3 s budget
+    out = r.stdout
+    assert out.index("from-fg") < out.index("=== ci: two-node (ran beside the steps above; its output)") \
+        < out.index("from-beside") < out.index("=== ci: two-node passed in 2 s"), out
+    table = out.split("=== ci: step times\n")[1].splitlines()
+    assert {row.split("s  ", 1)[1] for row in table[:2]} == {"two-node (beside)", "rehearsal"}, table
+
+
+@pytest.mark.slow
+def test_a_failing_step_beside_fails_the_run_and_a_failing_step_waits_for_the_steps_beside():
+    r = ci('step_beside "two-node" bash -c "exit 6"; step "rehearsal" true; step_join "two-node"; check_budget', "100")
+    assert r.returncode == 6 and "=== ci: two-node FAILED (exit 6)" in r.stdout, r.stdout + r.stderr
+    r = ci('step_beside "two-node" bash -c "sleep 1; echo cluster-stopped"; step "rehearsal" bash -c "exit 4"; '
+           'step_join "two-node"', "100")
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert r.stdout.index("=== ci: rehearsal FAILED (exit 4)") < r.stdout.index("cluster-stopped") \
+        < r.stdout.index("=== ci: step times"), r.stdout
