@@ -76,3 +76,16 @@ def test_a_failing_step_beside_fails_the_run_and_a_failing_step_waits_for_the_st
     assert r.returncode == 4, r.stdout + r.stderr
     assert r.stdout.index("=== ci: rehearsal FAILED (exit 4)") < r.stdout.index("cluster-stopped") \
         < r.stdout.index("=== ci: step times"), r.stdout
+
+
+def test_the_longest_first_files_exist_and_come_first_in_collection():
+    """tests/conftest.py's LONGEST_FIRST names real files (a renamed file would silently lose its place)
+    and the collection starts with them, in that order."""
+    import conftest
+
+    assert all((REPO_ROOT / path).is_file() for path in conftest.LONGEST_FIRST), conftest.LONGEST_FIRST
+    out = subprocess.run([os.sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "tests/core/test_layers.py", "tests/features/test_streaming.py", "tests/bench/test_gpu_check.py"],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120).stdout
+    files = list(dict.fromkeys(line.split("::")[0] for line in out.splitlines() if "::" in line))
+    assert files == ["tests/bench/test_gpu_check.py", "tests/features/test_streaming.py", "tests/core/test_layers.py"], files
