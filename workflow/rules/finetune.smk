@@ -17,7 +17,7 @@
 
 if finetune_active():
 
-    FINAL_OUTPUT_HOOKS.append(lambda: ["results/tables/finetune.md"])
+    FINAL_OUTPUT_HOOKS.append(lambda: [f"{RESULTS}/tables/finetune.md"])
 
     rule finetune_table:
         input:
@@ -26,7 +26,7 @@ if finetune_active():
         output:
             **table_files("finetune"),
         log:
-            "logs/tables/finetune.log",
+            f"{LOGS}/tables/finetune.log",
         localrule: True
         params:
             elmoc=ELMOC,

@@ -17,15 +17,15 @@ rule lm_finetune:
     input:
         unpack(lm_model_inputs),
         export_fasttext_model,
-        spec="results/lm/{variant}/spec.yaml",
+        spec=f"{RESULTS}/lm/{{variant}}/spec.yaml",
         artifacts=lm_artifacts,
-        text="results/tasks/{task}/sentences.txt",
+        text=f"{RESULTS}/tasks/{{task}}/sentences.txt",
     output:
-        directory("results/lm_finetune/{variant}/{task}/model"),
+        directory(f"{RESULTS}/lm_finetune/{{variant}}/{{task}}/model"),
     log:
-        "logs/lm_finetune/{variant}.{task}.log",
+        f"{LOGS}/lm_finetune/{{variant}}.{{task}}.log",
     benchmark:
-        "logs/benchmarks/lm_finetune/{variant}.{task}.tsv"
+        f"{LOGS}/benchmarks/lm_finetune/{{variant}}.{{task}}.tsv"
     threads: VARIANT_LM_JOB.threads
     resources:
         **VARIANT_LM_JOB.resources,
@@ -40,6 +40,6 @@ rule lm_finetune:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.with_gpus} {params.elmoc} lm-finetune --lm-dir results/lm/{wildcards.variant}"
+        "{params.with_gpus} {params.elmoc} lm-finetune" f" --lm-dir {RESULTS}/lm/{{wildcards.variant}}"
         " --text {input.text} --output-dir {output} --section-json {params.section:q}"
         " --device {params.device} --threads {params.threads} >> {log} 2>&1"

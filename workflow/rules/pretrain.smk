@@ -9,12 +9,12 @@ from elmoc.multinode import agent_launcher, slurm_resources, srun_prefix
 
 rule lm_spec:
     output:
-        "results/lm/{variant}/spec.yaml",
+        f"{RESULTS}/lm/{{variant}}/spec.yaml",
     params:
         elmoc=ELMOC,
         spec=lm_spec_json,
     log:
-        "logs/lm_spec/{variant}.log",
+        f"{LOGS}/lm_spec/{{variant}}.log",
     localrule: True
     conda:
         "../envs/elmoc.yaml"
@@ -36,15 +36,15 @@ rule lm_spec:
 # is refused at once (results/lm/<variant>/<direction>/attempts.jsonl; delete it to retry).
 rule pretrain:
     input:
-        spec="results/lm/{variant}/spec.yaml",
+        spec=f"{RESULTS}/lm/{{variant}}/spec.yaml",
         artifacts=lm_artifacts,
     output:
-        model="results/lm/{variant}/{direction}/model.pt",
-        heldout="results/lm/{variant}/{direction}/heldout.json",
+        model=f"{RESULTS}/lm/{{variant}}/{{direction}}/model.pt",
+        heldout=f"{RESULTS}/lm/{{variant}}/{{direction}}/heldout.json",
     log:
-        "logs/pretrain/{variant}.{direction}.log",
+        f"{LOGS}/pretrain/{{variant}}.{{direction}}.log",
     benchmark:
-        "logs/benchmarks/pretrain/{variant}.{direction}.tsv"
+        f"{LOGS}/benchmarks/pretrain/{{variant}}.{{direction}}.tsv"
     threads: lambda wildcards: pretrain_job(wildcards.variant)["threads"] * pretrain_job(wildcards.variant)["processes"]
     resources:
         gpu=lambda w: slurm_resources(pretrain_job(w.variant), w.variant, workflow)["gpu"],
@@ -67,7 +67,7 @@ rule pretrain:
         with_gpus=lambda wildcards: srun_prefix(pretrain_job(wildcards.variant))
         + with_gpus(pretrain_job(wildcards.variant)["gpus"]),
         launcher=lambda wildcards: agent_launcher(pretrain_job(wildcards.variant), PYTHON,
-                                                  f"results/lm/{wildcards.variant}/{wildcards.direction}/node-logs")
+                                                  f"{RESULTS}/lm/{wildcards.variant}/{wildcards.direction}/node-logs")
         or pretrain_launcher(wildcards),
         device=lambda wildcards: device_for(pretrain_job(wildcards.variant)["gpus"]),
         threads=lambda wildcards: pretrain_job(wildcards.variant)["threads"],
@@ -76,7 +76,7 @@ rule pretrain:
         "../envs/elmoc.yaml"
     shell:
         "{params.with_gpus} {params.launcher} train --spec {input.spec} --direction {wildcards.direction}"
-        " --output-dir results/lm/{wildcards.variant}/{wildcards.direction}"
+        f" --output-dir {RESULTS}/lm/{{wildcards.variant}}/{{wildcards.direction}}"
         " --device {params.device} --threads {params.threads} --stop-margin {params.stop_margin}"
         " --stale-checkpoint set-aside >> {log} 2>&1"
 
@@ -87,13 +87,13 @@ rule pretrain_table:
     output:
         **table_files("pretrain", "md", "csv"),
         plot=report(
-            "results/tables/pretrain_curves.png",
+            f"{RESULTS}/tables/pretrain_curves.png",
             caption="../report/pretrain_curves.rst",
             category="Pretraining",
             labels={"figure": "training loss curves"},
         ),
     log:
-        "logs/tables/pretrain.log",
+        f"{LOGS}/tables/pretrain.log",
     localrule: True
     params:
         elmoc=ELMOC,

@@ -8,13 +8,13 @@
 
 rule prune:
     input:
-        model="results/lm/{variant}/{direction}/model.pt",
+        model=f"{RESULTS}/lm/{{variant}}/{{direction}}/model.pt",
     output:
-        summary=f"{prune_dir('{variant}', '{plan}', '{direction}')}/prune.json",
+        summary=f"{prune_dir(RESULTS, '{variant}', '{plan}', '{direction}')}/prune.json",
     wildcard_constraints:
         plan="|".join(config.get("prune", {}).get("plans", {})) or "NO_PRUNE_PLANS",
     log:
-        "logs/prune/{variant}.{plan}.{direction}.log",
+        f"{LOGS}/prune/{{variant}}.{{plan}}.{{direction}}.log",
     threads: VARIANT_LM_JOB.threads
     resources:
         **VARIANT_LM_JOB.resources,
@@ -27,5 +27,5 @@ rule prune:
         "../envs/elmoc.yaml"
     shell:
         "{params.with_gpus} {params.elmoc} prune --model {input.model} --direction {wildcards.direction}"
-        f" --output-dir {prune_dir('{wildcards.variant}', '{wildcards.plan}', '{wildcards.direction}')}"
+        f" --output-dir {prune_dir(RESULTS, '{wildcards.variant}', '{wildcards.plan}', '{wildcards.direction}')}"
         " --section-json {params.section:q} --device {params.device} --threads {threads} > {log} 2>&1"

@@ -15,14 +15,14 @@ rule task_sentences:
     input:
         unpack(lambda w: {"data": task_data_inputs(w)}),
     output:
-        "results/tasks/{task}/sentences.txt",
+        f"{RESULTS}/tasks/{{task}}/sentences.txt",
     params:
         elmoc=ELMOC,
         section=lambda w: section_json(task_section(w.task)),
     resources:
         **DEFAULT_JOB,
     log:
-        "logs/task_sentences/{task}.log",
+        f"{LOGS}/task_sentences/{{task}}.log",
     conda:
         "../envs/elmoc.yaml"
     shell:

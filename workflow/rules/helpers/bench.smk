@@ -1,7 +1,7 @@
 # The functions of bench.smk.
 
 def bench_json():
-    return ["results/tables/bench.json"] if config.get("bench", {}).get("enabled") else []
+    return [f"{RESULTS}/tables/bench.json"] if config.get("bench", {}).get("enabled") else []
 
 
 def bench_processes():

@@ -21,5 +21,5 @@ def fasttext_models_of(spec):
     table = spec["input"].get("vectors")
     name = Path(str(table)).stem
     if isinstance(table, str) and name in config["fasttext"].get("models", {}):
-        return [f"results/fasttext/{name}.bin"]
+        return [f"{RESULTS}/fasttext/{name}.bin"]
     return []
