@@ -36,6 +36,9 @@ RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 RUN_PARTS = ("baselines", "bpe", "compressed", "compression-work", "corpus", "distill", "fasttext", "features",
              "figures", "finetune", "index.html", "lm", "lm_finetune", "models", "open_vocab", "prune", "report",
              "report.html", "summary.txt", "tables", "tasks", "vectors", "vocab")
+# the folders a logs/ made before run names has directly in logs/ (beside the shared logs/fetch/)
+LOG_PARTS = ("bench", "benchmarks", "bpe", "bpe.log", "compress", "export", "extract", "fetch", "lm_spec", "pretrain",
+             "released_lm", "task_sentences")
 
 
 def check_run_name(run: Any, source: str) -> str:
@@ -43,9 +46,9 @@ def check_run_name(run: Any, source: str) -> str:
     if not isinstance(run, str) or not RUN_NAME.fullmatch(run):
         raise ConfigError(f"config {source}: run: {run!r} is not a folder name; use letters, digits, '.', '_' or '-' "
                           "(at most 64, starting with a letter or digit), e.g. `run: my-corpus`")
-    if run in RUN_PARTS:
-        raise ConfigError(f"config {source}: run: {run!r} is the name of a folder inside every run "
-                          f"(results/<run>/{run}); choose another name, e.g. `run: {run}-run`")
+    if run in RUN_PARTS or run in LOG_PARTS:
+        raise ConfigError(f"config {source}: run: {run!r} is the name of a folder of every run's results or logs "
+                          f"(results/<run>/{run}, logs/{run}); choose another name, e.g. `run: {run}-run`")
     return run
 
 
@@ -53,7 +56,7 @@ def default_run_name(configfiles: list[str]) -> str:
     """The run of a config without ``run:``: the name of its first (base) config file, made a
     folder name (``my config.yaml`` -> ``my-config``); "default" when none gives one."""
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(configfiles[0]).stem).strip(".-_") if configfiles else ""
-    return stem if RUN_NAME.fullmatch(stem or "-") and stem not in RUN_PARTS else "default"
+    return stem if RUN_NAME.fullmatch(stem or "-") and stem not in RUN_PARTS + LOG_PARTS else "default"
 
 
 def run_root(run: str) -> str:

@@ -19,7 +19,7 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("ELMOC_SHARED_DATA", REPO_ROOT.parent / "shared" / "data")).resolve()
-LM = "results/lm/elmo-c/forward"
+LM = "results/tiny/lm/elmo-c/forward"
 TARGET = f"{LM}/model.pt"
 
 CONFIG = {

@@ -167,7 +167,7 @@ rule config_dump:
 
 
 # The page the run opens on (issue 52.3): the summary, every table, the figures with their captions
-# under them and the config shown as text, as results/index.html and as the fragment that
+# under them and the config shown as text, as results/<run>/index.html and as the fragment that
 # workflow/report/workflow.rst embeds as the landing page of `snakemake --report`; the config
 # also as a page the report shows (it offers a YAML file only as a download).
 rule results_page:
@@ -185,6 +185,10 @@ rule results_page:
     params:
         elmoc=ELMOC,
         captions=str(Path(workflow.basedir) / "workflow" / "report"),
+        # the other runs beside this one, compared on the page (read when it is written, no inputs of
+        # this rule: another run never makes this one's page out of date)
+        run=RUN,
+        runs_under=lambda w, output: Path(output.page).parent.parent,
     log:
         f"{LOGS}/tables/results_page.log",
     localrule: True
@@ -193,7 +197,8 @@ rule results_page:
     shell:
         "{params.elmoc} results-page --summary {input.summary} --heldout {input.heldout} --tasks {input.tasks}"
         " --tables {input.tables} --figures {input.figures} --captions {params.captions:q} --config {input.config}"
-        " --output {output.page} --fragment {output.fragment} --config-html {output.config} > {log} 2>&1"
+        " --output {output.page} --fragment {output.fragment} --config-html {output.config}"
+        " --run {params.run} --runs-under {params.runs_under} > {log} 2>&1"
 
 
 # The compression table (issue 36.4, docs/benchmarks.md "Compression"): not built by default; ask for
