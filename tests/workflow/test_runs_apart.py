@@ -133,3 +133,16 @@ def test_no_note_without_an_old_layout(tmp_path):
     assert flat_layout_note(tmp_path / "results") is None
     (tmp_path / "results/demo/tables").mkdir(parents=True)
     assert flat_layout_note(tmp_path / "results") is None
+
+
+def test_elmoc_params_reads_the_files_of_the_configs_run(tmp_path):
+    from elmoc.params import _table_dim, named_specs
+
+    config = yaml.safe_load((REPO_ROOT / "config/config.yaml").read_text())
+    config["run"] = "mine"
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(config))
+    specs = dict(named_specs(str(tmp_path / "mine.yaml")))
+    assert specs["elmo-c"]["vocab"] == "results/mine/vocab/vocab.txt"
+    assert specs["elmo-c"]["data"]["train"] == "results/mine/corpus/train"
+    assert _table_dim("results/mine/vectors/cnn.npy", {"vectors/cnn.npy": 512}, 300) == 512
+    assert _table_dim("results/mine/vectors/cc.npy", {"results/vectors/cnn.npy": 512}, 300) == 300
