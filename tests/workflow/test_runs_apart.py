@@ -146,3 +146,15 @@ def test_elmoc_params_reads_the_files_of_the_configs_run(tmp_path):
     assert specs["elmo-c"]["data"]["train"] == "results/mine/corpus/train"
     assert _table_dim("results/mine/vectors/cnn.npy", {"vectors/cnn.npy": 512}, 300) == 512
     assert _table_dim("results/mine/vectors/cc.npy", {"results/vectors/cnn.npy": 512}, 300) == 300
+
+
+def test_export_of_a_variant_not_in_the_results_folder_names_the_runs_that_have_it(tmp_path, monkeypatch, capsys):
+    from elmoc.cli import main
+
+    (tmp_path / "results/demo/lm/elmo-c/forward").mkdir(parents=True)
+    (tmp_path / "results/paper/lm/elmo-c/joint").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", "--variant", "elmo-c", "--output-dir", "model"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("give --results results/demo or results/paper "
+                                             "(the workflow's runs that trained it)"), err
