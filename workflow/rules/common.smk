@@ -165,7 +165,7 @@ def check_resources():
 
 
 def table_files(name, *formats):
-    """{format: results/tables/<name>.<format>} for a table rule's outputs (default: md, csv, tex, html)."""
+    """{format: results/<run>/tables/<name>.<format>} for a table rule's outputs (default: md, csv, tex, html)."""
     return {f: f"{RESULTS}/tables/{name}.{f}" for f in formats or ("md", "csv", "tex", "html")}
 
 

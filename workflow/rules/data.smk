@@ -2,11 +2,11 @@
 #
 #   resources/downloads/{download}/.fetch.json   elmoc fetch   (config corpus.downloads; pins_file)
 #   resources/tasks/{download}/.fetch.json       elmoc fetch   (config tasks.downloads; pins_file)
-#   results/corpus/{train/,heldout.txt,stats.json} elmoc corpus (config corpus)
-#   results/vocab/vocab.txt                      elmoc vocab    (config vocab)
-#   results/fasttext/{model}.bin, .eval.json     elmoc fasttext (config fasttext.models)
-#   results/vectors/{model}.npy                  elmoc vectors  (one per fastText model)
-#   results/vectors/random.npy                   elmoc vectors --random (ELMo-C-RND targets)
+#   results/<run>/corpus/{train/,heldout.txt,stats.json} elmoc corpus (config corpus)
+#   results/<run>/vocab/vocab.txt                      elmoc vocab    (config vocab)
+#   results/<run>/fasttext/{model}.bin, .eval.json     elmoc fasttext (config fasttext.models)
+#   results/<run>/vectors/{model}.npy                  elmoc vectors  (one per fastText model)
+#   results/<run>/vectors/random.npy                   elmoc vectors --random (ELMo-C-RND targets)
 # Each command gets its config section as --section-json (common.smk: section_json).
 
 

@@ -1,10 +1,10 @@
 # Distilled students (issue 36.1; opt-in: config `distill.students`, none by default).
 #
-#   results/distill/{student}/spec.yaml                 the student's LM spec (elmoc.config.resolve_student:
+#   results/<run>/distill/{student}/spec.yaml                 the student's LM spec (elmoc.config.resolve_student:
 #                                                       its teacher's, or a preset's, with its overrides)
-#   results/distill/{student}/{direction}/model.pt      elmoc distill: the student trained to reproduce the
+#   results/<run>/distill/{student}/{direction}/model.pt      elmoc distill: the student trained to reproduce the
 #                                                       teacher's direction (an ordinary LM file)
-#   results/distill/{student}/model/                    elmoc export of the two directions: a model directory
+#   results/<run>/distill/{student}/model/                    elmoc export of the two directions: a model directory
 #
 # As in pretrain.smk, checkpoint.pt is never an output: a killed job's rerun resumes it, and a
 # changed student or teacher sets it aside (--stale-checkpoint set-aside) and starts afresh.

@@ -1,9 +1,9 @@
 # Model directories and the released ELMo (issues 12.2 and 13).
 #
-#   results/models/{variant}/              elmoc export: a self-contained model directory
+#   results/<run>/models/{variant}/              elmoc export: a self-contained model directory
 #                                          (weights, vocabulary, tables, fastText n-gram
 #                                          buckets, model card); not built by default
-#   results/lm/{variant}/{direction}/model.pt, heldout.json
+#   results/<run>/lm/{variant}/{direction}/model.pt, heldout.json
 #                                          for variants with `released: {options, weights}`
 #                                          (the paper's ELMo from bilm-tf's public files)
 #                                          instead of pretraining; every consumer of a

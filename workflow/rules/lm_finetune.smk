@@ -1,14 +1,14 @@
 # ULMFiT's intermediate step (issue 37): a trained variant's LM fine-tuned on a task's own text
 # with the LM's own objective, as a model directory the task runner reads with `--lm`.
 #
-#   results/lm_finetune/{variant}/{task}/model/    elmoc lm-finetune: every run of the variant
+#   results/<run>/lm_finetune/{variant}/{task}/model/    elmoc lm-finetune: every run of the variant
 #                                                  (forward + backward, joint, masked) continued
-#                                                  from its model.pt on results/tasks/{task}/sentences.txt
+#                                                  from its model.pt on results/<run>/tasks/{task}/sentences.txt
 #                                                  (its last 10 % heldout), exported as `elmoc export` does
 #
 # No default job: the fine_tune block asks for it (config `fine_tune.lm_finetune`: true, or a
-# mapping {epochs, lr} passed as --section-json); by hand: snakemake results/lm_finetune/elmo-c/sst5/model
-# The work folder results/lm_finetune/{variant}/{task}/ (text/, one training run per run with its
+# mapping {epochs, lr} passed as --section-json); by hand: snakemake results/<run>/lm_finetune/elmo-c/sst5/model
+# The work folder results/<run>/lm_finetune/{variant}/{task}/ (text/, one training run per run with its
 # checkpoint.pt, model.pt, heldout.json) is never an output: a killed job's rerun resumes it, and
 # a changed text, spec or source model.pt sets its checkpoint aside and starts afresh.
 

@@ -28,12 +28,12 @@ rule lm_spec:
 # same `elmoc train --output-dir`) resumes from it. With resources.pretrain.retries = R a
 # job gets R reruns, so training longer than one job's runtime spans up to R + 1 jobs.
 # Snakemake deletes a job's log when it starts the job, so the log shows the last attempt;
-# results/lm/{variant}/{direction}/train.log keeps every attempt's lines. A changed spec reruns the
+# results/<run>/lm/{variant}/{direction}/train.log keeps every attempt's lines. A changed spec reruns the
 # job: --stale-checkpoint set-aside then keeps the old checkpoint as checkpoint.<hash>.pt
 # and trains the new spec from step 0 instead of refusing. The job exits 75 when it stopped
 # and saved (every process, under torchrun too: `elmoc with-gpus` says so), else 1; after two
 # attempts that crashed with the same error at the same checkpoint step, each further retry
-# is refused at once (results/lm/<variant>/<direction>/attempts.jsonl; delete it to retry).
+# is refused at once (results/<run>/lm/<variant>/<direction>/attempts.jsonl; delete it to retry).
 rule pretrain:
     input:
         spec=f"{RESULTS}/lm/{{variant}}/spec.yaml",

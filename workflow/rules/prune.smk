@@ -1,6 +1,6 @@
 # Pruning a trained LM and its lottery ticket (issue 36; docs/beyond-paper.md, "Pruning and
 # the lottery ticket").  Not a default target: ask for a plan of config `prune.plans` by name,
-#   snakemake results/prune/elmo-c/<plan>/forward/prune.json results/prune/elmo-c/<plan>/backward/prune.json
+#   snakemake results/<run>/prune/elmo-c/<plan>/forward/prune.json results/<run>/prune/elmo-c/<plan>/backward/prune.json
 # Each job is one `elmoc prune`; its folder holds a training run per round (round1/, ...,
 # ticket/, control/: each round's model.pt is what `elmoc export` reads) and resumes where it
 # stopped when rerun; prune.json, written last, is the job's one output.

@@ -2,7 +2,7 @@
 # pretrain.smk).  Tables 2-5 (and, with Transformer or masked-LM variants, the table
 # beyond the paper) in Markdown, CSV, LaTeX and HTML, the figures in PNG and
 # PDF, the majority-class baselines and the effective config; everything flagged
-# report() goes into `snakemake --report results/report.html` with the caption in
+# report() goes into `snakemake --report results/<run>/report.html` with the caption in
 # workflow/report/.  Partial results give tables with gaps (the inputs are what the
 # enabled stages make).  Each rule calls the one command of its kind (`elmoc paper-tables`,
 # `beyond-table`, `figures`, `downstream-table`, `majority-baseline`, `config-dump`).
@@ -202,11 +202,11 @@ rule results_page:
 
 
 # The compression table (issue 36.4, docs/benchmarks.md "Compression"): not built by default; ask for
-# results/tables/compression/{variant}.md. The original is the variant's exported model directory; every
-# model directory under results/compressed/{variant}/ is a row named by its folder (float16, int8:
+# results/<run>/tables/compression/{variant}.md. The original is the variant's exported model directory; every
+# model directory under results/<run>/compressed/{variant}/ is a row named by its folder (float16, int8:
 # rule compress_copy; student-*, pruned-*, ticket, ticket-control: elmoc distill / prune written there);
 # each is scored on the config's tasks.run (with data) at tasks.seeds. Task features and runs stay in
-# results/compression-work/{variant}/ (not an output: a rerun reuses and resumes them).
+# results/<run>/compression-work/{variant}/ (not an output: a rerun reuses and resumes them).
 rule compress_copy:
     input:
         model=f"{RESULTS}/models/{{variant}}",

@@ -1,6 +1,6 @@
 # Artifacts some pretraining variants need beyond the word vectors (spec 1.3, 3.3):
-#   results/bpe/{tokenizer.json,vocab.txt}  BPE subwords learned on the corpus (ELMo-Sub)
-#   results/vectors/cnn.npy                 the trained ELMo char-CNN run over the vocabulary
+#   results/<run>/bpe/{tokenizer.json,vocab.txt}  BPE subwords learned on the corpus (ELMo-Sub)
+#   results/<run>/vectors/cnn.npy                 the trained ELMo char-CNN run over the vocabulary
 #                                           (ELMo-C-CNN, -CNN-CC, -CC-CNN)
 # A variant's spec names these paths, so its pretrain job depends on them automatically
 # (common.smk: lm_artifacts); cnn.npy thereby puts the CNN ablations after ELMo in the DAG.

@@ -16,5 +16,5 @@ def bench_gpus():
 
 
 def bench_option(wildcards, input):
-    """`--bench results/tables/bench.json` for a table command when the bench runs (bench_json), else nothing."""
+    """`--bench results/<run>/tables/bench.json` for a table command when the bench runs (bench_json), else nothing."""
     return f"--bench {input.bench}" if input.bench else ""

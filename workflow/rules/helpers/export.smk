@@ -11,7 +11,7 @@ def released_inputs(wildcards):
 
 
 def export_fasttext_model(wildcards):
-    """The fastText .bin an input table was made from (results/vectors/{name}.npy of a configured
+    """The fastText .bin an input table was made from (results/<run>/vectors/{name}.npy of a configured
     fastText model, whatever the input type): export puts its n-gram buckets into the directory."""
     return fasttext_models_of(lm_spec(wildcards.variant))
 

@@ -76,7 +76,7 @@ def finetune_run_inputs(wildcards):
 
 
 def finetune_results():
-    """Every metrics JSON of the fine-tuning runs (results/finetune/{task}/{variant}/{recipe}/seed{seed}.json)."""
+    """Every metrics JSON of the fine-tuning runs (results/<run>/finetune/{task}/{variant}/{recipe}/seed{seed}.json)."""
     if not finetune_active():
         return []
     return expand(f"{RESULTS}/finetune/{{task}}/{{variant}}/{{recipe}}/seed{{seed}}.json", task=finetune_tasks(),

@@ -22,7 +22,7 @@ def all_heldout():
 
 
 def cnn_source_model():
-    """The model.pt whose char-CNN makes results/vectors/cnn.npy (shared in a joint ELMo)."""
+    """The model.pt whose char-CNN makes results/<run>/vectors/cnn.npy (shared in a joint ELMo)."""
     source = config["variants"]["cnn_source"]
     if source not in variants():
         return f"{RESULTS}/lm/{source}/forward/model.pt"  # not pretrained here: a file given by hand

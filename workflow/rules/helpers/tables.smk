@@ -12,7 +12,7 @@ COMPRESSED_FORMATS = [name for name, copy in declared_values("compression", "TAB
 
 
 def compressed_dirs(variant):
-    """The model directories under results/compressed/{variant}/: the two copies, the configured
+    """The model directories under results/<run>/compressed/{variant}/: the two copies, the configured
     students of this teacher, the configured prune plans' rounds and ticket (compressed_smaller_roles),
     plus any already there."""
     found = {p.parent.name for p in Path(compressed_dir(RESULTS, variant)).glob("*/elmoc-model.json")}
@@ -42,7 +42,7 @@ def compressed_smaller_roles(variant):
 
 def pruned_models(variant, role):
     """{"forward": model.pt, "backward": model.pt} of a pruned role (compressed_smaller_roles): each
-    run's model.pt of lm_models with results/lm/{variant}/{run}/ replaced by the plan's round folder."""
+    run's model.pt of lm_models with results/<run>/lm/{variant}/{run}/ replaced by the plan's round folder."""
     _, plan, folder = compressed_smaller_roles(variant)[role]
     return {d: str(Path(prune_dir(RESULTS, variant, plan, Path(path).parent.name)) / folder / "model.pt")
             for d, path in lm_models(variant).items()}
