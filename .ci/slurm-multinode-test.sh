@@ -96,8 +96,8 @@ work, jobcomp = sys.argv[1:]
 jobs = [dict(re.findall(r"(\w+)=(\S*)", line)) for line in open(jobcomp)]
 print("SLURM jobs:", [(j["JobId"], j["JobState"], j["NodeList"], j["NodeCnt"]) for j in jobs])
 assert jobs and all(j["JobState"] == "COMPLETED" and j["NodeCnt"] == "2" for j in jobs), jobs
-a = load_checkpoint(f"{work}/local/results/lm/elmo-c/forward/model.pt")
-b = load_checkpoint(f"{work}/slurm/results/lm/elmo-c/forward/model.pt")
+a = load_checkpoint(f"{work}/local/results/demo/lm/elmo-c/forward/model.pt")
+b = load_checkpoint(f"{work}/slurm/results/demo/lm/elmo-c/forward/model.pt")
 same = a["step"] == b["step"] and a["model"].keys() == b["model"].keys() \
     and all(torch.equal(x, b["model"][k]) for k, x in a["model"].items())
 print(f"model.pt, 2 nodes x 1 process (SLURM) vs 1 node x 2 processes (local): {len(a['model'])} tensors,"

@@ -263,10 +263,10 @@ work = sys.argv[1]
 # wall: a 2-minute job gets SIGUSR1 30-90 s before its end (at SLURM's first limit check inside
 # the lead, as above), i.e. 30-90 s after its start (training starts ~10 s in), so the first job
 # stops before it is done and a retry (or two, on a busy node) finishes
-task = json.load(open(f"{work}/local/results/tasks/sst5/fasttext/seed1.json"))
+task = json.load(open(f"{work}/local/results/demo/tasks/sst5/fasttext/seed1.json"))
 per_epoch = task["cpu_seconds"] / len(task["history"])
 task_epochs = max(4, math.ceil(150 / max(per_epoch, 0.1)))
-records = [json.loads(line) for line in open(f"{work}/local/results/lm/elmo-c/forward/train_log.jsonl")]
+records = [json.loads(line) for line in open(f"{work}/local/results/demo/lm/elmo-c/forward/train_log.jsonl")]
 steps = [r for r in records if r.get("event") == "train"]
 per_step = (steps[-1]["seconds"] - steps[0]["seconds"]) / max(1, steps[-1]["step"] - steps[0]["step"])
 window = 3 * 60 - 90 - 30  # one job's training time: 3 minutes less a typical signal time and start-up
