@@ -9,6 +9,9 @@
 # named; threads, memory, time, GPUs and partitions of every job come from the config's
 # `resources:`.
 #
+# Each config is a run (its `run:`, e.g. demo, paper): its outputs go under results/<run>/, its
+# logs under logs/<run>/, so runs of different configs keep apart (docs/workflow.md, "Runs").
+#
 # Thin by design: configuration, validation, and the rule files. Every rule calls
 # one `elmoc <command>`; the logic lives in src/elmoc.
 import json
