@@ -25,13 +25,14 @@ PROFILE := $(if $(VERBOSE),--workflow-profile profiles/verbose,)
 
 # The demo: the workflow, its self-contained HTML report, where to find things, then the
 # summary measured in this run, last.
+# Its run (config/config.yaml's `run: demo`) writes under results/demo/ and logs/demo/.
 demo: $(BIN)/.elmoc-installed
 	$(BIN)/snakemake --cores $(CORES) $(PROFILE)
-	$(BIN)/snakemake --cores 1 $(PROFILE) --report results/report.html
+	$(BIN)/snakemake --cores 1 $(PROFILE) --report results/demo/report.html
 	@echo
-	@echo "Report: $(CURDIR)/results/report.html (open it in a browser); tables: results/tables/; logs: logs/"
+	@echo "Report: $(CURDIR)/results/demo/report.html (open it in a browser); tables: results/demo/tables/; logs: logs/demo/"
 	@echo
-	@cat results/summary.txt
+	@cat results/demo/summary.txt
 
 # two passes: the suite on $(TEST_WORKERS) workers (one test file per worker at a time, so a module's
 # fixtures are built once), then the serial tests alone; both always run, either failing fails
@@ -45,6 +46,7 @@ test: $(BIN)/.elmoc-installed
 test-fast: $(BIN)/.elmoc-installed
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
+# run shared-data: results/shared-data/, beside the demo's results/demo/
 shared-data: $(BIN)/.elmoc-installed
 	$(BIN)/snakemake --cores $(CORES) --configfile config/shared-data.yaml
 

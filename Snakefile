@@ -9,9 +9,14 @@
 # named; threads, memory, time, GPUs and partitions of every job come from the config's
 # `resources:`.
 #
+# Each config is a run (its `run:`, e.g. demo, paper): its outputs go under results/<run>/, its
+# logs under logs/<run>/, so runs of different configs keep apart (docs/workflow.md, "Runs").
+#
 # Thin by design: configuration, validation, and the rule files. Every rule calls
 # one `elmoc <command>`; the logic lives in src/elmoc.
+import json
 import os
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -19,6 +24,7 @@ from snakemake.utils import min_version, validate
 
 from elmoc.config import check_whole_config, check_workflow_config
 from elmoc.errors import ConfigError
+from elmoc.layouts import check_run_name, default_run_name, flat_layout_note, relocate, run_logs, run_root
 
 min_version("9.19")
 
@@ -41,14 +47,30 @@ if not workflow.overwrite_configfiles:
 
 # The schema checked first by elmoc, whose message is one line naming the key and the closest
 # known one; then Snakemake's validate fills in the schema's defaults.
+CONFIG_FILES = [str(f) for f in workflow.overwrite_configfiles or []] or [DEFAULT_CONFIG]
 try:
     check_whole_config(config, [str(f) for f in workflow.overwrite_configfiles or []],
                        os.path.relpath(Path(workflow.basedir) / DEFAULT_CONFIG))
-    check_workflow_config(config, " ".join(map(str, workflow.overwrite_configfiles or [DEFAULT_CONFIG])),
+    # the run (issue 52.6): its name as the config sets it (an overlay keeps its base's unless it
+    # sets one), else the base config file's name
+    config["run"] = check_run_name(config.get("run", default_run_name(CONFIG_FILES)), " ".join(CONFIG_FILES))
+    check_workflow_config(config, " ".join(CONFIG_FILES),
                           schema_path=Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
 except ConfigError as e:
     raise WorkflowError(str(e)) from None
 validate(config, "workflow/schemas/config.schema.yaml")
+
+# Every output of the run under results/<run>/ (RESULTS), every log and benchmark file under
+# logs/<run>/ (LOGS): the rules build their paths from these two, and the config's own
+# `results/...` paths (and the LM presets', lm_spec) are read inside the run's folder (elmoc.layouts).
+# Only the downloads (resources/) and their fetch logs are shared by all runs: they depend on no config.
+# docs/workflow.md ("Runs") says why this and not Snakemake's workdir or a module prefix.
+RUN = config["run"]
+RESULTS, LOGS = run_root(RUN), run_logs(RUN)
+CONFIG_AS_GIVEN = json.loads(json.dumps(config))  # the report shows the config as written (plus its run)
+config.update(relocate(dict(config), RUN))
+if FLAT_NOTE := flat_layout_note():
+    print(FLAT_NOTE, file=sys.stderr)
 
 
 include: "workflow/rules/common.smk"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The headless browser of the report check (issue 52.3; tests/workflow/test_end_to_end.py opens
-# results/report.html and results/index.html in it at 1280 px): Debian's chromium from the
+# results/<run>/report.html and results/<run>/index.html in it at 1280 px): Debian's chromium from the
 # package registry, installed when no Chromium is on PATH; prints the version found. Without it
 # the check skips, so .ci/run runs this before `make test`.
 set -euo pipefail

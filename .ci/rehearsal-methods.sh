@@ -13,7 +13,7 @@ start=$(date +%s)
 status=0
 "$PY" -m snakemake --snakefile "$REPO/Snakefile" --configfile "$REPO/config/rehearsal.yaml" \
     "$REPO/config/rehearsal-methods.yaml" --directory "$WORK" --cores 2 \
-    results/tables/finetune.md results/tables/compression/elmo-c.md || status=$?
+    results/rehearsal/tables/finetune.md results/rehearsal/tables/compression/elmo-c.md || status=$?
 echo "rehearsal: opt-in blocks: snakemake exit $status after $(( $(date +%s) - start )) s (work folder $WORK)"
 "$PY" "$REPO/.ci/rule_times.py" "$WORK" || true
 if [ "$status" -ne 0 ]; then exit "$status"; fi
@@ -27,31 +27,31 @@ section.update(encoder="fine_tune", fine_tune={"recipe": "full"})
 with open("predict-sst5.yaml", "w") as f:
     yaml.safe_dump(section, f)
 PY
-"$PY" -m elmoc.cli task --task sst5 --config predict-sst5.yaml --variant elmo-c --seed 1 --lm results/models/elmo-c \
-    --fasttext results/fasttext/cc.bin --output predict/run.json --save-model predict/model --threads 1 > predict/task.log 2>&1 \
+"$PY" -m elmoc.cli task --task sst5 --config predict-sst5.yaml --variant elmo-c --seed 1 --lm results/rehearsal/models/elmo-c \
+    --fasttext results/rehearsal/fasttext/cc.bin --output predict/run.json --save-model predict/model --threads 1 > predict/task.log 2>&1 \
     || { tail -n 20 predict/task.log; echo "rehearsal: elmoc task --save-model failed" >&2; exit 1; }
-head -n 7 results/tasks/sst5/sentences.txt > predict/input.txt
+head -n 7 results/rehearsal/tasks/sst5/sentences.txt > predict/input.txt
 "$PY" -m elmoc.cli predict predict/input.txt --task-model predict/model --output predict/predictions.jsonl --threads 1
 "$PY" - <<'PY'
 import json
 from pathlib import Path
 # fine_tune: each recipe once on sst5 (ulmfit from the LM fine-tuned on sst5's text: lm_finetune), and its table
-recipes = {"ulmfit": "results/lm_finetune/elmo-c/sst5/model", "full": "results/models/elmo-c", "frozen": "results/models/elmo-c"}
+recipes = {"ulmfit": "results/rehearsal/lm_finetune/elmo-c/sst5/model", "full": "results/rehearsal/models/elmo-c", "frozen": "results/rehearsal/models/elmo-c"}
 for recipe, lm in recipes.items():
-    r = json.loads(Path(f"results/finetune/sst5/elmo-c/{recipe}/seed1.json").read_text())
+    r = json.loads(Path(f"results/rehearsal/finetune/sst5/elmo-c/{recipe}/seed1.json").read_text())
     assert (r["status"], r["encoder"], r["recipe"], r["inputs"]["lm"]) == ("ok", "fine_tune", recipe, lm), r
     assert isinstance(r["test"], float) and isinstance(r["dev"], float), r
-assert Path("results/lm_finetune/elmo-c/sst5/model/elmoc-model.json").is_file()
-table = Path("results/tables/finetune.md").read_text()
+assert Path("results/rehearsal/lm_finetune/elmo-c/sst5/model/elmoc-model.json").is_file()
+table = Path("results/rehearsal/tables/finetune.md").read_text()
 assert all(recipe in table for recipe in recipes) and "features" in table, table
 # distill: one student, both directions trained against the teacher, exported
 for d in ("forward", "backward"):
-    h = json.loads(Path(f"results/distill/elmo-c-one-layer/{d}/heldout.json").read_text())
+    h = json.loads(Path(f"results/rehearsal/distill/elmo-c-one-layer/{d}/heldout.json").read_text())
     assert isinstance(h["after"], float), h
-assert Path("results/distill/elmo-c-one-layer/model/elmoc-model.json").is_file()
+assert Path("results/rehearsal/distill/elmo-c-one-layer/model/elmoc-model.json").is_file()
 # prune: one plan, two rounds, the lottery ticket and its control, per direction
 for d in ("forward", "backward"):
-    p = json.loads(Path(f"results/prune/elmo-c/magnitude/{d}/prune.json").read_text())
+    p = json.loads(Path(f"results/rehearsal/prune/elmo-c/magnitude/{d}/prune.json").read_text())
     runs = {run["run"]: run for run in p["runs"]}
     # Frankle & Carbin's procedure (prune.ticket_procedure: rewind_each_round): each round is the ticket at
     # its level, with its random-reinit control; ticket/ and control/ link the last pair
@@ -60,11 +60,11 @@ for d in ("forward", "backward"):
     assert runs["round1"]["encoder_nonzero"] > runs["round2"]["encoder_nonzero"], runs
     assert all(runs[f"control{i}"]["encoder_nonzero"] == runs[f"round{i}"]["encoder_nonzero"] for i in (1, 2)), runs
     assert all(isinstance(run["heldout"], float) for run in runs.values()), runs
-    folder = Path(f"results/prune/elmo-c/magnitude/{d}")
+    folder = Path(f"results/rehearsal/prune/elmo-c/magnitude/{d}")
     assert (folder / "ticket").resolve() == (folder / "round2").resolve(), d
     assert (folder / "control").resolve() == (folder / "control2").resolve(), d
 # compress and the compression table: the original and every smaller model, each with its heldout and sst5 result
-c = json.loads(Path("results/tables/compression/elmo-c.json").read_text())
+c = json.loads(Path("results/rehearsal/tables/compression/elmo-c.json").read_text())
 rows = {row["role"]: row for row in c["rows"]}
 roles = {"original", "float16", "int8", "student-elmo-c-one-layer", "pruned-magnitude-0.5", "pruned-magnitude-0.75",
          "ticket", "ticket-control"}
@@ -72,9 +72,9 @@ assert set(rows) == roles, sorted(rows)
 for role, row in rows.items():
     own = role not in ("original", "float16", "int8")  # a smaller model: the heldout of its own training runs
     assert row["heldout"] is not None and (not own or not row["heldout"].get("inherited") and not any(
-        f.startswith("results/lm/") for f in row["heldout"]["files"])), (role, row)
+        f.startswith("results/rehearsal/lm/") for f in row["heldout"]["files"])), (role, row)
     assert isinstance(row["downstream"]["sst5"]["test"]["1"], float), (role, row)  # seed 1's test score
-md = Path("results/tables/compression/elmo-c.md").read_text()
+md = Path("results/rehearsal/tables/compression/elmo-c.md").read_text()
 assert all(role in md for role in roles - {"original"}), md
 # predict: one record per input sentence, in order, with one of sst5's labels
 sentences = Path("predict/input.txt").read_text().splitlines()

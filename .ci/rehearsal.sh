@@ -32,24 +32,24 @@ work = Path(sys.argv[1])
 paper = ["elmo", "elmo-c", "elmo-a", "elmo-sub", "elmo-c-oneb", "elmo-c-rnd", "elmo-c-cnn", "elmo-c-cnn-cc", "elmo-c-cc-cnn"]
 beyond = ["trans-base-c-tnf", "trans-base-sampled", "mlm-c-tupe", "mlm-sampled"]   # pretrain.extra_variants (issues 25, 35)
 variants = paper + beyond
-joint = {"elmo-a", "elmo-sub", "trans-base-sampled"}   # train.directions: joint (one run, results/lm/{v}/joint)
-masked = {"mlm-c-tupe", "mlm-sampled"}   # train.objective: masked_lm (one run, results/lm/{v}/masked)
+joint = {"elmo-a", "elmo-sub", "trans-base-sampled"}   # train.directions: joint (one run, results/rehearsal/lm/{v}/joint)
+masked = {"mlm-c-tupe", "mlm-sampled"}   # train.objective: masked_lm (one run, results/rehearsal/lm/{v}/masked)
 runs = [(v, d) for v in variants
         for d in (("joint",) if v in joint else ("masked",) if v in masked else ("forward", "backward"))]
 for v, d in runs:
-    heldout = json.loads((work / f"results/lm/{v}/{d}/heldout.json").read_text())
-    assert (work / f"results/lm/{v}/{d}/model.pt").is_file(), (v, d)
+    heldout = json.loads((work / f"results/rehearsal/lm/{v}/{d}/heldout.json").read_text())
+    assert (work / f"results/rehearsal/lm/{v}/{d}/model.pt").is_file(), (v, d)
     if d == "joint":
         assert heldout["direction"] == "joint" and {"forward", "backward"} <= heldout.keys(), (v, sorted(heldout))
     others = {"forward", "backward", "joint", "masked"} - ({"forward", "backward"} if d in ("forward", "backward") else {d})
-    assert not [o for o in others if (work / f"results/lm/{v}/{o}").exists()], (v, d)
-table = (work / "results/tables/beyond.md").read_text()
+    assert not [o for o in others if (work / f"results/rehearsal/lm/{v}/{o}").exists()], (v, d)
+table = (work / "results/rehearsal/tables/beyond.md").read_text()
 assert all(f"| {v} |" in table for v in beyond + ["elmo-c"]), table
-tasks = [json.loads(p.read_text()) for p in sorted(work.glob("results/tasks/*/*/seed*.json"))]
+tasks = [json.loads(p.read_text()) for p in sorted(work.glob("results/rehearsal/tasks/*/*/seed*.json"))]
 assert len(tasks) == 5 * (len(variants) + 1), len(tasks)
 bad = [(r["task"], r["variant"], r["status"]) for r in tasks if r["status"] != "ok"]
 assert not bad, bad
-left = sorted(str(p) for p in work.glob("results/features/*/*.hdf5"))
+left = sorted(str(p) for p in work.glob("results/rehearsal/features/*/*.hdf5"))
 assert not left, f"temporary features were not deleted: {left}"
 print(f"rehearsal: {len(runs)} LM runs (ELMo released; ELMo-A, ELMo-Sub, trans-base-sampled joint; mlm-c-tupe, mlm-sampled "
       f"masked), {len(tasks)} task runs ok, the beyond table, features deleted after use")

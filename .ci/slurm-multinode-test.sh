@@ -67,7 +67,7 @@ yaml.safe_dump(cfg, open(f"{work}/config/ci-2x1.yaml", "w"), sort_keys=False)
 cfg["resources"]["pretrain"]["variants"] = {keep: {"processes": 2}}
 yaml.safe_dump(cfg, open(f"{work}/config/ci-1x2.yaml", "w"), sort_keys=False)
 EOF
-TARGET=results/lm/elmo-c/forward/model.pt
+TARGET=results/demo/lm/elmo-c/forward/model.pt
 cd "$WORK/slurm"
 # the job's inputs (corpus, vocabulary, vectors, spec), built locally once for both copies
 nice -n 5 .venv/bin/snakemake "$TARGET" --cores 2 --omit-from pretrain --configfile config/ci-2x1.yaml \
@@ -83,7 +83,7 @@ t=$(date +%s)
 timeout "$TIMEOUT" .venv/bin/snakemake "$TARGET" --workflow-profile profiles/slurm --configfile config/ci-2x1.yaml \
     > "$WORK/slurm.log" 2>&1 || fail "the two-node run failed (exit $?); see $WORK/slurm.log"
 log "two-node pretraining job through the SLURM profile: $(( $(date +%s) - t )) s"
-grep -E "^elmoc multinode|rank 0\]:.*heldout" logs/pretrain/elmo-c.forward.log | sed 's/^/    /'
+grep -E "^elmoc multinode|rank 0\]:.*heldout" logs/demo/pretrain/elmo-c.forward.log | sed 's/^/    /'
 rcl=0; wait "$LOCAL_PID" || rcl=$?
 LOCAL_PID=
 [ "$rcl" = 0 ] || fail "the 1 x 2 local run failed (exit $rcl); see $WORK/local.log"
@@ -96,8 +96,8 @@ work, jobcomp = sys.argv[1:]
 jobs = [dict(re.findall(r"(\w+)=(\S*)", line)) for line in open(jobcomp)]
 print("SLURM jobs:", [(j["JobId"], j["JobState"], j["NodeList"], j["NodeCnt"]) for j in jobs])
 assert jobs and all(j["JobState"] == "COMPLETED" and j["NodeCnt"] == "2" for j in jobs), jobs
-a = load_checkpoint(f"{work}/local/results/lm/elmo-c/forward/model.pt")
-b = load_checkpoint(f"{work}/slurm/results/lm/elmo-c/forward/model.pt")
+a = load_checkpoint(f"{work}/local/results/demo/lm/elmo-c/forward/model.pt")
+b = load_checkpoint(f"{work}/slurm/results/demo/lm/elmo-c/forward/model.pt")
 same = a["step"] == b["step"] and a["model"].keys() == b["model"].keys() \
     and all(torch.equal(x, b["model"][k]) for k, x in a["model"].items())
 print(f"model.pt, 2 nodes x 1 process (SLURM) vs 1 node x 2 processes (local): {len(a['model'])} tensors,"

@@ -106,10 +106,10 @@ CMD=(.venv/bin/snakemake --workflow-profile profiles/slurm --configfile config/c
 log "SLURM run 1: ${CMD[*]}"
 timeout "$SLURM_TIMEOUT" "${CMD[@]}" > "$WORK/slurm-run1.log" 2>&1 &
 RUN1=$!
-CKPT=results/lm/elmo-c/forward/checkpoint.pt
+CKPT=results/demo/lm/elmo-c/forward/checkpoint.pt
 cancelled=
 for _ in $(seq $((SLURM_TIMEOUT * 2))); do
-    if [ -z "$cancelled" ] && [ -f "$CKPT" ] && [ ! -f results/lm/elmo-c/forward/model.pt ]; then
+    if [ -z "$cancelled" ] && [ -f "$CKPT" ] && [ ! -f results/demo/lm/elmo-c/forward/model.pt ]; then
         job=$(squeue -h -o '%i %k' | awk '$2 == "rule_pretrain_wildcards_elmo-c_forward" {print $1}')
         if [ -n "$job" ]; then
             scancel "$job"
@@ -125,15 +125,15 @@ rc1=0; wait "$RUN1" || rc1=$?
 [ -n "$cancelled" ] || fail "never saw the forward pretraining job with a checkpoint to cancel (run 1 exit $rc1)"
 [ "$rc1" != 0 ] || fail "SLURM run 1 succeeded although its pretraining job was cancelled"
 log "SLURM run 1 ended with exit $rc1 (expected: the cancelled job failed)"
-tail -n 3 logs/pretrain/elmo-c.forward.log | sed 's/^/    /'
+tail -n 3 logs/demo/pretrain/elmo-c.forward.log | sed 's/^/    /'
 
 # --- SLURM run 2: the same command resumes ------------------------------------------------
 log "SLURM run 2 (rerun): ${CMD[*]}"
 timeout "$SLURM_TIMEOUT" "${CMD[@]}" > "$WORK/slurm-run2.log" 2>&1 \
     || fail "SLURM rerun failed (exit $?); see $WORK/slurm-run2.log"
-grep -q "resumed .*checkpoint.pt from step" logs/pretrain/elmo-c.forward.log \
-    || fail "the rerun did not resume from checkpoint.pt (logs/pretrain/elmo-c.forward.log)"
-log "rerun resumed: $(grep -m1 'resumed .*checkpoint.pt from step' logs/pretrain/elmo-c.forward.log)"
+grep -q "resumed .*checkpoint.pt from step" logs/demo/pretrain/elmo-c.forward.log \
+    || fail "the rerun did not resume from checkpoint.pt (logs/demo/pretrain/elmo-c.forward.log)"
+log "rerun resumed: $(grep -m1 'resumed .*checkpoint.pt from step' logs/demo/pretrain/elmo-c.forward.log)"
 
 rcl=0; wait "$LOCAL_PID" || rcl=$?
 LOCAL_PID=
@@ -218,8 +218,8 @@ def numbers(obj, prefix=""):
             yield from numbers(v, f"{prefix}[{i}]")
     else:
         yield prefix, obj
-files = sorted(glob.glob("results/lm/*/*/heldout.json", root_dir=f"{work}/local")
-               + glob.glob("results/tasks/*/*/seed*.json", root_dir=f"{work}/local"))
+files = sorted(glob.glob("results/demo/lm/*/*/heldout.json", root_dir=f"{work}/local")
+               + glob.glob("results/demo/tasks/*/*/seed*.json", root_dir=f"{work}/local"))
 if not files:
     errors.append("the local run wrote no heldout.json / task JSON")
 for rel in files:
@@ -251,10 +251,10 @@ log "scancel case passed"
 # later) and the trainer's own stop 40 s before it (stop_margin_s, the fallback if the
 # signal were lost), so every job must stop on SIGUSR1. The uninterrupted reference runs
 # locally in the other copy at the same time.
-TL_TARGET=results/lm/elmo-c-tl/forward/model.pt
-TL_LOG=results/lm/elmo-c-tl/forward/train.log   # every attempt (Snakemake deletes a job's log when it reruns it)
-TASK_TARGET=results/tasks/sst5/fasttext/seed2.json
-TASK_LOG=results/tasks/sst5/fasttext/seed2.run/task.log   # every attempt's lines
+TL_TARGET=results/demo/lm/elmo-c-tl/forward/model.pt
+TL_LOG=results/demo/lm/elmo-c-tl/forward/train.log   # every attempt (Snakemake deletes a job's log when it reruns it)
+TASK_TARGET=results/demo/tasks/sst5/fasttext/seed2.json
+TASK_LOG=results/demo/tasks/sst5/fasttext/seed2.run/task.log   # every attempt's lines
 .venv/bin/python - "$WORK" <<'EOF'
 import json, math, sys, yaml
 work = sys.argv[1]
@@ -263,10 +263,10 @@ work = sys.argv[1]
 # wall: a 2-minute job gets SIGUSR1 30-90 s before its end (at SLURM's first limit check inside
 # the lead, as above), i.e. 30-90 s after its start (training starts ~10 s in), so the first job
 # stops before it is done and a retry (or two, on a busy node) finishes
-task = json.load(open(f"{work}/local/results/tasks/sst5/fasttext/seed1.json"))
+task = json.load(open(f"{work}/local/results/demo/tasks/sst5/fasttext/seed1.json"))
 per_epoch = task["cpu_seconds"] / len(task["history"])
 task_epochs = max(4, math.ceil(150 / max(per_epoch, 0.1)))
-records = [json.loads(line) for line in open(f"{work}/local/results/lm/elmo-c/forward/train_log.jsonl")]
+records = [json.loads(line) for line in open(f"{work}/local/results/demo/lm/elmo-c/forward/train_log.jsonl")]
 steps = [r for r in records if r.get("event") == "train"]
 per_step = (steps[-1]["seconds"] - steps[0]["seconds"]) / max(1, steps[-1]["step"] - steps[0]["step"])
 window = 3 * 60 - 90 - 30  # one job's training time: 3 minutes less a typical signal time and start-up
@@ -336,7 +336,7 @@ cd "$REPO"
 import glob, json, re, sys
 import torch
 work, jobcomp = sys.argv[1:]
-out = "results/lm/elmo-c-tl/forward"
+out = "results/demo/lm/elmo-c-tl/forward"
 attempts = [json.loads(line) for line in open(f"{work}/slurm/{out}/attempts.jsonl")]
 print("attempts (exit, status, checkpoint step):", [(a["exit"], a["status"], a["step"]) for a in attempts])
 submitted = open(f"{work}/slurm-timelimit.log").read()
@@ -356,7 +356,7 @@ for jobid, _, _ in states[:-1]:  # the job's command (with-gpus + torchrun) exit
     logs = glob.glob(f"{work}/slurm/.snakemake/slurm_logs/**/{jobid}.log", recursive=True)
     said = [line.strip() for p in logs for line in open(p) if "exit status" in line]
     print(f"SLURM job {jobid}: {said[-1] if said else 'no exit status line in its log'}")
-task_out = "results/tasks/sst5/fasttext/seed2"
+task_out = "results/demo/tasks/sst5/fasttext/seed2"
 task_attempts = [json.loads(line) for line in open(f"{work}/slurm/{task_out}.run/attempts.jsonl")]
 print("task run attempts (exit, status):", [(a["exit"], a["status"]) for a in task_attempts])
 task_jobs = re.findall(r"SLURM jobid (\d+) \(log: \S*/rule_task_run/", submitted)

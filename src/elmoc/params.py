@@ -22,7 +22,8 @@ Sizes come from the preset; the vocabulary size from ``--vocab-size``, else the
 spec's vocabulary file if it exists, else the paper's 793,475 words (30,004
 subwords for presets whose vocabulary is the BPE one).  Frozen tables that do not
 exist yet are sized from ``--table-dim`` (default 300; ``results/vectors/cnn.npy``
-512, the width of ELMo's char-CNN projection).
+512, the width of ELMo's char-CNN projection).  With ``--config``, the files are those of the
+config's run, ``results/<run>/...`` (:func:`elmoc.layouts.relocate`).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from typing import Any
 
 PAPER_WORD_VOCAB = 793_475  # 4 specials + bilm-tf's 793,471-line vocabulary (spec 1.2)
 PAPER_SUBWORD_VOCAB = 30_004  # 4 specials + ~30K BPE subwords (spec 3.3)
-DEFAULT_TABLE_DIMS = {"results/vectors/cnn.npy": 512}
+DEFAULT_TABLE_DIMS = {"vectors/cnn.npy": 512}  # inside any run's folder
 
 
 class SizedVocab:
@@ -64,9 +65,21 @@ def _with_table_dims(node: Any, dims: dict[str, int], default: int, ignore_files
         out = {k: _with_table_dims(v, dims, default, ignore_files) for k, v in node.items()}
         vectors = node.get("vectors")
         if isinstance(vectors, str) and "dim" not in node and (ignore_files or not Path(vectors).is_file()):
-            out["dim"] = dims.get(vectors, default)
+            out["dim"] = _table_dim(vectors, dims, default)
         return out
     return node
+
+
+def _table_dim(vectors: str, dims: dict[str, int], default: int) -> int:
+    """The width ``dims`` gives table ``vectors``: its own entry, else one naming it inside a run's
+    folder (``vectors/cnn.npy`` or ``results/vectors/cnn.npy`` for ``results/<run>/vectors/cnn.npy``)."""
+    if vectors in dims:
+        return dims[vectors]
+    for key, dim in dims.items():
+        inside = key.removeprefix("results/")
+        if vectors.endswith("/" + inside):
+            return dim
+    return default
 
 
 def count_parameters(spec: dict[str, Any], vocab_size: int, table_dims: dict[str, int] | None = None,
@@ -143,14 +156,17 @@ def parse_table_dims(items: list[str]) -> dict[str, int]:
 def named_specs(config: str | None = None, presets: list[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
     """(name, spec) of every pretrain variant of a workflow ``config``, or of preset files."""
     from elmoc.config import check_spec_keys, check_workflow_config, load_yaml, resolve_variant, variant_names
+    from elmoc.layouts import default_run_name, relocate
     from elmoc.train.spec_check import check_spec
 
     out = []
     if config:
         data = load_yaml(config, mapping="a workflow config")
         check_workflow_config(data, str(config))
+        # the files the config names under results/ are its run's (results/<run>/...), as in the workflow
+        run = data.get("run") or default_run_name([str(config)])
         for name in variant_names(data):
-            out.append((name, resolve_variant(data, name)))
+            out.append((name, relocate(resolve_variant(data, name), run)))
             check_spec(out[-1][1], f"{config}: pretrain.variants.{name} (preset + overrides)")  # every nested key, as training reads it
         return out
     for preset in presets or []:

@@ -46,15 +46,15 @@ def test_a_dry_run_lists_train_export_extract_and_task_jobs_of_mlm_c(tmp_path):
     configfile = scratch_config(tmp_path)
     r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "2", "--snakefile",
                         str(REPO_ROOT / "Snakefile"), "--configfile", str(configfile), "--directory", str(work),
-                        "all", "results/models/mlm-c-tupe", "results/models/mlm-sampled"],
+                        "all", "results/rehearsal/models/mlm-c-tupe", "results/rehearsal/models/mlm-sampled"],
                        cwd=work, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     lines = r.stdout.splitlines()
     for variant in ("mlm-c-tupe", "mlm-sampled"):
-        model = f"results/lm/{variant}/masked/model.pt"
-        train = [c for c in lines if " train --spec " in c and f"results/lm/{variant}/" in c]
+        model = f"results/rehearsal/lm/{variant}/masked/model.pt"
+        train = [c for c in lines if " train --spec " in c and f"results/rehearsal/lm/{variant}/" in c]
         assert len(train) == 1 and "--direction masked" in train[0], train
-        assert f"--output-dir results/lm/{variant}/masked" in train[0]
+        assert f"--output-dir results/rehearsal/lm/{variant}/masked" in train[0]
         assert [c for c in lines if f" export --forward {model} --backward {model} " in c]
         extract = [c for c in lines if " extract --forward " in c and f"/{variant}/" in c]
         assert extract and all(f"--forward {model} --backward {model}" in c for c in extract)

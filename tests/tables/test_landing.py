@@ -124,3 +124,40 @@ def test_figures_give_each_variant_its_own_colour_and_short_tick_labels():
     labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
     plt.close(fig)
     assert labels and all(len(x) <= 5 for x in labels) and "80k" in labels and len(labels) <= 7
+
+
+def test_the_results_page_compares_the_other_runs_found_beside_it(results, page_inputs, tmp_path, write_lm):
+    """Issue 52.6: results/<run>/index.html lists the other runs under results/ (folders with a
+    summary.txt) with their numbers beside this run's; links relative and resolving; a folder that
+    is no finished run (no summary.txt) is not listed."""
+    import shutil
+
+    root, p = results["root"], page_inputs
+    runs = root.parent
+    other = runs / "paper"
+    shutil.copytree(root, other)
+    write_lm(other, "elmo-c", "forward", params=100, tokens=1000, seconds=2, after=0.7123)
+    shutil.rmtree(other / "tasks/sst5/elmo")  # a number only this run has: a gap there
+    (other / "index.html").write_text("<html></html>")
+    unfinished = runs / "half"
+    (unfinished / "lm").mkdir(parents=True)
+    argv = ["results-page", "--summary", str(p["summary"]), "--heldout", *map(str, results["heldout"]),
+            "--tasks", *map(str, results["tasks"]), "--tables", str(p["table"]), "--config", str(p["config"]),
+            "--run", root.name, "--runs-under", str(runs), "--output", str(root / "index.html"),
+            "--fragment", str(root / "report/landing.html")]
+    assert main(argv) == 0
+    page = (root / "index.html").read_text()
+    section = page.split("<section id='elmoc-runs'>")[1].split("</section>")[0]
+    heads = re.findall(r"<thead>(.*?)</thead>", section)[0]
+    assert "results (this run)" in heads and ">paper<" in heads and "half" not in heads
+    rows = dict((label, re.findall(r"<td>(.*?)</td>", cells))
+                for label, cells in re.findall(r"<tr><th scope='row'>(.*?)</th>(.*?)</tr>", section))
+    assert rows["heldout cosine: elmo-c"] == ["0.5000 / 0.5000", "0.7123 / 0.5000"]  # forward / backward
+    assert rows["sst5: elmo"] == ["52.00±2.00 (n=3)", "—"]
+    assert page.index("id='elmoc-summary'") < page.index("id='elmoc-runs'") < page.index("id='elmoc-table2'")
+    assert "href='../paper/index.html'" in section and (root / "../paper/index.html").is_file()
+    assert "href=" not in (root / "report/landing.html").read_text().split("id='elmoc-runs'")[1].split("</section>")[0]
+    # alone under results/: no section
+    shutil.rmtree(other)
+    assert main(argv) == 0
+    assert "elmoc-runs" not in (root / "index.html").read_text()

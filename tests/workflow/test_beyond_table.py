@@ -27,7 +27,7 @@ def dry_run(tmp_path, *configs):
 def test_beyond_table_only_with_a_beyond_variant(tmp_path):
     base = REPO_ROOT / "config/config.yaml"
     rules, out = dry_run(tmp_path, base)
-    assert "paper_tables" in rules and "beyond_table" not in rules and "results/tables/beyond.md" not in out
+    assert "paper_tables" in rules and "beyond_table" not in rules and "results/demo/tables/beyond.md" not in out
     # a Transformer variant under another name than its preset's: the preset names the family
     presets = tmp_path / "lm"
     shutil.copytree(REPO_ROOT / "config/lm", presets)
@@ -41,4 +41,4 @@ def test_beyond_table_only_with_a_beyond_variant(tmp_path):
     extra.write_text(yaml.safe_dump({"pretrain": {"presets_dir": str(presets),
                                                   "variants": {"my-trans": {"preset": "trans-base-c"}}}}))
     rules, out = dry_run(tmp_path, base, extra)
-    assert "beyond_table" in rules and "results/tables/beyond.md" in out
+    assert "beyond_table" in rules and "results/demo/tables/beyond.md" in out

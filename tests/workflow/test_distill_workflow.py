@@ -20,8 +20,8 @@ def test_students_are_distilled_per_direction_from_the_teachers_runs_and_exporte
     counts = dict(re.findall(r"^(student_spec|distill|export_student)\s+(\d+)$", r.stdout, flags=re.M))
     assert counts == {"student_spec": "2", "distill": "4", "export_student": "2"}, counts
     commands = [shlex.split(line) for line in r.stdout.splitlines() if " elmoc.cli distill " in line]
-    one = next(c for c in commands if "results/distill/elmo-c-one-layer/backward" in c)
-    assert one[one.index("--teacher") + 1] == "results/lm/elmo-c/backward/model.pt"
-    assert one[one.index("--spec") + 1] == "results/distill/elmo-c-one-layer/spec.yaml"
+    one = next(c for c in commands if "results/demo/distill/elmo-c-one-layer/backward" in c)
+    assert one[one.index("--teacher") + 1] == "results/demo/lm/elmo-c/backward/model.pt"
+    assert one[one.index("--spec") + 1] == "results/demo/distill/elmo-c-one-layer/spec.yaml"
     section = json.loads(one[one.index("--section-json") + 1])
     assert section == {"init_from_teacher": False, "layer_weights": 1.0, "lm_weight": 1.0}  # no workflow keys

@@ -102,7 +102,7 @@ def test_paper_jobs_ask_the_config_for_threads_gpus_and_memory(tmp_path):
     tmp_path = workdir(tmp_path)
     r = snakemake("-n", "-p", "--cores", "1", "--snakefile", str(REPO_ROOT / "Snakefile"),
                   "--configfile", str(REPO_ROOT / "config/paper.yaml"), "--directory", str(tmp_path),
-                  "results/lm/elmo-a/joint/model.pt", "results/lm/elmo-c/forward/model.pt", cwd=tmp_path)
+                  "results/paper/lm/elmo-a/joint/model.pt", "results/paper/lm/elmo-c/forward/model.pt", cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     jobs = {}
     for job in r.stdout.split("rule pretrain:")[1:]:
@@ -112,8 +112,8 @@ def test_paper_jobs_ask_the_config_for_threads_gpus_and_memory(tmp_path):
     joint, forward = jobs["elmo-a", "joint"], jobs["elmo-c", "forward"]
     assert "mem_mb=192000" in joint and "gpu=4, runtime=1440" in joint
     assert "with-gpus --lock-dir .snakemake/gpu-slots 4 -- " in joint
-    assert "--nproc-per-node=4 -m elmoc.cli train --spec results/lm/elmo-a/spec.yaml --direction joint" in joint
-    assert "--output-dir results/lm/elmo-a/joint --device cuda --threads 4" in joint
+    assert "--nproc-per-node=4 -m elmoc.cli train --spec results/paper/lm/elmo-a/spec.yaml --direction joint" in joint
+    assert "--output-dir results/paper/lm/elmo-a/joint --device cuda --threads 4" in joint
     assert "mem_mb=64000" in forward and "gpu=2, runtime=1440" in forward
     assert "with-gpus --lock-dir .snakemake/gpu-slots 2 -- " in forward
     assert "--nproc-per-node=2 -m elmoc.cli train" in forward and "--device cuda --threads 4" in forward
@@ -128,19 +128,19 @@ def test_joint_variants_train_once_and_feed_both_directions(tmp_path):
     tmp_path = workdir(tmp_path)
     r = snakemake("-n", "-p", "--cores", "2", "--snakefile", str(REPO_ROOT / "Snakefile"),
                   "--configfile", str(REPO_ROOT / "config/config.yaml"), "--directory", str(tmp_path),
-                  "results/features/elmo-a/sentiment.hdf5", "results/features/elmo-c/sentiment.hdf5",
-                  "results/vectors/cnn.npy", "results/lm/elmo-sub/joint/heldout.json", cwd=tmp_path)
+                  "results/demo/features/elmo-a/sentiment.hdf5", "results/demo/features/elmo-c/sentiment.hdf5",
+                  "results/demo/vectors/cnn.npy", "results/demo/lm/elmo-sub/joint/heldout.json", cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     train = sorted(re.search(r"--output-dir (\S+)", c)[1] for c in r.stdout.splitlines() if " train --spec " in c)
-    assert train == ["results/lm/elmo-a/joint", "results/lm/elmo-c/backward", "results/lm/elmo-c/forward",
-                     "results/lm/elmo-sub/joint", "results/lm/elmo/joint"]
+    assert train == ["results/demo/lm/elmo-a/joint", "results/demo/lm/elmo-c/backward", "results/demo/lm/elmo-c/forward",
+                     "results/demo/lm/elmo-sub/joint", "results/demo/lm/elmo/joint"]
     assert all("torch.distributed.run" not in c and "--device cpu" in c
                for c in r.stdout.splitlines() if " train --spec " in c)
-    joint = "results/lm/elmo-a/joint/model.pt"
-    assert f"extract --forward {joint} --backward {joint} --sentences results/tasks/sentiment/sentences.txt" in r.stdout
-    assert ("extract --forward results/lm/elmo-c/forward/model.pt --backward results/lm/elmo-c/backward/model.pt"
+    joint = "results/demo/lm/elmo-a/joint/model.pt"
+    assert f"extract --forward {joint} --backward {joint} --sentences results/demo/tasks/sentiment/sentences.txt" in r.stdout
+    assert ("extract --forward results/demo/lm/elmo-c/forward/model.pt --backward results/demo/lm/elmo-c/backward/model.pt"
             in r.stdout)
-    assert "results/lm/elmo/joint/model.pt" in r.stdout.split("rule cnn_table:", 1)[1].split("rule ", 1)[0]
+    assert "results/demo/lm/elmo/joint/model.pt" in r.stdout.split("rule cnn_table:", 1)[1].split("rule ", 1)[0]
 
 
 @pytest.mark.slow
@@ -162,21 +162,21 @@ def test_paper_opt_in_variants_join_every_stage(tmp_path):
                   "--configfile", str(tmp_path / "paper-extra.yaml"), "--directory", str(work), cwd=work)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     lines = r.stdout.splitlines()
-    extracts = lambda v: len([c for c in lines if f" extract --forward results/lm/{v}/" in c])  # noqa: E731
+    extracts = lambda v: len([c for c in lines if f" extract --forward results/paper/lm/{v}/" in c])  # noqa: E731
     assert extracts("elmo-c") >= 2  # the tasks whose data the paper config has (the others wait for data)
     for name in extra:
-        train = [c for c in lines if " train --spec " in c and f"--output-dir results/lm/{name}/" in c]
+        train = [c for c in lines if " train --spec " in c and f"--output-dir results/paper/lm/{name}/" in c]
         if name.startswith("gpt-"):  # one forward LM, whatever the output layer
             assert len(train) == 1 and "--direction forward" in train[0], name
             assert "--nproc-per-node=2" in train[0], name
-            extract = [c for c in lines if f" extract --forward results/lm/{name}/forward/model.pt " in c]
+            extract = [c for c in lines if f" extract --forward results/paper/lm/{name}/forward/model.pt " in c]
             assert len(extract) == extracts(name) and not any("--backward" in c for c in extract), name
         else:
             joint = name.split("-")[-1] in ("sub", "a", "sampled")
             assert len(train) == (1 if joint else 2), name
             assert all(f"--nproc-per-node={4 if joint else 2}" in c for c in train), name
         assert extracts(name) == extracts("elmo-c"), name
-        assert any(f"results/features/{name}/" in c and " task --task " in c for c in lines), name
+        assert any(f"results/paper/features/{name}/" in c and " task --task " in c for c in lines), name
 
 
 @pytest.mark.slow
@@ -194,8 +194,8 @@ def test_paper_tasks_read_the_paper_data_as_the_paper_configurations(tmp_path):
     (tmp_path / "extra.yaml").write_text(f"tasks:\n  srl:\n    data_dir: {data}\n")
     r = snakemake("-n", "-p", "--cores", "1", "--snakefile", str(REPO_ROOT / "Snakefile"),
                   "--configfile", str(REPO_ROOT / "config/paper.yaml"), str(tmp_path / "extra.yaml"),
-                  "--directory", str(work), "results/tasks/srl/sentences.txt", "results/tasks/ner/fasttext/seed1.json",
-                  "results/tasks/snli/sentences.txt", "results/features/elmo-c/sst5.hdf5", cwd=work)
+                  "--directory", str(work), "results/paper/tasks/srl/sentences.txt", "results/paper/tasks/ner/fasttext/seed1.json",
+                  "results/paper/tasks/snli/sentences.txt", "results/paper/features/elmo-c/sst5.hdf5", cwd=work)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     sections = {m[1]: json.loads(m[2]) for m in re.finditer(r"--task (\w+) --section-json '([^']*)'", r.stdout)}
     assert sections["srl"]["data_dir"] == str(data)

@@ -72,7 +72,7 @@ def tiny_run(tmp_path_factory):
             "--configfile", str(cfg), "--directory", str(work)]
     r = subprocess.run(base + ["--cores", "2"], cwd=work, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    r = subprocess.run(base + ["--cores", "1", "--report", str(work / "results/report.html")], cwd=work,
+    r = subprocess.run(base + ["--cores", "1", "--report", str(work / "results/tiny/report.html")], cwd=work,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     return work, base
@@ -82,20 +82,20 @@ def tiny_run(tmp_path_factory):
 def test_tiny_workflow_end_to_end_with_report(tiny_run):
     work, base = tiny_run
 
-    pretrain = pd.read_csv(work / "results/tables/pretrain.csv")
+    pretrain = pd.read_csv(work / "results/tiny/tables/pretrain.csv")
     assert sorted(zip(pretrain.variant, pretrain.direction)) == [
         ("elmo-a", "joint"), ("elmo-c", "backward"), ("elmo-c", "forward")]
     for column in ("before", "after"):
         assert all(math.isfinite(v) for v in pretrain[column])
-    assert not (work / "results/lm/elmo-a/forward").exists()  # one joint run, read as both directions
-    runs = pd.read_csv(work / "results/tables/downstream_runs.csv")
+    assert not (work / "results/tiny/lm/elmo-a/forward").exists()  # one joint run, read as both directions
+    runs = pd.read_csv(work / "results/tiny/tables/downstream_runs.csv")
     assert set(runs.variant) == {"elmo-c", "elmo-a", "fasttext"} and set(runs.seed) == {1, 2}
     assert (runs.status == "ok").all()
     assert all(0.0 <= v <= 1.0 for v in runs.test)
-    table = (work / "results/tables/downstream.md").read_text()
+    table = (work / "results/tiny/tables/downstream.md").read_text()
     assert "elmo-c" in table and "paper 53.80±0.73" in table
 
-    tables = work / "results/tables"
+    tables = work / "results/tiny/tables"
     for name in ("table2", "table3", "table4_speed", "table5_speed"):
         for suffix in ("md", "csv", "tex", "html"):
             assert (tables / f"{name}.{suffix}").stat().st_size > 0
@@ -103,18 +103,18 @@ def test_tiny_workflow_end_to_end_with_report(tiny_run):
     assert "| ELMo-C |" in table2 and "2.5 days × 4 GPUs" in table2 and "cell/projection 32/16" in table2
     assert "| majority class |" in table2
     for fig in ("heldout_curves", "speed_table4", "speed_table5", "memory_s2"):
-        assert (work / f"results/figures/{fig}.png").stat().st_size > 0
-        assert (work / f"results/figures/{fig}.pdf").read_bytes().startswith(b"%PDF")
-    summary = (work / "results/summary.txt").read_text()
+        assert (work / f"results/tiny/figures/{fig}.png").stat().st_size > 0
+        assert (work / f"results/tiny/figures/{fig}.pdf").read_bytes().startswith(b"%PDF")
+    summary = (work / "results/tiny/summary.txt").read_text()
     assert "elmo-c" in summary and "1.00x" in summary and "majority class" in summary
     assert "(joint bi-LM)" in summary
 
-    html = (work / "results/report.html").read_text(encoding="utf-8")
+    html = (work / "results/tiny/report.html").read_text(encoding="utf-8")
     for item in ("table2.html", "table5_speed.html", "heldout_curves.png", "memory_s2.png", "config.html"):
         assert item in html
     # the landing text is the results page: the summary and the tables, not only a job graph
     assert "id='elmoc-landing'" in html and "id='elmoc-summary'" in html and "id='elmoc-table2'" in html
-    assert (work / "results/index.html").read_text(encoding="utf-8").count("<figcaption>") == 5
+    assert (work / "results/tiny/index.html").read_text(encoding="utf-8").count("<figcaption>") == 5
 
 
 # What the first screen of a results page shows, measured in the browser (CSS pixels).
@@ -202,7 +202,7 @@ def test_report_opens_on_the_results_in_a_headless_browser(chromium, tiny_run, t
     shots.mkdir(parents=True, exist_ok=True)
     problems = []
     with Browser(chromium) as browser:
-        for page in (work / "results/report.html", work / "results/index.html"):
+        for page in (work / "results/tiny/report.html", work / "results/tiny/index.html"):
             view = browser.open(page.as_uri(), width=1280, height=800, ready="document.querySelector('#elmoc-summary')",
                                 probe=LANDING_PROBE)
             (shots / f"{page.stem}-1280.png").write_bytes(view.screenshot)

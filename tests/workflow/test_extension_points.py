@@ -102,7 +102,7 @@ def test_three_plugin_files_are_scheduled_together(tmp_path, plugins):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     pretrain = [j for j in jobs(r.stdout, "pretrain") if "variant=mine" in j]
     assert sorted(re.search(r"direction=(\w+)", j)[1] for j in pretrain) == ["backward", "forward"]
-    assert any("results/features/mine/reviews.hdf5" in j for j in jobs(r.stdout, "extract"))
+    assert any("results/demo/features/mine/reviews.hdf5" in j for j in jobs(r.stdout, "extract"))
     runs = [j for j in jobs(r.stdout, "task_run") if "task=reviews" in j]
     assert sorted(re.search(r"variant=([\w.-]+)", j)[1] for j in runs) == ["elmo-c", "fasttext", "mine"]
     # the resolved spec the pretraining reads names the plug-in blocks with their options

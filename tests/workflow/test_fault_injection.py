@@ -19,7 +19,7 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("ELMOC_SHARED_DATA", REPO_ROOT.parent / "shared" / "data")).resolve()
-LM = "results/lm/elmo-c/forward"
+LM = "results/tiny/lm/elmo-c/forward"
 TARGET = f"{LM}/model.pt"
 
 CONFIG = {
@@ -99,7 +99,7 @@ def test_killed_pretraining_job_resumes_bit_for_bit(reference, sig):
     work = root / f"killed-{sig.name}"
     shutil.copytree(ref, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
     shutil.rmtree(work / LM)
-    (work / f"logs/pretrain/elmo-c.forward.log").unlink()
+    (work / f"logs/tiny/pretrain/elmo-c.forward.log").unlink()
     first = subprocess.Popen(snakemake_command(work, cfg), cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
     checkpoint, killed = work / LM / "checkpoint.pt", []
@@ -116,11 +116,11 @@ def test_killed_pretraining_job_resumes_bit_for_bit(reference, sig):
     assert first.returncode != 0, "the killed job was reported as a success:\n" + out[-3000:]
     assert not (work / TARGET).exists() and checkpoint.exists(), "Snakemake removed the checkpoint or kept a partial model"
     if sig == signal.SIGTERM:  # the trainer finished its step, saved and exited 75 (contract 2)
-        log = (work / "logs/pretrain/elmo-c.forward.log").read_text()
+        log = (work / "logs/tiny/pretrain/elmo-c.forward.log").read_text()
         assert "stopped by SIGTERM" in log, log[-3000:]
 
     again = subprocess.run(snakemake_command(work, cfg), cwd=work, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    log = (work / "logs/pretrain/elmo-c.forward.log").read_text()
+    log = (work / "logs/tiny/pretrain/elmo-c.forward.log").read_text()
     assert "resumed" in log, log[-3000:]
     assert models_equal(ref / TARGET, work / TARGET)

@@ -27,7 +27,7 @@ def task_commands(stdout, folder):
     """Each `elmoc task` command line writing under results/{folder}/, split as the shell would."""
     out = []
     for line in stdout.splitlines():
-        if " elmoc.cli task " in line and f"--output results/{folder}/" in line:
+        if " elmoc.cli task " in line and f"--output results/demo/{folder}/" in line:
             words = shlex.split(line.removeprefix("Shell command: "))
             out.append(words[:words.index(">")])
     return out
@@ -48,11 +48,11 @@ def test_each_task_variant_recipe_and_seed_is_one_fine_tuning_task_run(tmp_path)
     assert counts["total"] == 66 + 6 + 2 + 1, counts
     commands = task_commands(r.stdout, "finetune")
     outputs = sorted(option(c, "--output") for c in commands)
-    assert outputs == sorted(f"results/finetune/sentiment/{v}/{recipe}/seed1.json"
+    assert outputs == sorted(f"results/demo/finetune/sentiment/{v}/{recipe}/seed1.json"
                              for v in ("elmo", "elmo-c") for recipe in ("frozen", "full", "ulmfit"))
-    ulmfit = next(c for c in commands if option(c, "--output") == "results/finetune/sentiment/elmo-c/ulmfit/seed1.json")
-    assert option(ulmfit, "--lm") == "results/models/elmo-c" and "--features" not in ulmfit
-    assert option(ulmfit, "--fasttext") == "results/fasttext/cc.bin"  # the demo task's with_fasttext
+    ulmfit = next(c for c in commands if option(c, "--output") == "results/demo/finetune/sentiment/elmo-c/ulmfit/seed1.json")
+    assert option(ulmfit, "--lm") == "results/demo/models/elmo-c" and "--features" not in ulmfit
+    assert option(ulmfit, "--fasttext") == "results/demo/fasttext/cc.bin"  # the demo task's with_fasttext
     section = json.loads(option(ulmfit, "--section-json"))
     assert section["encoder"] == "fine_tune" and section["fine_tune"] == {"recipe": "ulmfit"}
     # the task section the features run gets, plus the two keys; the same job options as task_run
@@ -64,8 +64,8 @@ def test_each_task_variant_recipe_and_seed_is_one_fine_tuning_task_run(tmp_path)
     assert ulmfit[:ulmfit.index("--")] == features[:features.index("--")]  # elmoc with-gpus ... --
     table = next(line for line in r.stdout.splitlines() if " elmoc.cli finetune-table " in line)
     inputs = shlex.split(table)[shlex.split(table).index("--inputs") + 1:][:8]
-    assert "results/tasks/sentiment/elmo-c/seed1.json" in inputs  # the features beside them
-    assert "results/finetune/sentiment/elmo/full/seed1.json" in inputs
+    assert "results/demo/tasks/sentiment/elmo-c/seed1.json" in inputs  # the features beside them
+    assert "results/demo/finetune/sentiment/elmo/full/seed1.json" in inputs
 
 
 @pytest.mark.slow
@@ -73,15 +73,15 @@ def test_a_recipe_with_lm_finetune_reads_the_lm_fine_tuned_on_the_tasks_text(tmp
     work = workdir(tmp_path)
     # made by rule lm_finetune (workflow/rules/lm_finetune.smk); present here, so the dry run needs no rule
     for variant in ("elmo-c", "elmo"):
-        (work / f"results/lm_finetune/{variant}/sentiment/model").mkdir(parents=True)
+        (work / f"results/demo/lm_finetune/{variant}/sentiment/model").mkdir(parents=True)
     overlay = tmp_path / "lmft.yaml"
     overlay.write_text("fine_tune:\n  recipes: {ulmfit: {recipe: ulmfit, lm_finetune: true}, full: {recipe: full}}\n"
                        "  variants: [elmo-c, elmo]\n  tasks: [sentiment]\n")
     r = dry_run(work, DEMO, str(overlay), extra=["--until", "finetune_run"])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     lms = {option(c, "--output"): option(c, "--lm") for c in task_commands(r.stdout, "finetune")}
-    assert lms["results/finetune/sentiment/elmo-c/ulmfit/seed1.json"] == "results/lm_finetune/elmo-c/sentiment/model"
-    assert lms["results/finetune/sentiment/elmo-c/full/seed1.json"] == "results/models/elmo-c"
+    assert lms["results/demo/finetune/sentiment/elmo-c/ulmfit/seed1.json"] == "results/demo/lm_finetune/elmo-c/sentiment/model"
+    assert lms["results/demo/finetune/sentiment/elmo-c/full/seed1.json"] == "results/demo/models/elmo-c"
     ulmfit = next(c for c in task_commands(r.stdout, "finetune") if "/elmo/ulmfit/" in option(c, "--output"))
     assert json.loads(option(ulmfit, "--section-json"))["fine_tune"] == {"recipe": "ulmfit"}  # no workflow key
 

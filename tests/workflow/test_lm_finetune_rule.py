@@ -10,7 +10,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_a_requested_model_directory_is_one_job_per_variant_and_task(tmp_path):
-    targets = [f"results/lm_finetune/{variant}/sentiment/model" for variant in ("elmo-c", "elmo-a")]
+    targets = [f"results/demo/lm_finetune/{variant}/sentiment/model" for variant in ("elmo-c", "elmo-a")]
     r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "2", "--snakefile",
                         str(REPO_ROOT / "Snakefile"), "--directory", str(tmp_path), "--configfile",
                         str(REPO_ROOT / "config/config.yaml"), "--", *targets],
@@ -19,10 +19,10 @@ def test_a_requested_model_directory_is_one_job_per_variant_and_task(tmp_path):
     commands = sorted(line for line in r.stdout.splitlines() if " lm-finetune --lm-dir " in line)
     assert len(commands) == 2
     for variant, command in zip(("elmo-a", "elmo-c"), commands):
-        assert (f"lm-finetune --lm-dir results/lm/{variant} --text results/tasks/sentiment/sentences.txt "
-                f"--output-dir results/lm_finetune/{variant}/sentiment/model --section-json '{{}}'") in command
+        assert (f"lm-finetune --lm-dir results/demo/lm/{variant} --text results/demo/tasks/sentiment/sentences.txt "
+                f"--output-dir results/demo/lm_finetune/{variant}/sentiment/model --section-json '{{}}'") in command
     inputs = [line for line in r.stdout.splitlines() if line.strip().startswith("input:") and "sentences.txt" in line
               and "lm/elmo" in line]
-    assert any("results/lm/elmo-c/forward/model.pt" in line and "results/lm/elmo-c/backward/model.pt" in line
+    assert any("results/demo/lm/elmo-c/forward/model.pt" in line and "results/demo/lm/elmo-c/backward/model.pt" in line
                for line in inputs)
-    assert any("results/lm/elmo-a/joint/model.pt" in line for line in inputs)
+    assert any("results/demo/lm/elmo-a/joint/model.pt" in line for line in inputs)

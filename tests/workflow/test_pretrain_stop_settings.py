@@ -22,7 +22,7 @@ def test_the_config_sets_torchruns_wait_and_the_trainers_stop_margin(tmp_path):
                                                                   "stop_margin_s": 42.5}}}))
     r = snakemake("-n", "-p", "--cores", "1", "--snakefile", str(REPO_ROOT / "Snakefile"),
                   "--configfile", str(REPO_ROOT / "config/config.yaml"), str(overlay), "--directory", str(work),
-                  "results/lm/elmo-c/forward/model.pt", cwd=work)
+                  "results/demo/lm/elmo-c/forward/model.pt", cwd=work)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     (command,) = [line for line in r.stdout.splitlines() if " train --spec " in line]
     assert "-m torch.distributed.run --standalone --signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1" \

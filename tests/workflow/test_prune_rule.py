@@ -24,7 +24,7 @@ def test_a_prune_plan_is_one_job_per_direction(tmp_path):
 
     args = ("-n", "-p", "--cores", "2", "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory", str(work),
             "--configfile", str(REPO_ROOT / "config/config.yaml"), str(work / "plans.yaml"))
-    r = snakemake(*args, "--", *(f"results/prune/elmo-c/cells/{d}/prune.json" for d in ("forward", "backward")),
+    r = snakemake(*args, "--", *(f"results/demo/prune/elmo-c/cells/{d}/prune.json" for d in ("forward", "backward")),
                   cwd=work)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     commands = [line for line in r.stdout.splitlines() if " prune --model " in line]

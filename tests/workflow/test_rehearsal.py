@@ -56,21 +56,21 @@ def test_rehearsal_has_the_paper_shape(tmp_path):
     assert rehearsal_rules == (paper_rules - {"fetch"}) | {"beyond_table"}
     pretrain = [c for c in out.splitlines() if " train --spec " in c]
     run_dir = lambda c: re.search(r"--output-dir (\S+)", c)[1]  # noqa: E731
-    paper_jobs = [c for c in pretrain if run_dir(c).split("/")[2] not in extra]
+    paper_jobs = [c for c in pretrain if run_dir(c).split("/")[3] not in extra]
     # ELMo: released weights; ELMo-A and ELMo-Sub: one joint bi-LM each; ELMo-C and its 5 ablations x 2 directions
     assert len(paper_jobs) == 14
     assert sorted(run_dir(c) for c in paper_jobs if "--direction joint" in c) == [
-        "results/lm/elmo-a/joint", "results/lm/elmo-sub/joint"]
+        "results/rehearsal/lm/elmo-a/joint", "results/rehearsal/lm/elmo-sub/joint"]
     # beyond the paper: CONT as two direction runs, SAMPLED as one joint bi-LM
     assert sorted(run_dir(c) for c in pretrain if "/trans-base-" in run_dir(c)) == [
-        "results/lm/trans-base-c-tnf/backward", "results/lm/trans-base-c-tnf/forward",
-        "results/lm/trans-base-sampled/joint"]
+        "results/rehearsal/lm/trans-base-c-tnf/backward", "results/rehearsal/lm/trans-base-c-tnf/forward",
+        "results/rehearsal/lm/trans-base-sampled/joint"]
     # the masked LMs: one `masked` run each
     assert sorted(run_dir(c) for c in pretrain if "/mlm-" in run_dir(c)) == [
-        "results/lm/mlm-c-tupe/masked", "results/lm/mlm-sampled/masked"]
+        "results/rehearsal/lm/mlm-c-tupe/masked", "results/rehearsal/lm/mlm-sampled/masked"]
     for variant in extra:  # each extra variant is extracted and scored on every task, like the others
-        assert len([c for c in out.splitlines() if f" extract --forward results/lm/{variant}/" in c]) == 5
-        assert len([c for c in out.splitlines() if " task --task " in c and f"results/features/{variant}/" in c]) == 5
+        assert len([c for c in out.splitlines() if f" extract --forward results/rehearsal/lm/{variant}/" in c]) == 5
+        assert len([c for c in out.splitlines() if " task --task " in c and f"results/rehearsal/features/{variant}/" in c]) == 5
     assert all("with-gpus --lock-dir .snakemake/gpu-slots 0 -- " in c and "--nproc-per-node=2 -m elmoc.cli train" in c
                and "--device cpu --threads 1" in c for c in pretrain)
     for marker in (" extract --forward ", " task --task "):
@@ -92,7 +92,7 @@ METHODS_JOBS = {"corpus": 1, "lm_spec": 1, "vocab": 1, "fasttext": 1, "vectors":
 def test_the_methods_rehearsal_runs_every_opt_in_rule_once_at_the_rehearsals_sizes(tmp_path):
     script = (REPO_ROOT / ".ci/rehearsal-methods.sh").read_text()
     assert 'bash "$REPO/.ci/rehearsal-methods.sh"' in (REPO_ROOT / ".ci/rehearsal.sh").read_text()
-    targets = ["results/tables/finetune.md", "results/tables/compression/elmo-c.md"]
+    targets = ["results/rehearsal/tables/finetune.md", "results/rehearsal/tables/compression/elmo-c.md"]
     assert '"$REPO/config/rehearsal-methods.yaml"' in script and " ".join(targets) in script
     work = workdir(tmp_path)
     r = snakemake("-n", "-p", "--cores", "2", "--snakefile", str(REPO_ROOT / "Snakefile"), "--configfile",
@@ -105,10 +105,10 @@ def test_the_methods_rehearsal_runs_every_opt_in_rule_once_at_the_rehearsals_siz
     # the LMs train as in the rehearsal (torchrun, 2 processes, its 12 steps); ulmfit reads the lm_finetune LM
     assert sum("-m torch.distributed.run" in c and "--nproc-per-node=2" in c and " train --spec " in c
                for c in commands) == 2
-    lms = {re.search(r"--output results/finetune/sst5/elmo-c/(\w+)/seed1.json", c)[1]: re.search(r"--lm (\S+)", c)[1]
-           for c in commands if "--output results/finetune/" in c}
-    assert lms == {"ulmfit": "results/lm_finetune/elmo-c/sst5/model", "full": "results/models/elmo-c",
-                   "frozen": "results/models/elmo-c"}, lms
+    lms = {re.search(r"--output results/rehearsal/finetune/sst5/elmo-c/(\w+)/seed1.json", c)[1]: re.search(r"--lm (\S+)", c)[1]
+           for c in commands if "--output results/rehearsal/finetune/" in c}
+    assert lms == {"ulmfit": "results/rehearsal/lm_finetune/elmo-c/sst5/model", "full": "results/rehearsal/models/elmo-c",
+                   "frozen": "results/rehearsal/models/elmo-c"}, lms
     table = next(c for c in commands if " compression-table " in c)
     for role in ("student-elmo-c-one-layer", "pruned-magnitude-0.5", "pruned-magnitude-0.75", "ticket", "ticket-control"):
         assert f"--heldout {role}=" in table, role

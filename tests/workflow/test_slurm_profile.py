@@ -88,8 +88,8 @@ def sbatch_lines(tmp_path_factory):
     fake_slurm(bin_dir)
     dry = snakemake(work, bin_dir, "-n", "--printshellcmds").stdout
     # random_vectors: a CPU job whose output is not an input of elmo-c's pretraining
-    targets = {"pretrain": "results/lm/elmo-c/forward/model.pt", "random_vectors": "results/vectors/random.npy",
-               "pretrain 2 nodes": "results/lm/elmo-c-rnd/forward/model.pt"}
+    targets = {"pretrain": "results/demo/lm/elmo-c/forward/model.pt", "random_vectors": "results/demo/vectors/random.npy",
+               "pretrain 2 nodes": "results/demo/lm/elmo-c-rnd/forward/model.pt"}
     lines = {"dry run": dry}
     for label, target in targets.items():
         rule = label.split()[0]
@@ -167,21 +167,21 @@ def test_multi_node_pretrain_job(sbatch_lines):
     assert option(argv, "--signal") == "USR1@120"
     # the job's command: srun one task per node, each with-gpus 4 + its node's agent
     shell = next(block for block in re.split(r"\n(?=(?:local)?rule \w+:)", sbatch_lines["dry run"])
-                 if "results/lm/elmo-c-rnd/forward/model.pt" in block and block.startswith("rule pretrain"))
+                 if "results/demo/lm/elmo-c-rnd/forward/model.pt" in block and block.startswith("rule pretrain"))
     assert re.search(r"srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=24 --kill-on-bad-exit=1 \S+"
                      r" -m elmoc.cli with-gpus --lock-dir \S+ 4 -- \S+ -m elmoc.multinode --nodes 2 --nproc-per-node 4"
-                     r" --shutdown-timeout 120 --log-dir results/lm/elmo-c-rnd/forward/node-logs -- -m elmoc.cli train",
+                     r" --shutdown-timeout 120 --log-dir results/demo/lm/elmo-c-rnd/forward/node-logs -- -m elmoc.cli train",
                      shell), shell
     # one node's jobs are as before
     assert "srun" not in next(block for block in re.split(r"\n(?=(?:local)?rule \w+:)", sbatch_lines["dry run"])
-                              if "results/lm/elmo-c/forward/model.pt" in block and block.startswith("rule pretrain"))
+                              if "results/demo/lm/elmo-c/forward/model.pt" in block and block.startswith("rule pretrain"))
 
 
 def test_multi_node_job_refused_without_slurm(tmp_path):
     """A local run (no SLURM executor) refuses nodes > 1 in one line naming the key."""
     overlay = {**OVERLAY, "resources": {**OVERLAY["resources"], "pretrain": {"variants": {"elmo-c": {"nodes": 2}}}}}
     (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(overlay))
-    target = "results/lm/elmo-c/forward/model.pt"
+    target = "results/demo/lm/elmo-c/forward/model.pt"
     cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", str(REPO / "config" / "config.yaml"),
            str(tmp_path / "overlay.yaml"), "--directory", str(tmp_path), "--snakefile", str(REPO / "Snakefile"),
            target]

@@ -11,7 +11,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_dryrun import REPO_ROOT, snakemake, workdir  # noqa: E402
 
-TARGET = "results/tasks/sentiment/fasttext/seed1.json"
+TARGET = "results/demo/tasks/sentiment/fasttext/seed1.json"
 
 
 def _dry_run(work, resources):

@@ -57,6 +57,6 @@ def test_a_task_in_one_plugin_file_is_scheduled(tmp_path):
     section = ('"delimiter": "\\t", "dev": "data/dev.tsv", "test": "data/test.tsv", "train": "data/train.tsv",'
                ' "trainer": {"epochs": 2}, "type": "tsv_binary", "with_fasttext": true}')
     elmo_c = next(job for job in runs if "variant=elmo-c," in job)
-    assert "--fasttext results/fasttext/cc.bin" in elmo_c and "--features results/features/elmo-c/reviews.hdf5" in elmo_c
+    assert "--fasttext results/demo/fasttext/cc.bin" in elmo_c and "--features results/demo/features/elmo-c/reviews.hdf5" in elmo_c
     assert section in elmo_c
     assert "rule task_sentences:" in r.stdout and "rule majority_baseline:" in r.stdout

@@ -5,13 +5,13 @@
 
 rule bench:
     output:
-        md="results/tables/speed.md",
-        table4="results/tables/table4.csv",
-        table5="results/tables/table5.csv",
-        lstm="results/tables/lstm_kernel.csv",
-        json="results/tables/bench.json",
+        md=f"{RESULTS}/tables/speed.md",
+        table4=f"{RESULTS}/tables/table4.csv",
+        table5=f"{RESULTS}/tables/table5.csv",
+        lstm=f"{RESULTS}/tables/lstm_kernel.csv",
+        json=f"{RESULTS}/tables/bench.json",
     log:
-        "logs/bench/bench.log",
+        f"{LOGS}/bench/bench.log",
     threads: (config["bench"].get("threads") or 1) * bench_processes()
     resources:
         bench=1,
@@ -26,7 +26,7 @@ rule bench:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.with_gpus} {params.elmoc} bench --section-json {params.section:q} --output-dir results/tables > {log} 2>&1"
+        "{params.with_gpus} {params.elmoc} bench --section-json {params.section:q}" f" --output-dir {RESULTS}/tables" " > {log} 2>&1"
 
 
-FINAL_OUTPUT_HOOKS.append(lambda: ["results/tables/speed.md"] if config.get("bench", {}).get("enabled") else [])
+FINAL_OUTPUT_HOOKS.append(lambda: [f"{RESULTS}/tables/speed.md"] if config.get("bench", {}).get("enabled") else [])

@@ -34,7 +34,7 @@ def variants():
 def lm_spec(variant):
     # presets_dir is relative to the repository (the Snakefile's folder), not the workdir
     presets = Path(workflow.basedir) / config["pretrain"]["presets_dir"]
-    return resolve_variant(config, variant, presets_dir=presets)
+    return relocate(resolve_variant(config, variant, presets_dir=presets), RUN)  # its results/ paths: the run's
 
 
 def section_json(section):
@@ -60,8 +60,8 @@ def lm_models(variant):
     runs = lm_directions(variant)
     single = directions.single_run(runs)
     if single:
-        return dict.fromkeys(DIRECTIONS, f"results/lm/{variant}/{single}/model.pt")
-    return {d: f"results/lm/{variant}/{d}/model.pt" for d in runs}
+        return dict.fromkeys(DIRECTIONS, f"{RESULTS}/lm/{variant}/{single}/model.pt")
+    return {d: f"{RESULTS}/lm/{variant}/{d}/model.pt" for d in runs}
 
 
 def lm_model_inputs(wildcards):
@@ -165,8 +165,8 @@ def check_resources():
 
 
 def table_files(name, *formats):
-    """{format: results/tables/<name>.<format>} for a table rule's outputs (default: md, csv, tex, html)."""
-    return {f: f"results/tables/{name}.{f}" for f in formats or ("md", "csv", "tex", "html")}
+    """{format: results/<run>/tables/<name>.<format>} for a table rule's outputs (default: md, csv, tex, html)."""
+    return {f: f"{RESULTS}/tables/{name}.{f}" for f in formats or ("md", "csv", "tex", "html")}
 
 
 def paper_results():
@@ -176,7 +176,7 @@ def paper_results():
 
 def final_outputs():
     """What `snakemake` builds by default: every table the enabled stages can fill."""
-    targets = ["results/tables/pretrain.md"]
+    targets = [f"{RESULTS}/tables/pretrain.md"]
     targets += extra_final_outputs()
     return targets
 

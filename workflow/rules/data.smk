@@ -2,11 +2,11 @@
 #
 #   resources/downloads/{download}/.fetch.json   elmoc fetch   (config corpus.downloads; pins_file)
 #   resources/tasks/{download}/.fetch.json       elmoc fetch   (config tasks.downloads; pins_file)
-#   results/corpus/{train/,heldout.txt,stats.json} elmoc corpus (config corpus)
-#   results/vocab/vocab.txt                      elmoc vocab    (config vocab)
-#   results/fasttext/{model}.bin, .eval.json     elmoc fasttext (config fasttext.models)
-#   results/vectors/{model}.npy                  elmoc vectors  (one per fastText model)
-#   results/vectors/random.npy                   elmoc vectors --random (ELMo-C-RND targets)
+#   results/<run>/corpus/{train/,heldout.txt,stats.json} elmoc corpus (config corpus)
+#   results/<run>/vocab/vocab.txt                      elmoc vocab    (config vocab)
+#   results/<run>/fasttext/{model}.bin, .eval.json     elmoc fasttext (config fasttext.models)
+#   results/<run>/vectors/{model}.npy                  elmoc vectors  (one per fastText model)
+#   results/<run>/vectors/random.npy                   elmoc vectors --random (ELMo-C-RND targets)
 # Each command gets its config section as --section-json (common.smk: section_json).
 
 
@@ -34,50 +34,50 @@ rule corpus:
     input:
         data_corpus_inputs,
     output:
-        train=directory("results/corpus/train"),
-        heldout="results/corpus/heldout.txt",
-        stats="results/corpus/stats.json",
+        train=directory(f"{RESULTS}/corpus/train"),
+        heldout=f"{RESULTS}/corpus/heldout.txt",
+        stats=f"{RESULTS}/corpus/stats.json",
     params:
         elmoc=ELMOC,
         section=corpus_section_json(),
     resources:
         **DEFAULT_JOB,
     log:
-        "logs/corpus/corpus.log",
+        f"{LOGS}/corpus/corpus.log",
     benchmark:
-        "logs/benchmarks/corpus.tsv"
+        f"{LOGS}/benchmarks/corpus.tsv"
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} corpus --section-json {params.section:q} --output-dir results/corpus > {log} 2>&1"
+        "{params.elmoc} corpus --section-json {params.section:q}" f" --output-dir {RESULTS}/corpus" " > {log} 2>&1"
 
 
 rule vocab:
     input:
         data_vocab_inputs,
     output:
-        "results/vocab/vocab.txt",
+        f"{RESULTS}/vocab/vocab.txt",
     params:
         elmoc=ELMOC,
         section=section_json(config["vocab"]),
     resources:
         **DEFAULT_JOB,
     log:
-        "logs/vocab/vocab.log",
+        f"{LOGS}/vocab/vocab.log",
     benchmark:
-        "logs/benchmarks/vocab.tsv"
+        f"{LOGS}/benchmarks/vocab.tsv"
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} vocab --section-json {params.section:q} --corpus results/corpus/train --output {output} > {log} 2>&1"
+        "{params.elmoc} vocab --section-json {params.section:q}" f" --corpus {RESULTS}/corpus/train" " --output {output} > {log} 2>&1"
 
 
 rule fasttext:
     input:
         data_fasttext_inputs,
     output:
-        model="results/fasttext/{model}.bin",
-        eval="results/fasttext/{model}.eval.json",
+        model=f"{RESULTS}/fasttext/{{model}}.bin",
+        eval=f"{RESULTS}/fasttext/{{model}}.eval.json",
     wildcard_constraints:
         model="|".join(config["fasttext"].get("models", {})) or "NO_MODELS",
     params:
@@ -88,30 +88,30 @@ rule fasttext:
     resources:
         **FASTTEXT_JOB,
     log:
-        "logs/fasttext/{model}.log",
+        f"{LOGS}/fasttext/{{model}}.log",
     benchmark:
-        "logs/benchmarks/fasttext_{model}.tsv"
+        f"{LOGS}/benchmarks/fasttext_{{model}}.tsv"
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} fasttext --section-json {params.section:q} --name {wildcards.model} --corpus results/corpus/train"
+        "{params.elmoc} fasttext --section-json {params.section:q} --name {wildcards.model}" f" --corpus {RESULTS}/corpus/train"
         " --cache {params.cache} --output {output.model} --eval-out {output.eval} > {log} 2>&1"
 
 
 rule vectors:
     input:
-        vocab="results/vocab/vocab.txt",
-        model="results/fasttext/{model}.bin",
+        vocab=f"{RESULTS}/vocab/vocab.txt",
+        model=f"{RESULTS}/fasttext/{{model}}.bin",
     output:
-        "results/vectors/{model}.npy",
+        f"{RESULTS}/vectors/{{model}}.npy",
     wildcard_constraints:
         model="|".join(config["fasttext"].get("models", {})) or "NO_MODELS",
     resources:
         **FASTTEXT_JOB,
     log:
-        "logs/vectors/{model}.log",
+        f"{LOGS}/vectors/{{model}}.log",
     benchmark:
-        "logs/benchmarks/vectors_{model}.tsv"
+        f"{LOGS}/benchmarks/vectors_{{model}}.tsv"
     params:
         elmoc=ELMOC,
     conda:
@@ -122,16 +122,16 @@ rule vectors:
 
 rule random_vectors:
     input:
-        vocab="results/vocab/vocab.txt",
+        vocab=f"{RESULTS}/vocab/vocab.txt",
     output:
-        "results/vectors/random.npy",
+        f"{RESULTS}/vectors/random.npy",
     params:
         elmoc=ELMOC,
         section=section_json(config["fasttext"]["random"]),
     resources:
         **DEFAULT_JOB,
     log:
-        "logs/vectors/random.log",
+        f"{LOGS}/vectors/random.log",
     conda:
         "../envs/elmoc.yaml"
     shell:

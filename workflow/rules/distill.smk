@@ -1,16 +1,16 @@
 # Distilled students (issue 36.1; opt-in: config `distill.students`, none by default).
 #
-#   results/distill/{student}/spec.yaml                 the student's LM spec (elmoc.config.resolve_student:
+#   results/<run>/distill/{student}/spec.yaml                 the student's LM spec (elmoc.config.resolve_student:
 #                                                       its teacher's, or a preset's, with its overrides)
-#   results/distill/{student}/{direction}/model.pt      elmoc distill: the student trained to reproduce the
+#   results/<run>/distill/{student}/{direction}/model.pt      elmoc distill: the student trained to reproduce the
 #                                                       teacher's direction (an ordinary LM file)
-#   results/distill/{student}/model/                    elmoc export of the two directions: a model directory
+#   results/<run>/distill/{student}/model/                    elmoc export of the two directions: a model directory
 #
 # As in pretrain.smk, checkpoint.pt is never an output: a killed job's rerun resumes it, and a
 # changed student or teacher sets it aside (--stale-checkpoint set-aside) and starts afresh.
 
 
-FINAL_OUTPUT_HOOKS.append(lambda: [f"{student_dir(s)}/model" for s in distill_students()])
+FINAL_OUTPUT_HOOKS.append(lambda: [f"{student_dir(RESULTS, s)}/model" for s in distill_students()])
 
 
 rule student_spec:
@@ -20,7 +20,7 @@ rule student_spec:
         elmoc=ELMOC,
         spec=lambda wildcards: section_json(student_spec(wildcards.student)),
     log:
-        "logs/distill/{student}.spec.log",
+        f"{LOGS}/distill/{{student}}.spec.log",
     localrule: True
     conda:
         "../envs/elmoc.yaml"
@@ -39,7 +39,7 @@ rule distill:
     wildcard_constraints:
         direction="forward|backward",
     log:
-        "logs/distill/{student}.{direction}.log",
+        f"{LOGS}/distill/{{student}}.{{direction}}.log",
     threads: STUDENT_JOB.threads
     resources:
         **STUDENT_JOB.resources,
@@ -54,7 +54,7 @@ rule distill:
     shell:
         "{params.elmoc} distill --spec {input.spec} --teacher {input.teacher} --direction {wildcards.direction}"
         " --section-json {params.section:q}"
-        f" --output-dir {student_dir('{wildcards.student}')}/{{wildcards.direction}}"
+        f" --output-dir {student_dir(RESULTS, '{wildcards.student}')}/{{wildcards.direction}}"
         " --device {params.device} --threads {params.threads} --stale-checkpoint set-aside >> {log} 2>&1"
 
 
@@ -66,7 +66,7 @@ rule export_student:
     output:
         directory(f"{STUDENT}/model"),
     log:
-        "logs/distill/{student}.export.log",
+        f"{LOGS}/distill/{{student}}.export.log",
     resources:
         **DEFAULT_JOB,
     params:

@@ -1,9 +1,9 @@
 # Model directories and the released ELMo (issues 12.2 and 13).
 #
-#   results/models/{variant}/              elmoc export: a self-contained model directory
+#   results/<run>/models/{variant}/              elmoc export: a self-contained model directory
 #                                          (weights, vocabulary, tables, fastText n-gram
 #                                          buckets, model card); not built by default
-#   results/lm/{variant}/{direction}/model.pt, heldout.json
+#   results/<run>/lm/{variant}/{direction}/model.pt, heldout.json
 #                                          for variants with `released: {options, weights}`
 #                                          (the paper's ELMo from bilm-tf's public files)
 #                                          instead of pretraining; every consumer of a
@@ -13,11 +13,11 @@
 rule released_lm:
     input:
         released_inputs,
-        spec="results/lm/{variant}/spec.yaml",
+        spec=f"{RESULTS}/lm/{{variant}}/spec.yaml",
         vocab=lambda w: lm_spec(w.variant).get("vocab", config["pretrain"]["vocab"]),
     output:
-        model="results/lm/{variant}/{direction}/model.pt",
-        heldout="results/lm/{variant}/{direction}/heldout.json",
+        model=f"{RESULTS}/lm/{{variant}}/{{direction}}/model.pt",
+        heldout=f"{RESULTS}/lm/{{variant}}/{{direction}}/heldout.json",
     wildcard_constraints:
         variant="|".join(released_variants()) or "NO_RELEASED_VARIANTS",
     params:
@@ -25,13 +25,13 @@ rule released_lm:
         options=lambda w: released_lm(w.variant)["options"],
         weights=lambda w: released_lm(w.variant)["weights"],
     log:
-        "logs/released_lm/{variant}.{direction}.log",
+        f"{LOGS}/released_lm/{{variant}}.{{direction}}.log",
     conda:
         "../envs/elmoc.yaml"
     shell:
         "{params.elmoc} export --bilm-tf-options {params.options:q} --bilm-tf-weights {params.weights:q}"
         " --format checkpoints --spec {input.spec} --vocab {input.vocab} --direction {wildcards.direction}"
-        " --output-dir results/lm/{wildcards.variant} > {log} 2>&1"
+        f" --output-dir {RESULTS}/lm/{{wildcards.variant}}" " > {log} 2>&1"
 
 
 ruleorder: released_lm > pretrain
@@ -42,9 +42,9 @@ rule export_model:
         export_fasttext_model,
         unpack(lm_model_inputs),
     output:
-        directory("results/models/{variant}"),
+        directory(f"{RESULTS}/models/{{variant}}"),
     log:
-        "logs/export/{variant}.log",
+        f"{LOGS}/export/{{variant}}.log",
     params:
         elmoc=ELMOC,
         models=lm_model_args,

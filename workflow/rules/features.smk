@@ -9,15 +9,15 @@ EXTRACT = RESOURCES["extract"]
 rule extract:
     input:
         unpack(lm_model_inputs),  # forward, backward (a joint bi-LM's or a masked LM's one model.pt as both; forward alone)
-        sentences="results/tasks/{task}/sentences.txt",
+        sentences=f"{RESULTS}/tasks/{{task}}/sentences.txt",
     output:
-        temp("results/features/{variant}/{task}.hdf5")
+        temp(f"{RESULTS}/features/{{variant}}/{{task}}.hdf5")
         if config["features"]["temporary"]
-        else "results/features/{variant}/{task}.hdf5",
+        else f"{RESULTS}/features/{{variant}}/{{task}}.hdf5",
     log:
-        "logs/extract/{variant}.{task}.log",
+        f"{LOGS}/extract/{{variant}}.{{task}}.log",
     benchmark:
-        "logs/benchmarks/extract/{variant}.{task}.tsv"
+        f"{LOGS}/benchmarks/extract/{{variant}}.{{task}}.tsv"
     threads: EXTRACT["threads"]
     resources:
         gpu=EXTRACT["gpus"],

@@ -1,11 +1,11 @@
 # Fine-tuning beside features (issue 37; opt-in: config `fine_tune`, no job by default).
 #
-#   results/finetune/{task}/{variant}/{recipe}/seed{seed}.json
+#   results/<run>/finetune/{task}/{variant}/{recipe}/seed{seed}.json
 #       `elmoc task` with the task section plus `encoder: fine_tune` and the recipe's options as its
-#       `fine_tune:` mapping, the bi-LM read in-process from `--lm results/models/{variant}` (rule
+#       `fine_tune:` mapping, the bi-LM read in-process from `--lm results/<run>/models/{variant}` (rule
 #       export_model), or, for a recipe with `lm_finetune: true`, from the LM fine-tuned on the
-#       task's own text, results/lm_finetune/{variant}/{task}/model (rule lm_finetune)
-#   results/tables/finetune.{md,csv,tex,html}
+#       task's own text, results/<run>/lm_finetune/{variant}/{task}/model (rule lm_finetune)
+#   results/<run>/tables/finetune.{md,csv,tex,html}
 #       `elmoc finetune-table`: variant x mode (features, each recipe) rows, one column group per task,
 #       beside the feature-based runs of rule task_run and the paper's feature-based numbers
 #
@@ -17,7 +17,7 @@
 
 if finetune_active():
 
-    FINAL_OUTPUT_HOOKS.append(lambda: ["results/tables/finetune.md"])
+    FINAL_OUTPUT_HOOKS.append(lambda: [f"{RESULTS}/tables/finetune.md"])
 
     rule finetune_table:
         input:
@@ -26,7 +26,7 @@ if finetune_active():
         output:
             **table_files("finetune"),
         log:
-            "logs/tables/finetune.log",
+            f"{LOGS}/tables/finetune.log",
         localrule: True
         params:
             elmoc=ELMOC,

@@ -1,14 +1,14 @@
 # ULMFiT's intermediate step (issue 37): a trained variant's LM fine-tuned on a task's own text
 # with the LM's own objective, as a model directory the task runner reads with `--lm`.
 #
-#   results/lm_finetune/{variant}/{task}/model/    elmoc lm-finetune: every run of the variant
+#   results/<run>/lm_finetune/{variant}/{task}/model/    elmoc lm-finetune: every run of the variant
 #                                                  (forward + backward, joint, masked) continued
-#                                                  from its model.pt on results/tasks/{task}/sentences.txt
+#                                                  from its model.pt on results/<run>/tasks/{task}/sentences.txt
 #                                                  (its last 10 % heldout), exported as `elmoc export` does
 #
 # No default job: the fine_tune block asks for it (config `fine_tune.lm_finetune`: true, or a
-# mapping {epochs, lr} passed as --section-json); by hand: snakemake results/lm_finetune/elmo-c/sst5/model
-# The work folder results/lm_finetune/{variant}/{task}/ (text/, one training run per run with its
+# mapping {epochs, lr} passed as --section-json); by hand: snakemake results/<run>/lm_finetune/elmo-c/sst5/model
+# The work folder results/<run>/lm_finetune/{variant}/{task}/ (text/, one training run per run with its
 # checkpoint.pt, model.pt, heldout.json) is never an output: a killed job's rerun resumes it, and
 # a changed text, spec or source model.pt sets its checkpoint aside and starts afresh.
 
@@ -17,15 +17,15 @@ rule lm_finetune:
     input:
         unpack(lm_model_inputs),
         export_fasttext_model,
-        spec="results/lm/{variant}/spec.yaml",
+        spec=f"{RESULTS}/lm/{{variant}}/spec.yaml",
         artifacts=lm_artifacts,
-        text="results/tasks/{task}/sentences.txt",
+        text=f"{RESULTS}/tasks/{{task}}/sentences.txt",
     output:
-        directory("results/lm_finetune/{variant}/{task}/model"),
+        directory(f"{RESULTS}/lm_finetune/{{variant}}/{{task}}/model"),
     log:
-        "logs/lm_finetune/{variant}.{task}.log",
+        f"{LOGS}/lm_finetune/{{variant}}.{{task}}.log",
     benchmark:
-        "logs/benchmarks/lm_finetune/{variant}.{task}.tsv"
+        f"{LOGS}/benchmarks/lm_finetune/{{variant}}.{{task}}.tsv"
     threads: VARIANT_LM_JOB.threads
     resources:
         **VARIANT_LM_JOB.resources,
@@ -40,6 +40,6 @@ rule lm_finetune:
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.with_gpus} {params.elmoc} lm-finetune --lm-dir results/lm/{wildcards.variant}"
+        "{params.with_gpus} {params.elmoc} lm-finetune" f" --lm-dir {RESULTS}/lm/{{wildcards.variant}}"
         " --text {input.text} --output-dir {output} --section-json {params.section:q}"
         " --device {params.device} --threads {params.threads} >> {log} 2>&1"

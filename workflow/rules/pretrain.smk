@@ -9,12 +9,12 @@ from elmoc.multinode import agent_launcher, slurm_resources, srun_prefix
 
 rule lm_spec:
     output:
-        "results/lm/{variant}/spec.yaml",
+        f"{RESULTS}/lm/{{variant}}/spec.yaml",
     params:
         elmoc=ELMOC,
         spec=lm_spec_json,
     log:
-        "logs/lm_spec/{variant}.log",
+        f"{LOGS}/lm_spec/{{variant}}.log",
     localrule: True
     conda:
         "../envs/elmoc.yaml"
@@ -28,23 +28,23 @@ rule lm_spec:
 # same `elmoc train --output-dir`) resumes from it. With resources.pretrain.retries = R a
 # job gets R reruns, so training longer than one job's runtime spans up to R + 1 jobs.
 # Snakemake deletes a job's log when it starts the job, so the log shows the last attempt;
-# results/lm/{variant}/{direction}/train.log keeps every attempt's lines. A changed spec reruns the
+# results/<run>/lm/{variant}/{direction}/train.log keeps every attempt's lines. A changed spec reruns the
 # job: --stale-checkpoint set-aside then keeps the old checkpoint as checkpoint.<hash>.pt
 # and trains the new spec from step 0 instead of refusing. The job exits 75 when it stopped
 # and saved (every process, under torchrun too: `elmoc with-gpus` says so), else 1; after two
 # attempts that crashed with the same error at the same checkpoint step, each further retry
-# is refused at once (results/lm/<variant>/<direction>/attempts.jsonl; delete it to retry).
+# is refused at once (results/<run>/lm/<variant>/<direction>/attempts.jsonl; delete it to retry).
 rule pretrain:
     input:
-        spec="results/lm/{variant}/spec.yaml",
+        spec=f"{RESULTS}/lm/{{variant}}/spec.yaml",
         artifacts=lm_artifacts,
     output:
-        model="results/lm/{variant}/{direction}/model.pt",
-        heldout="results/lm/{variant}/{direction}/heldout.json",
+        model=f"{RESULTS}/lm/{{variant}}/{{direction}}/model.pt",
+        heldout=f"{RESULTS}/lm/{{variant}}/{{direction}}/heldout.json",
     log:
-        "logs/pretrain/{variant}.{direction}.log",
+        f"{LOGS}/pretrain/{{variant}}.{{direction}}.log",
     benchmark:
-        "logs/benchmarks/pretrain/{variant}.{direction}.tsv"
+        f"{LOGS}/benchmarks/pretrain/{{variant}}.{{direction}}.tsv"
     threads: lambda wildcards: pretrain_job(wildcards.variant)["threads"] * pretrain_job(wildcards.variant)["processes"]
     resources:
         gpu=lambda w: slurm_resources(pretrain_job(w.variant), w.variant, workflow)["gpu"],
@@ -67,7 +67,7 @@ rule pretrain:
         with_gpus=lambda wildcards: srun_prefix(pretrain_job(wildcards.variant))
         + with_gpus(pretrain_job(wildcards.variant)["gpus"]),
         launcher=lambda wildcards: agent_launcher(pretrain_job(wildcards.variant), PYTHON,
-                                                  f"results/lm/{wildcards.variant}/{wildcards.direction}/node-logs")
+                                                  f"{RESULTS}/lm/{wildcards.variant}/{wildcards.direction}/node-logs")
         or pretrain_launcher(wildcards),
         device=lambda wildcards: device_for(pretrain_job(wildcards.variant)["gpus"]),
         threads=lambda wildcards: pretrain_job(wildcards.variant)["threads"],
@@ -76,7 +76,7 @@ rule pretrain:
         "../envs/elmoc.yaml"
     shell:
         "{params.with_gpus} {params.launcher} train --spec {input.spec} --direction {wildcards.direction}"
-        " --output-dir results/lm/{wildcards.variant}/{wildcards.direction}"
+        f" --output-dir {RESULTS}/lm/{{wildcards.variant}}/{{wildcards.direction}}"
         " --device {params.device} --threads {params.threads} --stop-margin {params.stop_margin}"
         " --stale-checkpoint set-aside >> {log} 2>&1"
 
@@ -87,13 +87,13 @@ rule pretrain_table:
     output:
         **table_files("pretrain", "md", "csv"),
         plot=report(
-            "results/tables/pretrain_curves.png",
+            f"{RESULTS}/tables/pretrain_curves.png",
             caption="../report/pretrain_curves.rst",
             category="Pretraining",
             labels={"figure": "training loss curves"},
         ),
     log:
-        "logs/tables/pretrain.log",
+        f"{LOGS}/tables/pretrain.log",
     localrule: True
     params:
         elmoc=ELMOC,

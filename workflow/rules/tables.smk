@@ -2,7 +2,7 @@
 # pretrain.smk).  Tables 2-5 (and, with Transformer or masked-LM variants, the table
 # beyond the paper) in Markdown, CSV, LaTeX and HTML, the figures in PNG and
 # PDF, the majority-class baselines and the effective config; everything flagged
-# report() goes into `snakemake --report results/report.html` with the caption in
+# report() goes into `snakemake --report results/<run>/report.html` with the caption in
 # workflow/report/.  Partial results give tables with gaps (the inputs are what the
 # enabled stages make).  Each rule calls the one command of its kind (`elmoc paper-tables`,
 # `beyond-table`, `figures`, `downstream-table`, `majority-baseline`, `config-dump`).
@@ -19,9 +19,9 @@ rule downstream_table:
         task_results(),
     output:
         **table_files("downstream", "md", "csv"),
-        runs="results/tables/downstream_runs.csv",
+        runs=f"{RESULTS}/tables/downstream_runs.csv",
     log:
-        "logs/tables/downstream.log",
+        f"{LOGS}/tables/downstream.log",
     localrule: True
     params:
         elmoc=ELMOC,
@@ -36,13 +36,13 @@ rule majority_baseline:
     input:
         unpack(lambda w: {"data": task_data_inputs(w)}),
     output:
-        "results/baselines/{task}/majority.json",
+        f"{RESULTS}/baselines/{{task}}/majority.json",
     params:
         elmoc=ELMOC,
         section=lambda w: section_json(task_section(w.task)),
         scale=config.get("scale", "demo"),
     log:
-        "logs/tables/majority.{task}.log",
+        f"{LOGS}/tables/majority.{{task}}.log",
     localrule: True
     conda:
         "../envs/elmoc.yaml"
@@ -56,12 +56,12 @@ rule paper_tables:
         **paper_results(),
         bench=bench_json(),
     output:
-        md=expand("results/tables/{table}.md", table=PAPER_TABLES),
-        csv=expand("results/tables/{table}.csv", table=PAPER_TABLES),
-        tex=expand("results/tables/{table}.tex", table=PAPER_TABLES),
+        md=expand(f"{RESULTS}/tables/{{table}}.md", table=PAPER_TABLES),
+        csv=expand(f"{RESULTS}/tables/{{table}}.csv", table=PAPER_TABLES),
+        tex=expand(f"{RESULTS}/tables/{{table}}.tex", table=PAPER_TABLES),
         html=[
             report(
-                f"results/tables/{table}.html",
+                f"{RESULTS}/tables/{table}.html",
                 caption=f"../report/{table}.rst",
                 category="Tables",
                 labels={"table": table},
@@ -72,13 +72,13 @@ rule paper_tables:
         elmoc=ELMOC,
         bench=bench_option,
     log:
-        "logs/tables/paper.log",
+        f"{LOGS}/tables/paper.log",
     localrule: True
     conda:
         "../envs/elmoc.yaml"
     shell:
         "{params.elmoc} paper-tables --heldout {input.heldout} --tasks {input.tasks} --majority {input.majority}"
-        " {params.bench} --output-dir results/tables > {log} 2>&1"
+        " {params.bench}" f" --output-dir {RESULTS}/tables" " > {log} 2>&1"
 
 
 # The table beyond the paper (docs/beyond-paper.md): built by default only when the config
@@ -87,13 +87,13 @@ rule paper_tables:
 rule beyond_table:
     input:
         heldout=all_heldout(),
-        specs=expand("results/lm/{variant}/spec.yaml", variant=variants()),
+        specs=expand(f"{RESULTS}/lm/{{variant}}/spec.yaml", variant=variants()),
         tasks=task_results(),
         bench=bench_json(),
     output:
         **table_files("beyond", "md", "csv", "tex"),
         html=report(
-            "results/tables/beyond.html",
+            f"{RESULTS}/tables/beyond.html",
             caption="../report/beyond.rst",
             category="Tables",
             labels={"table": "beyond"},
@@ -103,13 +103,13 @@ rule beyond_table:
         names=section_json({v: preset_name(v) for v in variants()}),
         bench=bench_option,
     log:
-        "logs/tables/beyond.log",
+        f"{LOGS}/tables/beyond.log",
     localrule: True
     conda:
         "../envs/elmoc.yaml"
     shell:
         "{params.elmoc} beyond-table --heldout {input.heldout} --tasks {input.tasks} {params.bench}"
-        " --presets-json {params.names:q} --output-dir results/tables > {log} 2>&1"
+        " --presets-json {params.names:q}" f" --output-dir {RESULTS}/tables" " > {log} 2>&1"
 
 
 rule figures:
@@ -118,29 +118,29 @@ rule figures:
         bench=bench_json(),
     output:
         png=[
-            report(f"results/figures/{fig}.png", caption=f"../report/{fig}.rst", category="Figures", labels={"figure": fig})
+            report(f"{RESULTS}/figures/{fig}.png", caption=f"../report/{fig}.rst", category="Figures", labels={"figure": fig})
             for fig in FIGURES
         ],
-        pdf=expand("results/figures/{fig}.pdf", fig=FIGURES),
+        pdf=expand(f"{RESULTS}/figures/{{fig}}.pdf", fig=FIGURES),
     params:
         elmoc=ELMOC,
         bench=bench_option,
     log:
-        "logs/tables/figures.log",
+        f"{LOGS}/tables/figures.log",
     localrule: True
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} figures --heldout {input.heldout} {params.bench} --output-dir results/figures > {log} 2>&1"
+        "{params.elmoc} figures --heldout {input.heldout} {params.bench}" f" --output-dir {RESULTS}/figures" " > {log} 2>&1"
 
 
 rule summary:
     input:
         **paper_results(),
     output:
-        "results/summary.txt",
+        f"{RESULTS}/summary.txt",
     log:
-        "logs/tables/summary.log",
+        f"{LOGS}/tables/summary.log",
     localrule: True
     params:
         elmoc=ELMOC,
@@ -153,12 +153,12 @@ rule summary:
 
 rule config_dump:
     output:
-        "results/report/config.yaml",
+        f"{RESULTS}/report/config.yaml",
     params:
         elmoc=ELMOC,
-        config=json.dumps(config, sort_keys=False, default=str),
+        config=json.dumps(CONFIG_AS_GIVEN, sort_keys=False, default=str),
     log:
-        "logs/tables/config.log",
+        f"{LOGS}/tables/config.log",
     localrule: True
     conda:
         "../envs/elmoc.yaml"
@@ -167,53 +167,58 @@ rule config_dump:
 
 
 # The page the run opens on (issue 52.3): the summary, every table, the figures with their captions
-# under them and the config shown as text, as results/index.html and as the fragment that
+# under them and the config shown as text, as results/<run>/index.html and as the fragment that
 # workflow/report/workflow.rst embeds as the landing page of `snakemake --report`; the config
 # also as a page the report shows (it offers a YAML file only as a download).
 rule results_page:
     input:
-        summary="results/summary.txt",
+        summary=f"{RESULTS}/summary.txt",
         heldout=all_heldout(),
         tasks=task_results(),
-        tables=lambda w: expand("results/tables/{table}.html", table=PAPER_TABLES + (["beyond"] if beyond_variants() else [])),
-        figures=expand("results/figures/{fig}.png", fig=FIGURES) + ["results/tables/pretrain_curves.png"],
-        config="results/report/config.yaml",
+        tables=lambda w: expand(f"{RESULTS}/tables/{{table}}.html", table=PAPER_TABLES + (["beyond"] if beyond_variants() else [])),
+        figures=expand(f"{RESULTS}/figures/{{fig}}.png", fig=FIGURES) + [f"{RESULTS}/tables/pretrain_curves.png"],
+        config=f"{RESULTS}/report/config.yaml",
     output:
-        page="results/index.html",
-        fragment="results/report/landing.html",
-        config=report("results/report/config.html", caption="../report/config.rst", category="Configuration"),
+        page=f"{RESULTS}/index.html",
+        fragment=f"{RESULTS}/report/landing.html",
+        config=report(f"{RESULTS}/report/config.html", caption="../report/config.rst", category="Configuration"),
     params:
         elmoc=ELMOC,
         captions=str(Path(workflow.basedir) / "workflow" / "report"),
+        # the other runs beside this one, compared on the page (read when it is written, no inputs of
+        # this rule: another run never makes this one's page out of date)
+        run=RUN,
+        runs_under=lambda w, output: Path(output.page).parent.parent,
     log:
-        "logs/tables/results_page.log",
+        f"{LOGS}/tables/results_page.log",
     localrule: True
     conda:
         "../envs/elmoc.yaml"
     shell:
         "{params.elmoc} results-page --summary {input.summary} --heldout {input.heldout} --tasks {input.tasks}"
         " --tables {input.tables} --figures {input.figures} --captions {params.captions:q} --config {input.config}"
-        " --output {output.page} --fragment {output.fragment} --config-html {output.config} > {log} 2>&1"
+        " --output {output.page} --fragment {output.fragment} --config-html {output.config}"
+        " --run {params.run} --runs-under {params.runs_under} > {log} 2>&1"
 
 
 # The compression table (issue 36.4, docs/benchmarks.md "Compression"): not built by default; ask for
-# results/tables/compression/{variant}.md. The original is the variant's exported model directory; every
-# model directory under results/compressed/{variant}/ is a row named by its folder (float16, int8:
+# results/<run>/tables/compression/{variant}.md. The original is the variant's exported model directory; every
+# model directory under results/<run>/compressed/{variant}/ is a row named by its folder (float16, int8:
 # rule compress_copy; student-*, pruned-*, ticket, ticket-control: elmoc distill / prune written there);
 # each is scored on the config's tasks.run (with data) at tasks.seeds. Task features and runs stay in
-# results/compression-work/{variant}/ (not an output: a rerun reuses and resumes them).
+# results/<run>/compression-work/{variant}/ (not an output: a rerun reuses and resumes them).
 rule compress_copy:
     input:
-        model="results/models/{variant}",
-        sentences="results/corpus/heldout.txt",
+        model=f"{RESULTS}/models/{{variant}}",
+        sentences=f"{RESULTS}/corpus/heldout.txt",
     output:
-        directory(compressed_dir("{variant}", "{fmt}")),
+        directory(compressed_dir(RESULTS, "{variant}", "{fmt}")),
     wildcard_constraints:
         fmt="|".join(COMPRESSED_FORMATS),
     params:
         elmoc=ELMOC,
     log:
-        "logs/compress/{variant}.{fmt}.log",
+        f"{LOGS}/compress/{{variant}}.{{fmt}}.log",
     conda:
         "../envs/elmoc.yaml"
     shell:
@@ -228,11 +233,11 @@ rule compressed_student:
     input:
         f"{STUDENT}/model",
     output:
-        directory(compressed_dir("{variant}", student_role("{student}"))),
+        directory(compressed_dir(RESULTS, "{variant}", student_role("{student}"))),
     wildcard_constraints:
         student="|".join(distill_students()) or "NO_STUDENTS",
     log:
-        "logs/compress/{variant}.student-{student}.log",
+        f"{LOGS}/compress/{{variant}}.student-{{student}}.log",
     conda:
         "../envs/elmoc.yaml"
     shell:
@@ -244,11 +249,11 @@ rule compressed_pruned:
         done=lambda w: sorted({str(Path(m).parent.parent / "prune.json") for m in pruned_models(w.variant, w.role).values()}),
         fasttext=export_fasttext_model,
     output:
-        directory(compressed_dir("{variant}", "{role}")),
+        directory(compressed_dir(RESULTS, "{variant}", "{role}")),
     wildcard_constraints:
         role=r"pruned-[\w.-]+|ticket|ticket-control",
     log:
-        "logs/compress/{variant}.{role}.log",
+        f"{LOGS}/compress/{{variant}}.{{role}}.log",
     params:
         elmoc=ELMOC,
         models=lambda w: " ".join(f"--{d} {m}" for d, m in pruned_models(w.variant, w.role).items()),
@@ -260,12 +265,12 @@ rule compressed_pruned:
 
 rule compression_table:
     input:
-        original="results/models/{variant}",
+        original=f"{RESULTS}/models/{{variant}}",
         models=lambda w: compressed_dirs(w.variant),
-        sentences="results/corpus/heldout.txt",
-        heldout=lambda w: [f"results/lm/{w.variant}/{d}/heldout.json" for d in lm_directions(w.variant)],
+        sentences=f"{RESULTS}/corpus/heldout.txt",
+        heldout=lambda w: [f"{RESULTS}/lm/{w.variant}/{d}/heldout.json" for d in lm_directions(w.variant)],
         data=lambda w: compression_task_data(),
-        vectors=lambda w: [config["tasks"].get("vectors", "results/fasttext/cc.bin")]
+        vectors=lambda w: [config["tasks"].get("vectors", f"{RESULTS}/fasttext/cc.bin")]
         if any(task_vectors_needed(t, w.variant) for t in compression_tasks())
         else [],
     output:
@@ -282,23 +287,23 @@ rule compression_table:
         vectors=lambda w, input: f"--fasttext {input.vectors}" if input.vectors else "",
         scale=config.get("scale", "demo"),
     log:
-        "logs/tables/compression.{variant}.log",
+        f"{LOGS}/tables/compression.{{variant}}.log",
     conda:
         "../envs/elmoc.yaml"
     shell:
         "{params.elmoc} compression-table --original {input.original}"
-        f" --models-under {compressed_dir('{wildcards.variant}')}"
+        f" --models-under {compressed_dir(RESULTS, '{wildcards.variant}')}"
         " --sentences {input.sentences} {params.heldout} --tasks {params.tasks} --sections-json {params.sections:q}"
         " --seeds {params.seeds} {params.vectors} --scale {params.scale} --threads {threads}"
-        " --work-dir results/compression-work/{wildcards.variant} --output-dir results/tables/compression"
+        f" --work-dir {RESULTS}/compression-work/{{wildcards.variant}}" f" --output-dir {RESULTS}/tables/compression"
         " --name {wildcards.variant} > {log} 2>&1"
 
 
-FINAL_OUTPUT_HOOKS.append(lambda: ["results/tables/downstream.md"] if task_results() else [])
-FINAL_OUTPUT_HOOKS.append(lambda: ["results/tables/beyond.md"] if beyond_variants() else [])
+FINAL_OUTPUT_HOOKS.append(lambda: [f"{RESULTS}/tables/downstream.md"] if task_results() else [])
+FINAL_OUTPUT_HOOKS.append(lambda: [f"{RESULTS}/tables/beyond.md"] if beyond_variants() else [])
 FINAL_OUTPUT_HOOKS.append(
-    lambda: [f"results/tables/{t}.md" for t in PAPER_TABLES]
-    + [f"results/figures/{f}.png" for f in FIGURES]
-    + ["results/report/config.yaml", "results/summary.txt"]
-    + ["results/index.html", "results/report/landing.html", "results/report/config.html"]
+    lambda: [f"{RESULTS}/tables/{t}.md" for t in PAPER_TABLES]
+    + [f"{RESULTS}/figures/{f}.png" for f in FIGURES]
+    + [f"{RESULTS}/report/config.yaml", f"{RESULTS}/summary.txt"]
+    + [f"{RESULTS}/index.html", f"{RESULTS}/report/landing.html", f"{RESULTS}/report/config.html"]
 )

@@ -1,6 +1,6 @@
 # Downstream evaluation (spec 6): for every task in tasks.run, every LM variant (features
 # from rule `extract`) plus the FastText baseline, and every seed, one `elmoc task` run
-# -> results/tasks/{task}/{variant}/seed{seed}.json.  A task whose data is not configured
+# -> results/<run>/tasks/{task}/{variant}/seed{seed}.json.  A task whose data is not configured
 # still gets its JSONs, with "status": "no data: set tasks.<task>.<key>", never silently.
 # Rules pass the task's (merged) config section as JSON, so --configfile/--config overrides count;
 # the section is checked and completed by its task class when the workflow is parsed (helpers/tasks.smk
@@ -15,14 +15,14 @@ rule task_sentences:
     input:
         unpack(lambda w: {"data": task_data_inputs(w)}),
     output:
-        "results/tasks/{task}/sentences.txt",
+        f"{RESULTS}/tasks/{{task}}/sentences.txt",
     params:
         elmoc=ELMOC,
         section=lambda w: section_json(task_section(w.task)),
     resources:
         **DEFAULT_JOB,
     log:
-        "logs/task_sentences/{task}.log",
+        f"{LOGS}/task_sentences/{{task}}.log",
     conda:
         "../envs/elmoc.yaml"
     shell:
@@ -30,7 +30,7 @@ rule task_sentences:
         " --output {output} > {log} 2>&1"
 
 
-# results/tasks/{task}/{variant}/seed{seed}.run/ (checkpoint.pt, written at every epoch's end, every
+# results/<run>/tasks/{task}/{variant}/seed{seed}.run/ (checkpoint.pt, written at every epoch's end, every
 # trainer.checkpoint_minutes and on SIGTERM/SIGUSR1/SIGINT or stop_margin_s before a SLURM job's end
 # time; attempts.jsonl; task.log with every attempt's lines) is not an output: Snakemake never
 # deletes it, so a failed, stopped or timed-out job's rerun (the same `elmoc task --output`) resumes

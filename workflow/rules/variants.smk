@@ -1,6 +1,6 @@
 # Artifacts some pretraining variants need beyond the word vectors (spec 1.3, 3.3):
-#   results/bpe/{tokenizer.json,vocab.txt}  BPE subwords learned on the corpus (ELMo-Sub)
-#   results/vectors/cnn.npy                 the trained ELMo char-CNN run over the vocabulary
+#   results/<run>/bpe/{tokenizer.json,vocab.txt}  BPE subwords learned on the corpus (ELMo-Sub)
+#   results/<run>/vectors/cnn.npy                 the trained ELMo char-CNN run over the vocabulary
 #                                           (ELMo-C-CNN, -CNN-CC, -CC-CNN)
 # A variant's spec names these paths, so its pretrain job depends on them automatically
 # (common.smk: lm_artifacts); cnn.npy thereby puts the CNN ablations after ELMo in the DAG.
@@ -8,21 +8,21 @@
 
 rule bpe:
     input:
-        corpus="results/corpus/train",
+        corpus=f"{RESULTS}/corpus/train",
     output:
-        tokenizer="results/bpe/tokenizer.json",
-        vocab="results/bpe/vocab.txt",
+        tokenizer=f"{RESULTS}/bpe/tokenizer.json",
+        vocab=f"{RESULTS}/bpe/vocab.txt",
     resources:
         **DEFAULT_JOB,
     log:
-        "logs/bpe.log",
+        f"{LOGS}/bpe.log",
     params:
         elmoc=ELMOC,
         section=section_json({k: config["variants"][k] for k in ("bpe_merges", "bpe_min_frequency")}),
     conda:
         "../envs/elmoc.yaml"
     shell:
-        "{params.elmoc} bpe --section-json {params.section:q} --corpus {input.corpus} --output-dir results/bpe > {log} 2>&1"
+        "{params.elmoc} bpe --section-json {params.section:q} --corpus {input.corpus}" f" --output-dir {RESULTS}/bpe" " > {log} 2>&1"
 
 
 rule cnn_table:
@@ -30,11 +30,11 @@ rule cnn_table:
         model=cnn_source_model(),
         vocab=config["pretrain"]["vocab"],
     output:
-        "results/vectors/cnn.npy",
+        f"{RESULTS}/vectors/cnn.npy",
     resources:
         **DEFAULT_JOB,
     log:
-        "logs/vectors/cnn.log",
+        f"{LOGS}/vectors/cnn.log",
     params:
         elmoc=ELMOC,
     conda:
@@ -51,13 +51,13 @@ rule cnn_table:
 # Preset config/lm/elmo-c-open.yaml points its vocab and tables here.
 rule open_vocab:
     input:
-        corpus="results/corpus/train",
+        corpus=f"{RESULTS}/corpus/train",
     output:
-        "results/open_vocab/vocab.txt",
+        f"{RESULTS}/open_vocab/vocab.txt",
     resources:
         **DEFAULT_JOB,
     log:
-        "logs/open_vocab/vocab.log",
+        f"{LOGS}/open_vocab/vocab.log",
     params:
         elmoc=ELMOC,
     conda:
@@ -68,11 +68,11 @@ rule open_vocab:
 
 use rule vectors as open_vectors with:
     input:
-        vocab="results/open_vocab/vocab.txt",
-        model="results/fasttext/{model}.bin",
+        vocab=f"{RESULTS}/open_vocab/vocab.txt",
+        model=f"{RESULTS}/fasttext/{{model}}.bin",
     output:
-        "results/open_vocab/vectors/{model}.npy",
+        f"{RESULTS}/open_vocab/vectors/{{model}}.npy",
     log:
-        "logs/open_vocab/vectors.{model}.log",
+        f"{LOGS}/open_vocab/vectors.{{model}}.log",
     benchmark:
-        "logs/benchmarks/open_vocab/vectors_{model}.tsv"
+        f"{LOGS}/benchmarks/open_vocab/vectors_{{model}}.tsv"

@@ -60,8 +60,9 @@ def implicit_inputs(args: argparse.Namespace) -> dict:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output(parser, DIR, "directory to write: absent, empty or an earlier output of this command (replaced atomically)", old=("--output",))
-    parser.add_argument("--variant", help="trained variant under --results (results/lm/VARIANT)")
-    parser.add_argument("--results", default="results", help="results tree of the workflow (default results)")
+    parser.add_argument("--variant", help="trained variant under --results (RESULTS/lm/VARIANT)")
+    parser.add_argument("--results", default="results", help="the folder holding lm/VARIANT: a workflow run's, results/<run> "
+                        "(e.g. results/demo; default results)")
     parser.add_argument("--forward", help="forward model.pt (instead of --variant)")
     parser.add_argument("--backward", help="backward model.pt (instead of --variant; none for a one-direction LM)")
     parser.add_argument("--fasttext-model", help="fastText .bin the input table was made from "

@@ -5,7 +5,11 @@ log lines never reach the person watching ``make demo``. The Snakefile's shell p
 the console open for every job as file descriptor 3 (``exec 3>&2``) and names it in
 ``ELMOC_PROGRESS_FD`` as ``3:<device>:<inode>`` (:func:`console_env`): a process that did not
 inherit the descriptor (a launcher closed it) and opened another file as 3 never writes there.
-Launchers of elmoc (``elmoc with-gpus``) pass it on (:func:`console_fds`). :class:`ConsoleProgress` writes a short line there (``[train
+Launchers of elmoc (``elmoc with-gpus``) pass it on (:func:`console_fds`). The ranks of a
+``torch.distributed.run`` job do not get it (the agent starts them with every descriptor but 0-2
+closed): a process whose descriptor is gone opens its parent's, ``/proc/<parent>/fd/<fd>``, when
+that names the same console (the agent keeps it open), so rank 0 of a torchrun job writes the same
+lines (:func:`parent_console`). :class:`ConsoleProgress` writes a short line there (``[train
 elmo-c/forward] step 120/300, loss 0.4123, ETA 1.2 min``) at most every
 ``ELMOC_PROGRESS_SECONDS`` seconds (default 30), besides the full log lines in the log file.
 Without ``ELMOC_PROGRESS_FD`` (``elmoc`` run by hand, whose log lines are on stderr anyway)
@@ -17,7 +21,7 @@ import os
 from time import monotonic
 from typing import TextIO
 
-__all__ = ["ConsoleProgress", "FD_ENV", "SECONDS_ENV", "console_env", "console_fds", "eta_text"]
+__all__ = ["ConsoleProgress", "FD_ENV", "SECONDS_ENV", "console_env", "console_fds", "eta_text", "parent_console"]
 
 FD_ENV = "ELMOC_PROGRESS_FD"
 SECONDS_ENV = "ELMOC_PROGRESS_SECONDS"
@@ -39,12 +43,30 @@ def console_fds() -> tuple[int, ...]:
         return ()
 
 
+def parent_console() -> TextIO | None:
+    """The console ``ELMOC_PROGRESS_FD`` names opened again through the parent process's descriptor
+    (``/proc/<parent>/fd/<fd>``, Linux), when it names the same file there: a torchrun rank, whose
+    agent holds the console; None otherwise. Opened for appending (a console redirected to a file
+    is written at its end)."""
+    try:
+        fd, device, inode = (int(v) for v in os.environ.get(FD_ENV, "").split(":"))
+        path = f"/proc/{os.getppid()}/fd/{fd}"
+        stat = os.stat(path)
+        if (stat.st_dev, stat.st_ino) != (device, inode):
+            return None
+        return open(path, "a", buffering=1)
+    except (ValueError, OSError):
+        return None
+
+
 def _console() -> TextIO | None:
     """The console stream ``ELMOC_PROGRESS_FD`` names, or None (unset, malformed, closed, or
-    the number now names another file)."""
+    the number now names another file, in this process and in its parent)."""
     fds = console_fds()
+    if not fds:
+        return parent_console()
     try:
-        return open(fds[0], "w", buffering=1, closefd=False) if fds else None
+        return open(fds[0], "w", buffering=1, closefd=False)
     except OSError:
         return None
 

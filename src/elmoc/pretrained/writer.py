@@ -32,8 +32,8 @@ log = logging.getLogger(__name__)
 
 
 def lm_files(results: str | Path, variant: str) -> dict[str, Path]:
-    """``results/lm/{variant}/{direction}/model.pt`` of both directions, or the one
-    ``results/lm/{variant}/joint/model.pt`` of a joint bi-LM (``.../masked/model.pt`` of a
+    """``<results>/lm/{variant}/{direction}/model.pt`` (``results``: a run's folder, ``results/<run>``)
+    of both directions, or the one ``<results>/lm/{variant}/joint/model.pt`` of a joint bi-LM (``.../masked/model.pt`` of a
     masked LM) as both, or ``{"forward": ...}`` alone for a one-direction LM (its spec's
     ``train.directions: forward``) (``checkpoint.pt`` where no final ``model.pt`` exists yet)."""
     def pick(direction: str) -> Path | None:
@@ -56,9 +56,13 @@ def lm_files(results: str | Path, variant: str) -> dict[str, Path]:
         if found is None and direction == BACKWARD and _one_direction_file(out[FORWARD]):
             break  # a one-direction LM: no backward LM
         if found is None:
+            # the workflow keeps each run's LMs under results/<run>/lm/: name the runs that have this variant
+            runs = sorted(p.parent.parent.as_posix() for p in Path(results).glob(f"*/lm/{variant}") if p.is_dir())
+            hint = (f"give --results {' or '.join(runs)} (the workflow's runs that trained it)" if runs else
+                    f"train variant {variant!r} first (snakemake results/<run>/lm/{variant}/{direction}/model.pt, "
+                    "or .../joint/model.pt)")
             raise InputFileError(Path(results) / "lm" / variant / direction / "model.pt",
-                                 f"not found (nor a joint or masked model.pt); train variant {variant!r} first "
-                                 f"(snakemake results/lm/{variant}/{direction}/model.pt, or .../joint/model.pt)")
+                                 f"not found (nor a joint or masked model.pt); {hint}")
         out[direction] = found
     return out
 

@@ -3,18 +3,20 @@
 One HTML fragment holds the run's summary, its tables, its figures with their captions
 under them, and its configuration shown as text; :func:`write_results_page` writes it
 
-- as ``results/report/landing.html``, which ``workflow/report/workflow.rst`` embeds, so
-  that the landing page of ``snakemake --report results/report.html`` opens on the results
+- as ``results/<run>/report/landing.html``, which ``workflow/report/workflow.rst`` embeds, so
+  that the landing page of ``snakemake --report results/<run>/report.html`` opens on the results
   (its style widens Snakemake's description column and puts the job graph below it);
-- as the standalone page ``results/index.html`` (the same fragment, plus links to the
+- as the standalone page ``results/<run>/index.html`` (the same fragment, plus links to the
   tables' Markdown, CSV and LaTeX files and to Snakemake's report beside it);
-- and the configuration as ``results/report/config.html``, a page the report shows (a
+- and the configuration as ``results/<run>/report/config.html``, a page the report shows (a
   YAML file it would only offer as a download).
 
 Everything is read from files the run wrote: ``summary.txt``, the pretraining and downstream
 runs (the flat views of ``pretrain.md`` and ``downstream.md``), the tables' HTML pages
 (:func:`elmoc.tables.render.fragment_of_page`), the figures' PNGs (embedded as data URIs, so
-the page stands alone) and the captions of ``workflow/report/<figure>.rst``.
+the page stands alone) and the captions of ``workflow/report/<figure>.rst``. When other runs of
+the checkout sit beside this one (``results/<other run>/``), a section after the summary puts
+their numbers beside this run's (:mod:`elmoc.tables.run_comparison`).
 """
 from __future__ import annotations
 
@@ -101,18 +103,19 @@ def table_sections(pages: Iterable[Path], heldout: Iterable[Path] = (), tasks: I
 
 
 def landing_fragment(summary: Path, tables: list[tuple], figures: Iterable[Path], config: Path,
-                     captions: Path | None = None, link_from: Path | None = None) -> str:
-    """The fragment: summary, every table (:func:`table_sections`), every figure with its caption,
-    the configuration.  ``link_from``: the folder of a page that links, under each table page, to
-    its ``.md``/``.csv``/``.tex`` beside it (relative links; the report's copy has none, as the
-    report may travel alone)."""
+                     captions: Path | None = None, link_from: Path | None = None, runs: str = "") -> str:
+    """The fragment: summary, the other runs beside this one (``runs``: the section of
+    :func:`elmoc.tables.run_comparison.comparison_html`, "" for none), every table
+    (:func:`table_sections`), every figure with its caption, the configuration.  ``link_from``: the
+    folder of a page that links, under each table page, to its ``.md``/``.csv``/``.tex`` beside it
+    (relative links; the report's copy has none, as the report may travel alone)."""
     figures = [Path(f) for f in figures]
-    toc = ["<a href='#elmoc-summary'>Summary</a>"]
+    toc = ["<a href='#elmoc-summary'>Summary</a>"] + (["<a href='#elmoc-runs'>Runs</a>"] if runs else [])
     sections = []
     for name, fragment, page in tables:
         toc.append(f"<a href='#elmoc-{escape(name)}'>{escape(name)}</a>")
         if link_from is not None and page is not None:
-            links = " · ".join(f"<a href='{escape(_relative(page.with_suffix(s), link_from))}'>{s[1:]}</a>"
+            links = " · ".join(f"<a href='{escape(relative_url(page.with_suffix(s), link_from))}'>{s[1:]}</a>"
                                for s in (".md", ".csv", ".tex") if page.with_suffix(s).exists())
             fragment += f"<p class='files'>Files: {links}</p>" if links else ""
         sections.append(fragment)
@@ -124,7 +127,7 @@ def landing_fragment(summary: Path, tables: list[tuple], figures: Iterable[Path]
     return (f"<div id='elmoc-landing'><style>{HTML_STYLE}{PAGE_STYLE}</style>"
             "<h1>elmoc: the results of this run</h1>"
             f"<nav>{''.join(toc)}</nav>"
-            f"<section id='elmoc-summary'><h2>Summary</h2><pre>{escape(summary_text)}</pre></section>"
+            f"<section id='elmoc-summary'><h2>Summary</h2><pre>{escape(summary_text)}</pre></section>{runs}"
             f"<h2>Tables</h2>{''.join(sections)}"
             + (f"<h2 id='elmoc-figures'>Figures</h2>{figures_html}" if figures else "")
             + "<section id='elmoc-config'><h2>Configuration</h2><details><summary>The effective configuration of "
@@ -132,7 +135,7 @@ def landing_fragment(summary: Path, tables: list[tuple], figures: Iterable[Path]
             f"<pre>{escape(_read_text(config, 'the effective config'))}</pre></details></section></div>")
 
 
-def _relative(target: Path, folder: Path) -> str:
+def relative_url(target: Path, folder: Path) -> str:
     """``target`` as a relative URL from a page in ``folder``."""
     import os
     from urllib.parse import quote
@@ -148,32 +151,43 @@ def config_page(config: Path) -> str:
 
 
 def standalone_page(fragment: str, report: str = "report.html") -> str:
-    """The fragment as a page of its own, with a link to Snakemake's report beside it."""
+    """The fragment as a page of its own, with a link to Snakemake's report beside it (the page is
+    ``results/<run>/index.html``, the report ``results/<run>/report.html``)."""
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             "<meta name='viewport' content='width=device-width'><title>elmoc: results</title></head>"
             "<body style='margin:16px'>"
             f"<p style='font:13px sans-serif;margin:0 0 8px'>Every job, rule and run time: Snakemake's report "
-            f"<a href='{escape(report)}'>{escape(report)}</a> (<code>snakemake --report results/report.html</code>)."
+            f"<a href='{escape(report)}'>{escape(report)}</a> (<code>snakemake --report results/&lt;run&gt;/report.html</code>)."
             f"</p>{fragment}</body></html>\n")
 
 
 def write_results_page(summary: str | Path, tables: Iterable[str | Path], figures: Iterable[str | Path],
                        config: str | Path, *, heldout: Iterable[str | Path] = (), tasks: Iterable[str | Path] = (),
                        output: str | Path | None = None, fragment: str | Path | None = None,
-                       config_html: str | Path | None = None, captions: str | Path | None = None) -> list[Path]:
+                       config_html: str | Path | None = None, captions: str | Path | None = None,
+                       run: str | None = None, runs_under: str | Path | None = None) -> list[Path]:
     """Write the given outputs (module docstring) atomically; returns their paths.  ``tables``:
-    the table pages; ``heldout`` / ``tasks``: the runs of the pretraining and downstream views."""
+    the table pages; ``heldout`` / ``tasks``: the runs of the pretraining and downstream views;
+    ``run`` and ``runs_under``: this run's name and the folder of every run (``results``), whose
+    other runs the page compares with this one (:mod:`elmoc.tables.run_comparison`)."""
     from elmoc.io.atomic import atomic_file
+    from elmoc.tables.run_comparison import comparison_html
+
+    heldout, tasks = list(heldout), list(tasks)
+
+    def runs(link_from: Path | None) -> str:
+        return comparison_html(run, runs_under, heldout, tasks, link_from) if run and runs_under is not None else ""
 
     sections = table_sections(tables, heldout, tasks)
     figures = [Path(f) for f in figures]
     captions = Path(captions) if captions is not None else None
     texts = {}
     if fragment is not None:
-        texts[Path(fragment)] = landing_fragment(Path(summary), sections, figures, Path(config), captions) + "\n"
+        texts[Path(fragment)] = landing_fragment(Path(summary), sections, figures, Path(config), captions,
+                                                 runs=runs(None)) + "\n"
     if output is not None:
         linked = landing_fragment(Path(summary), sections, figures, Path(config), captions,
-                                  link_from=Path(output).parent)
+                                  link_from=Path(output).parent, runs=runs(Path(output).parent))
         texts[Path(output)] = standalone_page(linked)
     if config_html is not None:
         texts[Path(config_html)] = config_page(Path(config))

@@ -1,7 +1,7 @@
 # The functions of bench.smk.
 
 def bench_json():
-    return ["results/tables/bench.json"] if config.get("bench", {}).get("enabled") else []
+    return [f"{RESULTS}/tables/bench.json"] if config.get("bench", {}).get("enabled") else []
 
 
 def bench_processes():
@@ -16,5 +16,5 @@ def bench_gpus():
 
 
 def bench_option(wildcards, input):
-    """`--bench results/tables/bench.json` for a table command when the bench runs (bench_json), else nothing."""
+    """`--bench results/<run>/tables/bench.json` for a table command when the bench runs (bench_json), else nothing."""
     return f"--bench {input.bench}" if input.bench else ""

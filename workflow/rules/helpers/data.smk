@@ -44,7 +44,7 @@ def data_fasttext_inputs(wildcards):
     model = data_fasttext_model(wildcards.model)
     inputs = data_path_inputs(config["fasttext"].get("eval", {}).values())
     if "train" in model:
-        inputs.append("results/corpus/train")
+        inputs.append(f"{RESULTS}/corpus/train")
     elif model["pretrained"].get("path"):
         inputs += data_path_inputs([model["pretrained"]["path"]])
     return inputs
@@ -60,4 +60,4 @@ def fasttext_section_json(wildcards):
 def data_vocab_inputs(wildcards):
     if config["vocab"].get("file"):
         return data_path_inputs([config["vocab"]["file"]])
-    return ["results/corpus/train"]
+    return [f"{RESULTS}/corpus/train"]

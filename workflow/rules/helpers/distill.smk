@@ -5,7 +5,7 @@ from elmoc.config import STUDENT_WORKFLOW_KEYS, resolve_student
 from elmoc.layouts import student_dir
 
 # a student's folder as a rule pattern (elmoc.layouts.student_dir)
-STUDENT = student_dir("{student}")
+STUDENT = student_dir(RESULTS, "{student}")
 
 
 def distill_students():
@@ -14,7 +14,7 @@ def distill_students():
 
 def student_spec(student):
     presets = Path(workflow.basedir) / config["pretrain"]["presets_dir"]
-    return resolve_student(config, student, presets_dir=presets)
+    return relocate(resolve_student(config, student, presets_dir=presets), RUN)
 
 
 def student_teacher(student):

@@ -11,7 +11,7 @@ def released_inputs(wildcards):
 
 
 def export_fasttext_model(wildcards):
-    """The fastText .bin an input table was made from (results/vectors/{name}.npy of a configured
+    """The fastText .bin an input table was made from (results/<run>/vectors/{name}.npy of a configured
     fastText model, whatever the input type): export puts its n-gram buckets into the directory."""
     return fasttext_models_of(lm_spec(wildcards.variant))
 
@@ -21,5 +21,5 @@ def fasttext_models_of(spec):
     table = spec["input"].get("vectors")
     name = Path(str(table)).stem
     if isinstance(table, str) and name in config["fasttext"].get("models", {}):
-        return [f"results/fasttext/{name}.bin"]
+        return [f"{RESULTS}/fasttext/{name}.bin"]
     return []

@@ -58,8 +58,8 @@ def finetune_lm_dir(task, variant, recipe):
     """The model directory of `elmoc task --lm`: the variant's export (rule export_model), or its LM
     fine-tuned on the task's text (rule lm_finetune, workflow/rules/lm_finetune.smk)."""
     if recipe_lm_finetune(recipe):
-        return f"results/lm_finetune/{variant}/{task}/model"
-    return f"results/models/{variant}"
+        return f"{RESULTS}/lm_finetune/{variant}/{task}/model"
+    return f"{RESULTS}/models/{variant}"
 
 
 def finetune_section_json(wildcards):
@@ -76,10 +76,10 @@ def finetune_run_inputs(wildcards):
 
 
 def finetune_results():
-    """Every metrics JSON of the fine-tuning runs (results/finetune/{task}/{variant}/{recipe}/seed{seed}.json)."""
+    """Every metrics JSON of the fine-tuning runs (results/<run>/finetune/{task}/{variant}/{recipe}/seed{seed}.json)."""
     if not finetune_active():
         return []
-    return expand("results/finetune/{task}/{variant}/{recipe}/seed{seed}.json", task=finetune_tasks(),
+    return expand(f"{RESULTS}/finetune/{{task}}/{{variant}}/{{recipe}}/seed{{seed}}.json", task=finetune_tasks(),
                   variant=finetune_variants(), recipe=finetune_recipes(), seed=finetune_seeds())
 
 
@@ -87,7 +87,7 @@ def finetune_feature_results():
     """The feature-based runs the fine-tuned ones sit beside in the table (rule task_run)."""
     if not finetune_active():
         return []
-    return expand("results/tasks/{task}/{variant}/seed{seed}.json", task=finetune_tasks(),
+    return expand(f"{RESULTS}/tasks/{{task}}/{{variant}}/seed{{seed}}.json", task=finetune_tasks(),
                   variant=finetune_variants(), seed=finetune_seeds())
 
 
@@ -101,7 +101,7 @@ def lm_finetune_section_json(wildcards):
 check_fine_tune()
 if finetune_active():
     TASK_JOB_KINDS.append(task_job_kind(
-        "finetune_run", finetune_tasks(), finetune_run_inputs, "results/finetune/{task}/{variant}/{recipe}/seed{seed}.json",
-        finetune_section_json, "logs/finetune/{task}.{variant}.{recipe}.seed{seed}.log",
-        "logs/benchmarks/finetune/{task}.{variant}.{recipe}.seed{seed}.tsv",
+        "finetune_run", finetune_tasks(), finetune_run_inputs, f"{RESULTS}/finetune/{{task}}/{{variant}}/{{recipe}}/seed{{seed}}.json",
+        finetune_section_json, f"{LOGS}/finetune/{{task}}.{{variant}}.{{recipe}}.seed{{seed}}.log",
+        f"{LOGS}/benchmarks/finetune/{{task}}.{{variant}}.{{recipe}}.seed{{seed}}.tsv",
         {"recipe": "|".join(re.escape(r) for r in finetune_recipes())}))

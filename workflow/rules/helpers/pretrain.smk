@@ -18,12 +18,12 @@ def pretrain_launcher(wildcards):
 
 
 def all_heldout():
-    return [f"results/lm/{v}/{d}/heldout.json" for v in variants() for d in lm_directions(v)]
+    return [f"{RESULTS}/lm/{v}/{d}/heldout.json" for v in variants() for d in lm_directions(v)]
 
 
 def cnn_source_model():
-    """The model.pt whose char-CNN makes results/vectors/cnn.npy (shared in a joint ELMo)."""
+    """The model.pt whose char-CNN makes results/<run>/vectors/cnn.npy (shared in a joint ELMo)."""
     source = config["variants"]["cnn_source"]
     if source not in variants():
-        return f"results/lm/{source}/forward/model.pt"  # not pretrained here: a file given by hand
+        return f"{RESULTS}/lm/{source}/forward/model.pt"  # not pretrained here: a file given by hand
     return lm_models(source)["forward"]

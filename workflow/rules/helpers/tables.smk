@@ -12,12 +12,12 @@ COMPRESSED_FORMATS = [name for name, copy in declared_values("compression", "TAB
 
 
 def compressed_dirs(variant):
-    """The model directories under results/compressed/{variant}/: the two copies, the configured
+    """The model directories under results/<run>/compressed/{variant}/: the two copies, the configured
     students of this teacher, the configured prune plans' rounds and ticket (compressed_smaller_roles),
     plus any already there."""
-    found = {p.parent.name for p in Path(compressed_dir(variant)).glob("*/elmoc-model.json")}
+    found = {p.parent.name for p in Path(compressed_dir(RESULTS, variant)).glob("*/elmoc-model.json")}
     roles = found | set(COMPRESSED_FORMATS) | set(compressed_smaller_roles(variant))
-    return [compressed_dir(variant, role) for role in sorted(roles)]
+    return [compressed_dir(RESULTS, variant, role) for role in sorted(roles)]
 
 
 def compressed_smaller_roles(variant):
@@ -42,9 +42,9 @@ def compressed_smaller_roles(variant):
 
 def pruned_models(variant, role):
     """{"forward": model.pt, "backward": model.pt} of a pruned role (compressed_smaller_roles): each
-    run's model.pt of lm_models with results/lm/{variant}/{run}/ replaced by the plan's round folder."""
+    run's model.pt of lm_models with results/<run>/lm/{variant}/{run}/ replaced by the plan's round folder."""
     _, plan, folder = compressed_smaller_roles(variant)[role]
-    return {d: str(Path(prune_dir(variant, plan, Path(path).parent.name)) / folder / "model.pt")
+    return {d: str(Path(prune_dir(RESULTS, variant, plan, Path(path).parent.name)) / folder / "model.pt")
             for d, path in lm_models(variant).items()}
 
 
@@ -56,7 +56,7 @@ def compressed_heldout(variant):
     pairs = []
     for role, how in compressed_smaller_roles(variant).items():
         if how[0] == "student":
-            files = [f"{student_dir(how[1])}/{d}/heldout.json" for d in DIRECTIONS]
+            files = [f"{student_dir(RESULTS, how[1])}/{d}/heldout.json" for d in DIRECTIONS]
         else:
             files = sorted({str(Path(m).parent / "heldout.json") for m in pruned_models(variant, role).values()})
         pairs += [(role, f) for f in files]
@@ -73,7 +73,7 @@ def compression_task_data():
 
 
 def majority_results():
-    return expand("results/baselines/{task}/majority.json", task=task_names())
+    return expand(f"{RESULTS}/baselines/{{task}}/majority.json", task=task_names())
 
 
 def preset_name(variant):

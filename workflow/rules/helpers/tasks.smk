@@ -134,7 +134,7 @@ def task_variants():
 def task_results():
     """Every metrics JSON of the downstream stage (the tables rule collects them)."""
     return expand(
-        "results/tasks/{task}/{variant}/seed{seed}.json",
+        f"{RESULTS}/tasks/{{task}}/{{variant}}/seed{{seed}}.json",
         task=task_names(),
         variant=task_variants(),
         seed=config["tasks"].get("seeds", [1, 2, 3]),
@@ -166,7 +166,7 @@ def task_vector_inputs(task, variant):
     """{"vectors": the fastText .bin, "vocab": tasks.vocab} of a run that reads word vectors, else {}."""
     if not task_vectors_needed(task, variant):
         return {}
-    inputs = {"vectors": config["tasks"].get("vectors", "results/fasttext/cc.bin")}
+    inputs = {"vectors": config["tasks"].get("vectors", f"{RESULTS}/fasttext/cc.bin")}
     if config["tasks"].get("vocab"):
         inputs["vocab"] = config["tasks"]["vocab"]
     return inputs
@@ -177,7 +177,7 @@ def task_run_inputs(wildcards):
     if not task_has_data(wildcards.task):
         return {}
     if wildcards.variant != BASELINE:
-        inputs["features"] = f"results/features/{wildcards.variant}/{wildcards.task}.hdf5"
+        inputs["features"] = f"{RESULTS}/features/{wildcards.variant}/{wildcards.task}.hdf5"
     return {**inputs, **task_vector_inputs(wildcards.task, wildcards.variant)}
 
 
@@ -214,9 +214,9 @@ def task_job_kind(base, tasks, inputs, output, section, log, benchmark, constrai
 
 # The kinds of `elmoc task` job: the feature-based runs here, fine-tuning in helpers/finetune.smk.
 TASK_JOB_KINDS = [
-    task_job_kind("task_run", task_sections(), task_run_inputs, "results/tasks/{task}/{variant}/seed{seed}.json",
-                  lambda w: section_json(task_section(w.task)), "logs/tasks/{task}.{variant}.seed{seed}.log",
-                  "logs/benchmarks/tasks/{task}.{variant}.seed{seed}.tsv"),
+    task_job_kind("task_run", task_sections(), task_run_inputs, f"{RESULTS}/tasks/{{task}}/{{variant}}/seed{{seed}}.json",
+                  lambda w: section_json(task_section(w.task)), f"{LOGS}/tasks/{{task}}.{{variant}}.seed{{seed}}.log",
+                  f"{LOGS}/benchmarks/tasks/{{task}}.{{variant}}.seed{{seed}}.tsv"),
 ]
 # The command of every such job: a stopped job saves its checkpoint and exits 75; a changed input
 # sets the old checkpoint aside (TASK_JOB_OPTIONS).
