@@ -81,9 +81,10 @@ def test_a_failing_step_beside_fails_the_run_and_a_failing_step_waits_for_the_st
 def test_the_longest_first_files_exist_and_come_first_in_collection():
     """tests/conftest.py's LONGEST_FIRST names real files (a renamed file would silently lose its place)
     and the collection starts with them, in that order."""
-    import conftest
+    import runpy
 
-    assert all((REPO_ROOT / path).is_file() for path in conftest.LONGEST_FIRST), conftest.LONGEST_FIRST
+    longest_first = runpy.run_path(str(REPO_ROOT / "tests/conftest.py"))["LONGEST_FIRST"]
+    assert all((REPO_ROOT / path).is_file() for path in longest_first), longest_first
     out = subprocess.run([os.sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                           "tests/core/test_layers.py", "tests/features/test_streaming.py", "tests/bench/test_gpu_check.py"],
                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120).stdout
