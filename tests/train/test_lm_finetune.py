@@ -331,3 +331,13 @@ def test_parameter_layers_count_the_output_layer_as_the_top():
     assert by_layer == {0: {"input_layer.table", "encoder.input_projection", "encoder.input_norm"},
                         1: {"encoder.lstm_layers.0"}, 2: {"encoder.lstm_layers.1"}, 3: {"output_layer.weight",
                                                                                          "output_layer.bias"}}
+
+
+def test_a_bad_slanted_adam_section_is_one_line():
+    from elmoc.train.optim import check_optimizer
+
+    assert check_optimizer({"type": "slanted_adam", "lr": 0.004, "decay": 2.6, "total_steps": 5})[0] == "slanted_adam"
+    for bad, message in (({"total_steps": 1.5}, "optimizer.total_steps must be an integer"),
+                         ({"decay": 0}, "optimizer.decay"), ({"warmup": 10}, "warmup")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            check_optimizer({"type": "slanted_adam", **bad})
