@@ -192,3 +192,36 @@ class BidirectionalLM(nn.Module):
 
     def num_trainable_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+
+OUTPUT_LAYER = "output_layer"  # the attribute of every LM model that holds its output layer
+
+
+def parameter_layers(model: nn.Module) -> dict[str, int]:
+    """Parameter name (``named_parameters(remove_duplicate=False)``) -> layer of an LM model
+    (:class:`LanguageModel`, :class:`BidirectionalLM`, :class:`~elmoc.masked_lm.MaskedLM`), as
+    ULMFiT's discriminative rates count layers (Howard & Ruder 2018, section 3.2): 0 for the input
+    layer and whatever sits outside the encoders and the output layer (a mask vector), l for the
+    parameters of an encoder's block l - 1 (an LSTM layer, a Transformer block), L (the top) for
+    what an encoder registers after its blocks (a Transformer's final LayerNorm) and 0 for what it
+    registers before them (an input projection), and L + 1 for the output layer.  An encoder's
+    ``num_layers`` counts the layers it returns (its input view and one per block): L =
+    ``num_layers - 1``; the two encoders of a bidirectional LM have the same L."""
+    layers: dict[str, int] = {}
+    encoders = {name: child for name, child in model.named_children() if isinstance(child, Encoder)}
+    top = max((e.num_layers - 1 for e in encoders.values()), default=0)
+    for name, encoder in encoders.items():
+        stack, after, child_layer = None, False, {}
+        for child_name, child in encoder.named_children():
+            if stack is None and isinstance(child, nn.ModuleList) and len(child) == encoder.num_layers - 1:
+                stack, after = child_name, True
+            else:
+                child_layer[child_name] = encoder.num_layers - 1 if after else 0
+        for param, _ in encoder.named_parameters(remove_duplicate=False):
+            parts = param.split(".")
+            layer = int(parts[1]) + 1 if parts[0] == stack and len(parts) > 2 else child_layer.get(parts[0], 0)
+            layers[f"{name}.{param}"] = layer
+    for param, _ in model.named_parameters(remove_duplicate=False):
+        if param not in layers:
+            layers[param] = top + 1 if param.split(".")[0] == OUTPUT_LAYER else 0
+    return layers

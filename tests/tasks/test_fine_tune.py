@@ -134,19 +134,35 @@ def test_full_is_berts_recipe_small_lm_rate_linear_warmup_then_decay_to_zero(tmp
     assert steps[:total] == pytest.approx([BERT_LM_LR * c for c in curve[:total]])
 
 
-def test_gradual_unfreezing_trains_only_the_top_layer_in_epoch_one(tmp_path, model_dir):
+def _changed_layers_per_epoch(t, epochs: int) -> list[set[int]]:
+    layer_of, changed = t.tuner.embedder.layer_of, []
+    for epoch in range(epochs):
+        before = _lm_params(t)
+        t.train_epoch()
+        after = _lm_params(t)
+        changed.append({layer_of[n] for n in before if not torch.equal(before[n], after[n])})
+        t.end_epoch()
+    return changed
+
+
+def test_gradual_unfreezing_trains_the_head_alone_in_epoch_one(tmp_path, model_dir):
+    """ULMFiT section 3.3: the last layer (the task head) first, then one LM layer more per epoch."""
     task, data, _, inputs, config = _setup("sst5", tmp_path, model_dir)
     t = _trainer(task, inputs, config, data)
-    layer_of = t.tuner.embedder.layer_of
-    before = _lm_params(t)
-    t.train_epoch()
-    after = _lm_params(t)
-    changed = {layer_of[n] for n in before if not torch.equal(before[n], after[n])}
-    assert changed == {2}
-    t.end_epoch()
-    t.train_epoch()  # epoch 2: layers 1 and 2
-    again = _lm_params(t)
-    assert {layer_of[n] for n in after if not torch.equal(after[n], again[n])} == {1, 2}
+    head = {n: p.detach().clone() for n, p in t.model.named_parameters() if not n.startswith("embedder.lm.")}
+    assert _changed_layers_per_epoch(t, 3) == [set(), {2}, {1, 2}]
+    assert any(not torch.equal(p, dict(t.model.named_parameters())[n]) for n, p in head.items())
+
+
+def test_gradual_unfreezing_from_the_top_layer_is_the_former_order(tmp_path, model_dir):
+    task, data, _, inputs, config = _setup("sst5", tmp_path, model_dir, first_unfrozen="top_layer")
+    t = _trainer(task, inputs, config, data)
+    assert _changed_layers_per_epoch(t, 2) == [{2}, {1, 2}]
+
+
+def test_a_bad_first_unfrozen_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"first_unfrozen must be one of head, top_layer, got 'top'"):
+        FineTuneSettings.from_section({"recipe": "ulmfit", "first_unfrozen": "top"})
 
 
 def test_full_fine_tuning_changes_every_lm_layer_and_leaves_the_inputs_lm_alone(tmp_path, model_dir):

@@ -162,6 +162,13 @@ def test_cli_end_to_end_and_no_data(tmp_path, vectors_writer):
     assert main(["task-sentences", "--task", "demo", "--section-json", json.dumps(section), "--output", str(again)]) == 0
     assert again.read_text() == sentences.read_text()
     assert main(["task-sentences", "--task", "demo", "--output", str(again)]) == 1  # neither --config nor --section-json
+    # --split-dir: each split's distinct sentences in its own file (the LM fine-tuning text, read by split)
+    assert main(["task-sentences", "--task", "demo", "--config", str(config), "--split-dir", str(tmp_path / "text")]) == 0
+    per_split = {split: (tmp_path / "text" / f"{split}.txt").read_text().splitlines() for split in ("train", "dev", "test")}
+    assert all(len(set(lines)) == len(lines) > 0 for lines in per_split.values())
+    assert set().union(*per_split.values()) == set(sentences.read_text().splitlines())
+    assert len(per_split["test"]) == 6 and not set(per_split["test"]) <= set(per_split["train"] + per_split["dev"])
+    assert main(["task-sentences", "--task", "demo", "--config", str(config)]) == 1  # nothing to write
     out2 = tmp_path / "ner.json"
     assert main(["task", "--task", "ner", "--config", str(config), "--variant", "x", "--output", str(out2)]) == 0
     assert json.loads(out2.read_text())["status"] == "no data: set tasks.ner.train"

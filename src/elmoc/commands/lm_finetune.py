@@ -8,17 +8,24 @@ from elmoc.commands._options import DIR, add_device, add_output
 NAME = "lm-finetune"
 GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
 EXAMPLE = (
-    'elmoc lm-finetune --lm-dir results/lm/elmo-c --text results/tasks/sst5/sentences.txt --output-dir '
+    'elmoc lm-finetune --lm-dir results/lm/elmo-c --text results/tasks/sst5/text --output-dir '
     'results/lm_finetune/elmo-c/sst5/model'
 )
 HELP = "fine-tune a trained LM on a task's own text with its own objective (ULMFiT), as a model directory"
 DESCRIPTION = (
     "ULMFiT's intermediate step: every training run of the variant in --lm-dir (results/lm/VARIANT: forward "
-    "and backward, or the one joint or masked LM) continues from its model.pt on the task's sentences "
-    "(--text, one tokenized sentence a line) with the LM's own output layer and loss, through the training "
-    "loop of `elmoc train`, for lm_finetune.epochs epochs with a fresh optimizer (the LM's own, or Adam at "
-    "lm_finetune.lr). The text's last 10% of sentences is the heldout text (each run's heldout.json: before "
-    "and after). The runs are then exported as one model directory at --output-dir (as `elmoc export` writes "
+    "and backward, or the one joint or masked LM) continues from its model.pt on the task's text with the "
+    "LM's own output layer and loss, through the training loop of `elmoc train`, for lm_finetune.epochs "
+    "epochs. --text is the task's split folder (results/tasks/TASK/text: train.txt, dev.txt, test.txt, from "
+    "`elmoc task-sentences --split-dir`): its train and dev sentences by default (lm_finetune.text "
+    "train_dev), test's too with lm_finetune.text transductive (the model.pt's lm_finetuned section says "
+    "which); a sentences file is read whole (its splits unknown: a warning). The optimizer "
+    "(lm_finetune.schedule): slanted (default; ULMFiT section 3.2): Adam with discriminative rates "
+    "(lm_finetune.lr 0.004 at the output layer, divided by decay 2.6 per layer down) on the slanted "
+    "triangular schedule (cut_frac 0.1, ratio 32) at batch_size 64 rows; pretraining: the former stage "
+    "(a fresh optimizer of the LM's own spec, warm-up restarting, or Adam at lm_finetune.lr; the "
+    "pretraining batch). The text's last 10% of sentences is the heldout text (each run's heldout.json: "
+    "before and after). The runs are then exported as one model directory at --output-dir (as `elmoc export` writes "
     "it; usable as `elmoc task --lm`). Work folder: --output-dir's parent (text/, and one run folder per run "
     "with checkpoint.pt, model.pt, heldout.json, train_log.jsonl). A killed or stopped run (SIGTERM/SIGUSR1: "
     "exit 75) resumes where it was when rerun; a finished run is reused."
@@ -55,7 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from elmoc.config_section import add_section_argument
 
     parser.add_argument("--lm-dir", required=True, help="the trained variant's folder (results/lm/VARIANT)")
-    parser.add_argument("--text", required=True, help="the task's sentences (results/tasks/TASK/sentences.txt)")
+    parser.add_argument("--text", required=True, help="the task's split folder (results/tasks/TASK/text, from "
+                        "`elmoc task-sentences --split-dir`), or a sentences file read whole")
     add_output(parser, DIR, "the model directory to write (results/lm_finetune/VARIANT/TASK/model); its parent "
                              "is the work folder", old=("--output",))
     parser.add_argument("--epochs", type=int, default=None, help="epochs over the text (default 1; the workflow "

@@ -224,6 +224,13 @@ def direction_rows(stream: np.ndarray, batch_size: int, direction: str) -> list[
 Masker = Callable[[int, np.ndarray, slice], MaskedLMBatch]
 
 
+def forward_strides(a: np.ndarray) -> np.ndarray:
+    """``a`` C-contiguous with no negative stride (torch.from_numpy refuses one): numpy calls a
+    window of one row and one token of the backward direction's reversed rows contiguous as it is."""
+    a = np.ascontiguousarray(a)
+    return a.copy() if any(stride < 0 for stride in a.strides) else a
+
+
 def _windows(rows_of: list[tuple[np.ndarray, np.ndarray]], bptt: int, start: int,
              rows: slice, masker: Masker | None = None) -> Iterator[LMBatch | BiLMBatch | MaskedLMBatch]:
     """Windows ``start, start + 1, ...``: LMBatch for one direction, BiLMBatch (the same
@@ -234,8 +241,8 @@ def _windows(rows_of: list[tuple[np.ndarray, np.ndarray]], bptt: int, start: int
             continue
         parts = []
         for inputs, targets in rows_of:
-            x = torch.from_numpy(np.ascontiguousarray(inputs[rows, k * bptt:(k + 1) * bptt]))
-            y = torch.from_numpy(np.ascontiguousarray(targets[rows, k * bptt:(k + 1) * bptt]))
+            x = torch.from_numpy(forward_strides(inputs[rows, k * bptt:(k + 1) * bptt]))
+            y = torch.from_numpy(forward_strides(targets[rows, k * bptt:(k + 1) * bptt]))
             if x.dim() == 3:  # (piece, word) pairs: the pieces and, for notes, their words
                 parts.append(LMBatch(x[..., 0].contiguous(), y[..., 0].contiguous(), x[..., 0] > 0,
                                      x[..., 1].contiguous()))

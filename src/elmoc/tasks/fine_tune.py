@@ -35,6 +35,7 @@ from elmoc.config import registered, typed_options
 from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError
 from elmoc.features.bilm import BiLM
+from elmoc.lm import parameter_layers
 from elmoc.registry import by_name, list_available
 from elmoc.tasks.embedder import TaskInputs, TextBatch, TokenEmbedder
 from elmoc.tasks.recipes.base import Recipe, linear_warmup_decay, slanted_triangular  # noqa: F401 (re-exported)
@@ -135,32 +136,17 @@ def encoder_mode(section: dict[str, Any], name: str) -> str:
 
 
 def lm_layer_of(lm: BiLM) -> dict[str, int]:
-    """Parameter name (within ``lm``) -> LM layer, both directions alike: l for the parameters of
-    the encoder's block l - 1 (an LSTM layer, a Transformer block), L (the top) for what the
-    encoder registers after its blocks (a Transformer's final LayerNorm), 0 for the input layer
-    and the rest of the encoder (an input projection).  An encoder's ``num_layers`` counts the
-    layers it returns: its input view and one per block, so L = num_layers - 1."""
+    """Parameter name (within ``lm``) -> LM layer, both directions alike (:func:`elmoc.lm.parameter_layers`
+    of each direction's LM, which has no output layer here): l for the parameters of the encoder's
+    block l - 1 (an LSTM layer, a Transformer block), L (the top) for what the encoder registers
+    after its blocks (a Transformer's final LayerNorm), 0 for the input layer and the rest of the
+    encoder (an input projection).  An encoder's ``num_layers`` counts the layers it returns: its
+    input view and one per block, so L = num_layers - 1."""
     layers: dict[str, int] = {}
     for direction in ("forward_lm", "backward_lm"):
         one = getattr(lm, direction)
-        if one is None:
-            continue
-        encoder, top = one.encoder, one.encoder.num_layers - 1
-        child_layer, stack, after = {}, None, False
-        for name, child in encoder.named_children():
-            if stack is None and isinstance(child, nn.ModuleList) and len(child) == top:
-                stack, after = name, True
-            else:
-                child_layer[name] = top if after else 0
-        for name, _ in one.named_parameters(remove_duplicate=False):
-            parts = name.split(".")
-            if parts[0] != "encoder" or len(parts) < 3:
-                layer = 0
-            elif parts[1] == stack:
-                layer = int(parts[2]) + 1
-            else:
-                layer = child_layer.get(parts[1], 0)
-            layers[f"{direction}.{name}"] = layer
+        if one is not None:
+            layers.update({f"{direction}.{name}": layer for name, layer in parameter_layers(one).items()})
     return layers
 
 

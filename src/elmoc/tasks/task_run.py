@@ -9,6 +9,7 @@ scale, threads, device, checkpoint_minutes, stop_margin, stale_checkpoint, save_
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -235,7 +236,9 @@ def _save_model(args: Any, run: _Run, model, inputs, result: dict) -> None:
 
 def write_task_sentences(args: Any) -> int:
     """``elmoc task-sentences``: every distinct sentence of the task's splits, once, to
-    ``args.output``; the number written."""
+    ``args.output`` (when given), and each split's distinct sentences to ``args.split_dir``'s
+    ``{train,dev,test}.txt`` (when given: the LM fine-tuning text, read by split); the number of
+    distinct sentences over all splits."""
     from elmoc.errors import ConfigError
     from elmoc.features.store import sentence_key
     from elmoc.io.atomic import atomic_file
@@ -246,12 +249,17 @@ def write_task_sentences(args: Any) -> int:
     missing = task.missing_data()
     if missing:
         raise ConfigError(f"task {args.task!r} has no data: set tasks.{args.task}.{missing}")
-    seen: dict[str, None] = {}
+    by_split: dict[str, dict[str, None]] = {}
     for split in ("train", "dev", "test"):
-        for tokens in task.sentences(task.read(split)):
-            if tokens:
-                seen.setdefault(sentence_key(tokens), None)
-    with atomic_file(args.output) as f:
-        for sentence in seen:
-            f.write(sentence + "\n")
+        by_split[split] = dict.fromkeys(sentence_key(tokens) for tokens in task.sentences(task.read(split)) if tokens)
+    seen = {sentence: None for sentences in by_split.values() for sentence in sentences}
+    outputs = [(args.output, seen)] if getattr(args, "output", None) else []
+    split_dir = getattr(args, "split_dir", None)
+    if split_dir:
+        Path(split_dir).mkdir(parents=True, exist_ok=True)
+        outputs += [(Path(split_dir) / f"{split}.txt", sentences) for split, sentences in by_split.items()]
+    for path, sentences in outputs:
+        with atomic_file(path) as f:
+            for sentence in sentences:
+                f.write(sentence + "\n")
     return len(seen)

@@ -8,6 +8,12 @@
   512-token windows set it to 4e8 / 25.6 so the decay spans the same tokens).
 * ``adam``: Adam with a constant ``lr``.
 * ``adagrad`` (original ELMo / bilm-tf): Adagrad, ``lr`` 0.2, initial accumulator 1.0.
+* ``slanted_adam`` (ULMFiT's LM fine-tuning, Howard & Ruder 2018 section 3.2; written by
+  ``elmoc lm-finetune``): Adam whose rate at step ``s`` of ``total_steps`` is ``lr`` times the
+  slanted triangular multiplier (:func:`~elmoc.train.schedule.slanted_triangular`: ``cut_frac``,
+  ``ratio``), divided by ``decay ** (top - l)`` for the parameters of layer ``l``
+  (:func:`elmoc.lm.parameter_layers`: the output layer is the top, ``decay`` 1 gives one rate).
+  The rate is a function of the step alone, so a resumed run needs no schedule state.
 
 Parameters an output layer reports as sparse (``sparse_parameters()``, e.g. the
 sampled softmax's ``nn.Embedding(sparse=True)`` tables) go to a sparse-capable
@@ -27,7 +33,8 @@ from torch import nn
 from elmoc.config import check_range
 from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError
-from elmoc.train.schedule import ScaledSchedule, check_type
+from elmoc.lm import parameter_layers
+from elmoc.train.schedule import ScaledSchedule, check_type, slanted_triangular
 
 
 @dataclass
@@ -38,10 +45,12 @@ class OptimizerBundle:
     lr_at: Callable[[int], float]
 
     def set_lr(self, step: int) -> float:
+        """Every group's rate at ``step``: ``lr_at(step)`` times the group's ``lr_scale`` (1 unless
+        the optimizer type divides the rate by layer); returns ``lr_at(step)``."""
         lr = self.lr_at(step)
         for opt in self.optimizers:
             for group in opt.param_groups:
-                group["lr"] = lr
+                group["lr"] = lr * group.get("lr_scale", 1.0)
         return lr
 
     def zero_grad(self) -> None:
@@ -70,6 +79,7 @@ _KNOWN = {
                        "betas", "eps"},
     "adam": {"lr", "betas", "eps", "weight_decay"},
     "adagrad": {"lr", "initial_accumulator_value"},
+    "slanted_adam": {"lr", "betas", "eps", "decay", "cut_frac", "ratio", "total_steps"},
 }
 # The range of each type's numbers, checked here and when the workflow is parsed (elmoc.config.declared_ranges).
 OPTION_RANGES = {
@@ -77,7 +87,10 @@ OPTION_RANGES = {
                        "end_decay_ratio": "> 0", "tokens_per_epoch_ref": "> 0", "eps": "> 0"},
     "adam": {"lr": "> 0", "eps": "> 0", "weight_decay": ">= 0"},
     "adagrad": {"lr": "> 0", "initial_accumulator_value": ">= 0"},
+    "slanted_adam": {"lr": "> 0", "eps": "> 0", "decay": "> 0", "cut_frac": "> 0", "ratio": "> 0",
+                     "total_steps": "int > 0"},
 }
+_INTEGERS = {"warmup", "total_steps"}
 
 
 def split_parameters(model: nn.Module) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
@@ -113,7 +126,7 @@ def check_optimizer(config: dict) -> tuple[str, dict]:
             for beta in value:
                 check_type("optimizer.betas", beta, "float")
         else:
-            check_type(f"optimizer.{key}", value, "int" if key == "warmup" else "float")
+            check_type(f"optimizer.{key}", value, "int" if key in _INTEGERS else "float")
             if key in OPTION_RANGES[kind]:
                 check_range(value, OPTION_RANGES[kind][key], f"optimizer.{key}")
     return kind, config
@@ -137,10 +150,14 @@ def build_optimizer(config: dict, model: nn.Module, batch_size: int) -> Optimize
         return OptimizerBundle([opt], lambda step: lr)
     betas = tuple(config.get("betas", (0.9, 0.999)))
     eps = float(config.get("eps", 1e-6 if kind == "scheduled_adam" else 1e-8))
+    weight_decay = 0.0
     if kind == "adam":
         lr = float(config.get("lr", 1e-3))
         lr_at: Callable[[int], float] = lambda step: lr
         weight_decay = float(config.get("weight_decay", 0.0))
+    elif kind == "slanted_adam":
+        lr_at = SlantedRate(float(config.get("lr", 0.004)), int(config.get("total_steps", 1)),
+                            float(config.get("cut_frac", 0.1)), float(config.get("ratio", 32.0)))
     else:
         lr_at = ScaledSchedule(
             batch_size=batch_size,
@@ -151,13 +168,52 @@ def build_optimizer(config: dict, model: nn.Module, batch_size: int) -> Optimize
             end_decay_ratio=float(config.get("end_decay_ratio", 2.0)),
             tokens_per_epoch_ref=float(config.get("tokens_per_epoch_ref", 4e8)),
         )
-        weight_decay = 0.0
+    scale = layer_scales(model, float(config.get("decay", 1.0)))
     optimizers: list[torch.optim.Optimizer] = []
     if dense:
-        optimizers.append(torch.optim.Adam(dense, lr=lr_at(1), betas=betas, eps=eps, weight_decay=weight_decay))
+        optimizers.append(torch.optim.Adam(scaled_groups(dense, scale, lr_at(1)), lr=lr_at(1), betas=betas,
+                                           eps=eps, weight_decay=weight_decay))
     if sparse:
-        optimizers.append(torch.optim.SparseAdam(sparse, lr=lr_at(1), betas=betas, eps=eps))
+        optimizers.append(torch.optim.SparseAdam(scaled_groups(sparse, scale, lr_at(1)), lr=lr_at(1), betas=betas,
+                                                 eps=eps))
     return OptimizerBundle(optimizers, lr_at)
+
+
+@dataclass(frozen=True)
+class SlantedRate:
+    """``slanted_adam``'s peak rate ``lr`` times ULMFiT's slanted triangular multiplier at the
+    1-based ``step`` of ``total`` (the multiplier counts steps from 0)."""
+
+    lr: float
+    total: int
+    cut_frac: float
+    ratio: float
+
+    def __call__(self, step: int) -> float:
+        return self.lr * slanted_triangular(step - 1, self.total, self.cut_frac, self.ratio)
+
+
+def layer_scales(model: nn.Module, decay: float) -> dict[int, float]:
+    """``id(parameter)`` -> the factor of its rate: ``decay ** -(top - layer)`` by
+    :func:`elmoc.lm.parameter_layers` (the top: the highest layer there), empty when ``decay`` is 1."""
+    if decay == 1.0:
+        return {}
+    layer_of = parameter_layers(model)
+    top = max(layer_of.values(), default=0)
+    named = dict(model.named_parameters(remove_duplicate=False))
+    return {id(named[name]): decay ** -(top - layer) for name, layer in layer_of.items()}
+
+
+def scaled_groups(params: list[nn.Parameter], scale: dict[int, float], lr: float) -> list:
+    """``params`` as one parameter group per rate factor (``lr_scale``, lowest layer first), in
+    the parameters' order within each group; ``params`` as they are (one group, no ``lr_scale``)
+    when ``scale`` is empty."""
+    if not scale:
+        return params
+    groups: dict[float, list[nn.Parameter]] = {}
+    for p in params:
+        groups.setdefault(scale.get(id(p), 1.0), []).append(p)
+    return [{"params": ps, "lr": lr * factor, "lr_scale": factor} for factor, ps in sorted(groups.items())]
 
 
 def global_grad_norm(parameters: Iterable[nn.Parameter]) -> torch.Tensor:

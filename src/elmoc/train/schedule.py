@@ -17,6 +17,7 @@ small ``base_ratio``: the rate then goes from ``base_scale`` down to ``n * base_
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -108,3 +109,16 @@ class ScaledSchedule:
         warm = 1 + min(step, self.warmup) * (n - 1) / self.warmup
         decay = n * (2 * n) ** ((self.start_decay - step) / (self.end_decay - self.start_decay))
         return self.base_scale * min(warm, n, decay)
+
+
+def slanted_triangular(step: int, total: int, cut_frac: float, ratio: float) -> float:
+    """ULMFiT's slanted triangular multiplier of the peak rate at ``step`` (0-based) of ``total``:
+    a linear rise from 1/ratio to 1 over the first ``cut_frac`` of the steps, then a linear fall
+    back towards 1/ratio (ULMFiT's eq. 3).
+    The ``ulmfit`` task recipe and ``elmoc lm-finetune``'s ``slanted_adam`` optimizer both use it."""
+    cut = max(1, math.floor(total * cut_frac))
+    if step < cut:
+        p = step / cut
+    else:
+        p = max(0.0, 1 - (step - cut) / max(1, total - cut))
+    return (1 + p * (ratio - 1)) / ratio

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from elmoc.errors import ConfigError
+from elmoc.train.schedule import slanted_triangular  # noqa: F401 (the recipes' schedule; re-exported)
 
 
 class Recipe:
@@ -50,18 +51,6 @@ class Recipe:
 
     def lowest_layer(self, epoch: int, top: int) -> int:
         return 0
-
-
-def slanted_triangular(step: int, total: int, cut_frac: float, ratio: float) -> float:
-    """ULMFiT's slanted triangular multiplier of the peak rate at ``step`` (0-based) of ``total``:
-    a linear rise from 1/ratio to 1 over the first ``cut_frac`` of the steps, then a linear fall
-    back towards 1/ratio (ULMFiT's eq. 3)."""
-    cut = max(1, math.floor(total * cut_frac))
-    if step < cut:
-        p = step / cut
-    else:
-        p = max(0.0, 1 - (step - cut) / max(1, total - cut))
-    return (1 + p * (ratio - 1)) / ratio
 
 
 def linear_warmup_decay(step: int, total: int, warmup_frac: float) -> float:
