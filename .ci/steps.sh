@@ -3,7 +3,8 @@
 #   step_beside NAME COMMAND...
 #                          starts COMMAND in the background, its output to a log file (not interleaved with
 #                          the steps that run meanwhile); the step runs beside the next ones
-#   step_join NAME         waits for that step, prints its log, records its time as "NAME (beside)";
+#   step_join NAME         waits for that step, prints its log, records its time (start to its own end) as
+#                          "NAME (beside)";
 #                          on failure prints the table and exits with its status
 #   summary                the table of the steps so far, slowest first, and the whole run's time
 #   check_budget           exit 3 with one line naming the slowest steps when the run took over BUDGET_S
@@ -55,7 +56,8 @@ step_beside() {
     CI_BESIDE_LOG[$name]=$(mktemp "${TMPDIR:-/tmp}/elmoc-ci-step.XXXXXX")
     CI_BESIDE_T0[$name]=$(date +%s)
     echo "=== ci: $name started beside the next steps (its output follows when it ends)"
-    "$@" > "${CI_BESIDE_LOG[$name]}" 2>&1 &
+    # its time ends when it ends (the first line of the log file's ".end"), not when it is joined
+    ( rc=0; "$@" || rc=$?; date +%s > "${CI_BESIDE_LOG[$name]}.end"; exit "$rc" ) > "${CI_BESIDE_LOG[$name]}" 2>&1 &
     CI_BESIDE_PID[$name]=$!
 }
 _ci_wait_beside() {  # NAME: wait for it, print its output, record its time; returns its status
@@ -63,10 +65,10 @@ _ci_wait_beside() {  # NAME: wait for it, print its output, record its time; ret
     wait "${CI_BESIDE_PID[$name]}" || rc=$?
     unset "CI_BESIDE_PID[$name]"
     CI_NAMES+=("$name (beside)")
-    CI_TIMES+=("$(( $(date +%s) - CI_BESIDE_T0[$name] ))")
+    CI_TIMES+=("$(( $(cat "${CI_BESIDE_LOG[$name]}.end" 2>/dev/null || date +%s) - CI_BESIDE_T0[$name] ))")
     echo "=== ci: $name (ran beside the steps above; its output)"
     cat "${CI_BESIDE_LOG[$name]}"
-    rm -f "${CI_BESIDE_LOG[$name]}"
+    rm -f "${CI_BESIDE_LOG[$name]}" "${CI_BESIDE_LOG[$name]}.end"
     return "$rc"
 }
 step_join() {

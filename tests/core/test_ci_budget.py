@@ -65,6 +65,9 @@ def test_a_step_beside_overlaps_the_next_step_and_prints_its_output_apart():
         < out.index("from-beside") < out.index("=== ci: two-node passed in 2 s"), out
     table = out.split("=== ci: step times\n")[1].splitlines()
     assert {row.split("s  ", 1)[1] for row in table[:2]} == {"two-node (beside)", "rehearsal"}, table
+    # a step beside that ends long before its join is timed to its own end
+    r = ci('step_beside "lint" bash -c "sleep 1"; step "make test" sleep 3; step_join "lint"', "100")
+    assert "=== ci: lint passed in 1 s" in r.stdout, r.stdout
 
 
 @pytest.mark.slow
