@@ -34,6 +34,10 @@ step() {
     "$@" || rc=$?
     CI_NAMES+=("$name")
     CI_TIMES+=("$(( $(date +%s) - t0 ))")
+    _ci_end "$name" "$rc"
+}
+_ci_end() {  # NAME RC: "passed", or "FAILED", the steps beside waited for, the table, exit RC
+    local name=$1 rc=$2
     if [ "$rc" -ne 0 ]; then
         echo "=== ci: $name FAILED (exit $rc) after ${CI_TIMES[-1]} s"
         _ci_join_all
@@ -75,13 +79,7 @@ step_join() {
     local name=$1 rc=0
     [ -n "${CI_BESIDE_PID[$name]:-}" ] || { echo "ci: error: step_join '$name': no such step_beside" >&2; exit 2; }
     _ci_wait_beside "$name" || rc=$?
-    if [ "$rc" -ne 0 ]; then
-        echo "=== ci: $name FAILED (exit $rc) after ${CI_TIMES[-1]} s"
-        _ci_join_all
-        summary
-        exit "$rc"
-    fi
-    echo "=== ci: $name passed in ${CI_TIMES[-1]} s"
+    _ci_end "$name" "$rc"
 }
 check_budget() {
     local total slowest
