@@ -92,7 +92,7 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of an LM training run (``elmoc train``, and ``elmoc distill`` for its student)."""
     from elmoc.directions import RUNS
 
-    parser.add_argument("--spec", required=True, help="LM spec YAML (results/lm/<variant>/spec.yaml)")
+    parser.add_argument("--spec", required=True, help="LM spec YAML (results/demo/lm/<variant>/spec.yaml)")
     parser.add_argument("--direction", choices=RUNS, required=True,
                         help="forward or backward: one direction of a spec with train.directions: separate "
                              "(the default); joint: both at once, for a spec with train.directions: joint; "

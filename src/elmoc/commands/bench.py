@@ -5,7 +5,7 @@ from elmoc.commands._options import DIR, add_device, add_output
 
 NAME = "bench"
 GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
-EXAMPLE = 'elmoc bench --quick --output-dir results/tables'
+EXAMPLE = 'elmoc bench --quick --output-dir results/demo/tables'
 HELP = "time real training steps of every output layer and encoder; print Tables 4 and 5"
 DESCRIPTION = (
     "Builds each benchmarked LM from an LM spec (synthetic random vector tables and token ids) and "

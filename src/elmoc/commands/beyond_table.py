@@ -8,8 +8,8 @@ from elmoc.commands._options import DIR, add_output
 NAME = "beyond-table"
 GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
 EXAMPLE = (
-    'elmoc beyond-table --heldout results/lm/*/*/heldout.json --tasks results/tasks/*/*/seed*.json '
-    '--output-dir results/tables'
+    'elmoc beyond-table --heldout results/demo/lm/*/*/heldout.json --tasks results/demo/tasks/*/*/seed*.json '
+    '--output-dir results/demo/tables'
 )
 HELP = "build the table beyond the paper (encoder x output layer) from result files"
 DESCRIPTION = (
@@ -28,19 +28,19 @@ TABLES = ("beyond",)  # the tables written into --output-dir (tests check these 
 
 def outputs(args: argparse.Namespace) -> dict:
     """What is written: each table's .md/.csv/.tex/.html in --output-dir, not the folder (the
-    workflow's results/tables also holds the input --bench, results/tables/bench.json)."""
+    workflow's results/demo/tables also holds the input --bench, results/demo/tables/bench.json)."""
     from elmoc.tables.render import out_dir_outputs
 
     return out_dir_outputs(TABLES, args.output_dir)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--heldout", nargs="*", default=[], help="results/lm/*/*/heldout.json")
-    parser.add_argument("--tasks", nargs="*", default=[], help="results/tasks/*/*/seed*.json")
+    parser.add_argument("--heldout", nargs="*", default=[], help="results/demo/lm/*/*/heldout.json")
+    parser.add_argument("--tasks", nargs="*", default=[], help="results/demo/tasks/*/*/seed*.json")
     parser.add_argument("--bench", help="bench.json of `elmoc bench` (an absent file: gaps)")
     parser.add_argument("--presets-json", metavar="JSON", help="{variant: preset name} of the config's variants "
                         "as a JSON object (default: none)")
-    add_output(parser, DIR, "output folder, e.g. results/tables", old=("--out-dir",))
+    add_output(parser, DIR, "output folder, e.g. results/demo/tables", old=("--out-dir",))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ from elmoc.commands._options import DIR, add_output
 
 NAME = "bpe"
 GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
-EXAMPLE = 'elmoc bpe --corpus results/corpus/train --output-dir results/bpe'
+EXAMPLE = 'elmoc bpe --corpus results/demo/corpus/train --output-dir results/demo/bpe'
 HELP = "learn BPE merges on the corpus; write tokenizer.json and an elmoc vocabulary of subwords"
 DESCRIPTION = (
     "Learns byte-pair-encoding merges (Hugging Face tokenizers, whitespace-split corpus tokens, "
@@ -25,12 +25,12 @@ def add_arguments(parser) -> None:
 
     add_section_argument(parser, "variants section (bpe_merges, bpe_min_frequency)")
     parser.add_argument("--corpus", required=True, nargs="+",
-                        help="training text: files or directories of shards (results/corpus/train)")
+                        help="training text: files or directories of shards (results/demo/corpus/train)")
     parser.add_argument("--num-merges", type=int, default=None,
                         help="BPE merges to learn (paper: about 30K; default 30000)")
     parser.add_argument("--min-frequency", type=int, default=None,
                         help="minimum pair frequency for a merge (default 2)")
-    add_output(parser, DIR, "output folder, e.g. results/bpe", old=("--out-dir",))
+    add_output(parser, DIR, "output folder, e.g. results/demo/bpe", old=("--out-dir",))
 
 
 def run(args) -> int:

@@ -6,8 +6,8 @@ from elmoc.commands._options import FILE, add_output
 NAME = "cnn-table"
 GROUP = "internals"  # its heading in `elmoc --help` (cli.GROUPS)
 EXAMPLE = (
-    'elmoc cnn-table --checkpoint results/lm/elmo/forward/model.pt --vocab results/vocab/vocab.txt '
-    '--output results/vectors/cnn.npy'
+    'elmoc cnn-table --checkpoint results/demo/lm/elmo/forward/model.pt --vocab results/demo/vocab/vocab.txt '
+    '--output results/demo/vectors/cnn.npy'
 )
 HELP = "write the trained char-CNN's vector of every vocabulary word as a frozen .npy table"
 DESCRIPTION = (
@@ -33,9 +33,9 @@ def implicit_inputs(args) -> dict:
 def add_arguments(parser) -> None:
     parser.add_argument("--checkpoint", required=True,
                         help="trained ELMo LM: the forward direction's model.pt, or a joint bi-LM's "
-                        "(results/lm/elmo/joint/model.pt), whose char-CNN both directions share")
-    parser.add_argument("--vocab", required=True, help="vocabulary the table is aligned with (results/vocab/vocab.txt)")
-    add_output(parser, FILE, "output .npy (results/vectors/cnn.npy)", old=("--out",))
+                        "(results/demo/lm/elmo/joint/model.pt), whose char-CNN both directions share")
+    parser.add_argument("--vocab", required=True, help="vocabulary the table is aligned with (results/demo/vocab/vocab.txt)")
+    add_output(parser, FILE, "output .npy (results/demo/vectors/cnn.npy)", old=("--out",))
     parser.add_argument("--chunk", type=int, default=2000, help="words per forward pass (default 2000)")
 
 

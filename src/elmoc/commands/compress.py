@@ -8,8 +8,8 @@ from elmoc.commands._options import DIR, add_output
 NAME = "compress"
 GROUP = "use"  # its heading in `elmoc --help` (cli.GROUPS)
 EXAMPLE = (
-    'elmoc compress results/models/elmo-c --output-dir results/compressed/elmo-c/int8 --format int8 '
-    '--measure results/corpus/heldout.txt'
+    'elmoc compress results/demo/models/elmo-c --output-dir results/demo/compressed/elmo-c/int8 --format int8 '
+    '--measure results/demo/corpus/heldout.txt'
 )
 HELP = "write a float16/bfloat16/int8 copy of a model directory, with its measured size, speed and fidelity"
 DESCRIPTION = (

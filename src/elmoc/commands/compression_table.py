@@ -8,9 +8,9 @@ from elmoc.commands._options import DIR, add_output
 NAME = "compression-table"
 GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
 EXAMPLE = (
-    'elmoc compression-table --original results/models/elmo-c --models-under results/compressed/elmo-c '
-    '--sentences results/corpus/heldout.txt --work-dir results/compression-work/elmo-c --output-dir '
-    'results/tables/compression'
+    'elmoc compression-table --original results/demo/models/elmo-c --models-under results/demo/compressed/elmo-c '
+    '--sentences results/demo/corpus/heldout.txt --work-dir results/demo/compression-work/elmo-c --output-dir '
+    'results/demo/tables/compression'
 )
 HELP = "one table of a model and its smaller versions (float16/int8 copies, students, pruned, ticket): size, speed, fidelity, scores"
 DESCRIPTION = (
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a smaller model directory and its role (repeat)")
     parser.add_argument("--models-under", metavar="DIR", help="also every model directory DIR/ROLE/ (role = its name)")
     parser.add_argument("--sentences", required=True, help="sentences to time and compare on, one per line "
-                        "(the heldout shard, results/corpus/heldout.txt)")
+                        "(the heldout shard, results/demo/corpus/heldout.txt)")
     parser.add_argument("--num-sentences", type=int, default=200, help="the first N of them (default 200)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds of every model (default 3)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")

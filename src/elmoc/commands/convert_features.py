@@ -5,7 +5,7 @@ import argparse
 
 NAME = "convert-features"
 GROUP = "use"  # its heading in `elmoc --help` (cli.GROUPS)
-EXAMPLE = 'elmoc convert-features results/features/elmo-c/sst5.hdf5 sst5.contiguous.hdf5 --layout contiguous'
+EXAMPLE = 'elmoc convert-features results/demo/features/elmo-c/sst5.hdf5 sst5.contiguous.hdf5 --layout contiguous'
 HELP = "rewrite a feature HDF5 file in the allennlp or contiguous layout, float32 or float16"
 DESCRIPTION = (
     "Read a feature file of either layout (written by `elmoc extract`, `elmoc embed --all` or "

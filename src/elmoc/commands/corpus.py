@@ -5,7 +5,7 @@ from elmoc.commands._options import DIR, add_output
 
 NAME = "corpus"
 GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
-EXAMPLE = 'elmoc corpus --source lines:my_corpus.txt --heldout 0.1 --output-dir results/corpus'
+EXAMPLE = 'elmoc corpus --source lines:my_corpus.txt --heldout 0.1 --output-dir results/demo/corpus'
 HELP = "clean, shuffle and split corpus sources into train shards + heldout.txt"
 DESCRIPTION = (
     "Read every --source FORMAT:PATH_OR_GLOB (FORMAT: lines = one tokenized sentence per line; "
@@ -36,7 +36,7 @@ def add_arguments(parser) -> None:
                         help="training text (repeatable); quote globs")
     parser.add_argument("--heldout-source", action="append", default=[], metavar="FORMAT:PATH_OR_GLOB",
                         help="heldout text instead of a split of the sources (repeatable)")
-    add_output(parser, DIR, "output directory, e.g. results/corpus: absent, empty or an earlier output of this command (replaced atomically)", old=("--out",))
+    add_output(parser, DIR, "output directory, e.g. results/demo/corpus: absent, empty or an earlier output of this command (replaced atomically)", old=("--out",))
     parser.add_argument("--shards", type=int, default=None,
                         help="number of train shards; 0 = one shard per train file, unshuffled (default 1)")
     parser.add_argument("--heldout", type=float, default=None,

@@ -6,8 +6,8 @@ import argparse
 NAME = "distill"
 GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
 EXAMPLE = (
-    'elmoc distill --spec student.yaml --teacher results/lm/elmo-c/forward/model.pt --direction forward '
-    '--output-dir results/distill/small/forward'
+    'elmoc distill --spec student.yaml --teacher results/demo/lm/elmo-c/forward/model.pt --direction forward '
+    '--output-dir results/demo/distill/small/forward'
 )
 HELP = "train a smaller student LM (one direction) to reproduce a trained teacher's representations"
 DESCRIPTION = (
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_training_arguments(parser)
     parser.add_argument("--teacher", required=True,
-                        help="the teacher's model.pt for --direction (results/lm/<variant>/<direction>/model.pt)")
+                        help="the teacher's model.pt for --direction (results/demo/lm/<variant>/<direction>/model.pt)")
     add_section_argument(parser, "distill.students.<name> (lm_weight, layer_weights, layers, init_from_teacher)")
 
 

@@ -7,7 +7,7 @@ from elmoc.commands._options import FILE, add_output
 
 NAME = "downstream-table"
 GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
-EXAMPLE = 'elmoc downstream-table --inputs results/tasks/*/*/seed*.json --output results/tables/downstream.md'
+EXAMPLE = 'elmoc downstream-table --inputs results/demo/tasks/*/*/seed*.json --output results/demo/tables/downstream.md'
 HELP = "write the flat downstream table (Markdown, optional CSVs) from task metrics JSON files"
 DESCRIPTION = (
     "Mean ± std over seeds per task and variant of the task metrics JSONs --inputs: Markdown to --output, "
@@ -20,7 +20,7 @@ OUTPUTS = ('output', 'csv', 'runs_csv')
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--inputs", nargs="+", required=True, help="results/tasks/*/*/seed*.json")
+    parser.add_argument("--inputs", nargs="+", required=True, help="results/demo/tasks/*/*/seed*.json")
     add_output(parser, FILE, "the table in Markdown")
     parser.add_argument("--csv", help="also write the table as CSV here")
     parser.add_argument("--runs-csv", help="also write every single run as CSV here")

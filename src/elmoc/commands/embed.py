@@ -5,7 +5,7 @@ import argparse
 
 NAME = "embed"
 GROUP = "use"  # its heading in `elmoc --help` (cli.GROUPS)
-EXAMPLE = 'elmoc embed sentences.txt embeddings.hdf5 --model results/models/elmo-c --all --device auto'
+EXAMPLE = 'elmoc embed sentences.txt embeddings.hdf5 --model results/demo/models/elmo-c --all --device auto'
 HELP = "embed a file of sentences with an exported model directory into HDF5 (allennlp elmo layout)"
 DESCRIPTION = (
     "Read one sentence per line (whitespace-tokenized, or raw text with --tokenize), run the "

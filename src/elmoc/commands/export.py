@@ -9,10 +9,10 @@ from elmoc.directions import DIRECTIONS
 
 NAME = "export"
 GROUP = "use"  # its heading in `elmoc --help` (cli.GROUPS)
-EXAMPLE = 'elmoc export --variant elmo-c --output-dir results/models/elmo-c'
+EXAMPLE = 'elmoc export --variant elmo-c --results results/demo --output-dir results/demo/models/elmo-c'
 HELP = "write a self-contained model directory (weights, vocabulary, tables, model card)"
 DESCRIPTION = (
-    "Collect both directions of a trained variant (results/lm/VARIANT/{forward,backward}/model.pt; "
+    "Collect both directions of a trained variant (RESULTS/lm/VARIANT/{forward,backward}/model.pt; "
     "a joint bi-LM's joint/model.pt; a masked LM's masked/model.pt, one bidirectional stack; a "
     "one-direction LM's forward/model.pt alone, train.directions: forward), "
     "the vocabulary, the frozen input tables and, for FastText inputs, fastText's n-gram buckets "
@@ -32,7 +32,7 @@ OUTPUTS = ('output_dir',)
 
 def outputs(args: argparse.Namespace) -> dict:
     """What is written: the folder --output-dir, replaced whole; with --format checkpoints only the
-    files {direction}/model.pt and heldout.json in it (the workflow's results/lm/elmo, beside its
+    files {direction}/model.pt and heldout.json in it (the workflow's results/<run>/lm/elmo, beside its
     spec.yaml, which is an input)."""
     from pathlib import Path
 
@@ -66,9 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--forward", help="forward model.pt (instead of --variant)")
     parser.add_argument("--backward", help="backward model.pt (instead of --variant; none for a one-direction LM)")
     parser.add_argument("--fasttext-model", help="fastText .bin the input table was made from "
-                        "(default: results/fasttext/NAME.bin beside the table)")
+                        "(default: results/demo/fasttext/NAME.bin beside the table)")
     parser.add_argument("--char-cnn-model", help="ELMo model.pt whose char-CNN made a char-CNN input table "
-                        "(default: results/lm/elmo/joint/model.pt, else .../forward/model.pt, beside results/vectors/cnn.npy)")
+                        "(default: results/demo/lm/elmo/joint/model.pt, else .../forward/model.pt, beside results/demo/vectors/cnn.npy)")
     parser.add_argument("--boundaries", choices=("auto", "true", "false"), default=None,
                         help="embed with <s> ... </s> around sentences: auto (default) by the model's kind, as "
                         "`elmoc extract` (the released ELMo yes, LMs elmoc trained no); true or false forces it")

@@ -10,9 +10,9 @@ from elmoc.features.boundaries import boundaries_flags, boundaries_option
 NAME = "extract"
 GROUP = "use"  # its heading in `elmoc --help` (cli.GROUPS)
 EXAMPLE = (
-    'elmoc extract --forward results/lm/elmo-c/forward/model.pt --backward '
-    'results/lm/elmo-c/backward/model.pt --sentences results/tasks/sst5/sentences.txt --output '
-    'results/features/elmo-c/sst5.hdf5'
+    'elmoc extract --forward results/demo/lm/elmo-c/forward/model.pt --backward '
+    'results/demo/lm/elmo-c/backward/model.pt --sentences results/demo/tasks/sst5/sentences.txt --output '
+    'results/demo/features/elmo-c/sst5.hdf5'
 )
 HELP = "write bi-LM layer activations for a sentences file to HDF5 (allennlp elmo layout)"
 DESCRIPTION = (
@@ -60,9 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output(parser, FILE, "HDF5 file to write")
     parser.add_argument("--vocab", help="vocabulary file (default: the one recorded in the checkpoint)")
     parser.add_argument("--fasttext-model", help="fastText .bin composing out-of-vocabulary words of a FastText "
-                        "input (default: results/fasttext/NAME.bin beside the input table)")
+                        "input (default: results/demo/fasttext/NAME.bin beside the input table)")
     parser.add_argument("--char-cnn-model", help="ELMo model.pt whose char-CNN made a char-CNN input table "
-                        "(ELMo-C-CNN; default: results/lm/elmo/joint/model.pt, else .../forward/model.pt, beside results/vectors/cnn.npy)")
+                        "(ELMo-C-CNN; default: results/demo/lm/elmo/joint/model.pt, else .../forward/model.pt, beside results/demo/vectors/cnn.npy)")
     parser.add_argument("--closed-vocabulary", action="store_true",
                         help="map words outside the LM vocabulary to <unk> instead of composing their input vectors")
     parser.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default 64)")

@@ -5,7 +5,7 @@ from elmoc.commands._options import FILE, add_output
 
 NAME = "fasttext"
 GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
-EXAMPLE = 'elmoc fasttext --corpus results/corpus/train --output results/fasttext/cc.bin'
+EXAMPLE = 'elmoc fasttext --corpus results/demo/corpus/train --output results/demo/fasttext/cc.bin'
 HELP = "train a fastText skipgram subword model on the corpus (or fetch a pretrained .bin) and evaluate it"
 DESCRIPTION = (
     "With --corpus: train fastText skipgram with character n-grams on the concatenated "
@@ -36,7 +36,7 @@ def add_arguments(parser) -> None:
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--corpus", metavar="TRAIN_DIR", help="directory of shard_*.txt to train on")
     src.add_argument("--pretrained", metavar="SOURCE", help="pretrained model: URL, pypi:PKG==VER or local path")
-    add_output(parser, FILE, "output model, e.g. results/fasttext/cc.bin", old=("--out",))
+    add_output(parser, FILE, "output model, e.g. results/demo/fasttext/cc.bin", old=("--out",))
     parser.add_argument("--sha256", default="none", help="pinned sha256 of --pretrained ('none' = not pinned)")
     parser.add_argument("--member", default=None, help="the .bin inside a --pretrained zip")
     parser.add_argument("--cache", default="resources/downloads/.cache",

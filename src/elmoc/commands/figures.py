@@ -7,7 +7,7 @@ from elmoc.commands._options import DIR, add_output
 
 NAME = "figures"
 GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
-EXAMPLE = 'elmoc figures --heldout results/lm/*/*/heldout.json --output-dir results/figures'
+EXAMPLE = 'elmoc figures --heldout results/demo/lm/*/*/heldout.json --output-dir results/demo/figures'
 HELP = "draw the figures (heldout metric curves, speed bars ours vs paper, S2 memory) as PNG and PDF"
 DESCRIPTION = (
     "Into --output-dir: heldout_curves (heldout metric vs tokens and wall time, from --heldout), "
@@ -21,9 +21,9 @@ OUTPUTS = ('output_dir',)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--heldout", nargs="*", default=[], help="results/lm/*/*/heldout.json")
+    parser.add_argument("--heldout", nargs="*", default=[], help="results/demo/lm/*/*/heldout.json")
     parser.add_argument("--bench", help="bench.json of `elmoc bench` (an absent file: gaps)")
-    add_output(parser, DIR, "output folder, e.g. results/figures", old=("--out-dir",))
+    add_output(parser, DIR, "output folder, e.g. results/demo/figures", old=("--out-dir",))
 
 
 def run(args: argparse.Namespace) -> int:

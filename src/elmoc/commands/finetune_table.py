@@ -7,7 +7,7 @@ from elmoc.commands._options import FILE, add_output
 
 NAME = "finetune-table"
 GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
-EXAMPLE = 'elmoc finetune-table --inputs results/finetune/*/*/*/seed*.json --output results/tables/finetune.md'
+EXAMPLE = 'elmoc finetune-table --inputs results/demo/finetune/*/*/*/seed*.json --output results/demo/tables/finetune.md'
 HELP = "write the side-by-side table of features and fine-tuning (Markdown, CSV, LaTeX, HTML) from task metrics JSONs"
 DESCRIPTION = (
     "Rows variant x mode (features, then each fine-tuning recipe, read from each metrics JSON's encoder and "
@@ -22,7 +22,7 @@ OUTPUTS = ('output', 'csv', 'tex', 'html')
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inputs", nargs="+", required=True,
-                        help="results/tasks/*/*/seed*.json and results/finetune/*/*/*/seed*.json")
+                        help="results/demo/tasks/*/*/seed*.json and results/demo/finetune/*/*/*/seed*.json")
     add_output(parser, FILE, "the table in Markdown")
     parser.add_argument("--csv", help="also write the table as CSV here")
     parser.add_argument("--tex", help="also write the table as LaTeX (booktabs) here")

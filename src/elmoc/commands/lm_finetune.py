@@ -8,15 +8,15 @@ from elmoc.commands._options import DIR, add_device, add_output
 NAME = "lm-finetune"
 GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
 EXAMPLE = (
-    'elmoc lm-finetune --lm-dir results/lm/elmo-c --text results/tasks/sst5/text --output-dir '
-    'results/lm_finetune/elmo-c/sst5/model'
+    'elmoc lm-finetune --lm-dir results/demo/lm/elmo-c --text results/demo/tasks/sst5/text --output-dir '
+    'results/demo/lm_finetune/elmo-c/sst5/model'
 )
 HELP = "fine-tune a trained LM on a task's own text with its own objective (ULMFiT), as a model directory"
 DESCRIPTION = (
-    "ULMFiT's intermediate step: every training run of the variant in --lm-dir (results/lm/VARIANT: forward "
+    "ULMFiT's intermediate step: every training run of the variant in --lm-dir (results/demo/lm/VARIANT: forward "
     "and backward, or the one joint or masked LM) continues from its model.pt on the task's text with the "
     "LM's own output layer and loss, through the training loop of `elmoc train`, for lm_finetune.epochs "
-    "epochs. --text is the task's split folder (results/tasks/TASK/text: train.txt, dev.txt, test.txt, from "
+    "epochs. --text is the task's split folder (results/demo/tasks/TASK/text: train.txt, dev.txt, test.txt, from "
     "`elmoc task-sentences --split-dir`): its train and dev sentences by default (lm_finetune.text "
     "train_dev), test's too with lm_finetune.text transductive (the model.pt's lm_finetuned section says "
     "which); a sentences file is read whole (its splits unknown: a warning). The optimizer "
@@ -61,10 +61,10 @@ def implicit_inputs(args: argparse.Namespace) -> dict:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from elmoc.config_section import add_section_argument
 
-    parser.add_argument("--lm-dir", required=True, help="the trained variant's folder (results/lm/VARIANT)")
-    parser.add_argument("--text", required=True, help="the task's split folder (results/tasks/TASK/text, from "
+    parser.add_argument("--lm-dir", required=True, help="the trained variant's folder (results/demo/lm/VARIANT)")
+    parser.add_argument("--text", required=True, help="the task's split folder (results/demo/tasks/TASK/text, from "
                         "`elmoc task-sentences --split-dir`), or a sentences file read whole")
-    add_output(parser, DIR, "the model directory to write (results/lm_finetune/VARIANT/TASK/model); its parent "
+    add_output(parser, DIR, "the model directory to write (results/demo/lm_finetune/VARIANT/TASK/model); its parent "
                              "is the work folder", old=("--output",))
     parser.add_argument("--epochs", type=int, default=None, help="epochs over the text (default 1; the workflow "
                         "passes lm_finetune.epochs in --section-json instead)")

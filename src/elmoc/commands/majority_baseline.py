@@ -9,7 +9,7 @@ NAME = "majority-baseline"
 GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
 EXAMPLE = (
     'elmoc majority-baseline --task sst5 --config config/config.yaml --output '
-    'results/tasks/sst5/majority/seed1.json'
+    'results/demo/tasks/sst5/majority/seed1.json'
 )
 HELP = "score always predicting a task's most frequent training label; write the task metrics JSON"
 DESCRIPTION = (

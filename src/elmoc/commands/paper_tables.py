@@ -8,8 +8,8 @@ from elmoc.commands._options import DIR, add_output
 NAME = "paper-tables"
 GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
 EXAMPLE = (
-    'elmoc paper-tables --heldout results/lm/*/*/heldout.json --tasks results/tasks/*/*/seed*.json '
-    '--output-dir results/tables'
+    'elmoc paper-tables --heldout results/demo/lm/*/*/heldout.json --tasks results/demo/tasks/*/*/seed*.json '
+    '--output-dir results/demo/tables'
 )
 HELP = "build the paper's Tables 2-5 (Markdown, CSV, LaTeX, HTML) from result files"
 DESCRIPTION = (
@@ -27,18 +27,18 @@ TABLES = ("table2", "table3", "table4_speed", "table5_speed")  # the tables writ
 
 def outputs(args: argparse.Namespace) -> dict:
     """What is written: each table's .md/.csv/.tex/.html in --output-dir, not the folder (the
-    workflow's results/tables also holds the input --bench, results/tables/bench.json)."""
+    workflow's results/demo/tables also holds the input --bench, results/demo/tables/bench.json)."""
     from elmoc.tables.render import out_dir_outputs
 
     return out_dir_outputs(TABLES, args.output_dir)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--heldout", nargs="*", default=[], help="results/lm/*/*/heldout.json")
-    parser.add_argument("--tasks", nargs="*", default=[], help="results/tasks/*/*/seed*.json")
-    parser.add_argument("--majority", nargs="*", default=[], help="results/baselines/*/majority.json")
+    parser.add_argument("--heldout", nargs="*", default=[], help="results/demo/lm/*/*/heldout.json")
+    parser.add_argument("--tasks", nargs="*", default=[], help="results/demo/tasks/*/*/seed*.json")
+    parser.add_argument("--majority", nargs="*", default=[], help="results/demo/baselines/*/majority.json")
     parser.add_argument("--bench", help="bench.json of `elmoc bench` (an absent file: gaps)")
-    add_output(parser, DIR, "output folder, e.g. results/tables", old=("--out-dir",))
+    add_output(parser, DIR, "output folder, e.g. results/demo/tables", old=("--out-dir",))
 
 
 def run(args: argparse.Namespace) -> int:

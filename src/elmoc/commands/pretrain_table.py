@@ -7,7 +7,7 @@ from elmoc.commands._options import FILE, add_output
 
 NAME = "pretrain-table"
 GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
-EXAMPLE = 'elmoc pretrain-table --inputs results/lm/*/*/heldout.json --output results/tables/pretrain.md'
+EXAMPLE = 'elmoc pretrain-table --inputs results/demo/lm/*/*/heldout.json --output results/demo/tables/pretrain.md'
 HELP = "write the flat pretraining table (Markdown, optional CSV and loss curves) from heldout.json files"
 DESCRIPTION = (
     "One row per trained direction (or joint / masked run) of the heldout.json files --inputs (with the "
@@ -21,7 +21,7 @@ OUTPUTS = ('output', 'csv', 'plot')
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--inputs", nargs="+", required=True, help="results/lm/*/*/heldout.json")
+    parser.add_argument("--inputs", nargs="+", required=True, help="results/demo/lm/*/*/heldout.json")
     add_output(parser, FILE, "the table in Markdown")
     parser.add_argument("--csv", help="also write the table as CSV here")
     parser.add_argument("--plot", help="also draw training-loss curves (PNG) here")

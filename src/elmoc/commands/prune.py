@@ -10,8 +10,8 @@ from elmoc.directions import RUNS
 NAME = "prune"
 GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
 EXAMPLE = (
-    'elmoc prune --model results/lm/elmo-c/forward/model.pt --direction forward --output-dir '
-    'results/prune/elmo-c/magnitude/forward'
+    'elmoc prune --model results/demo/lm/elmo-c/forward/model.pt --direction forward --output-dir '
+    'results/demo/prune/elmo-c/magnitude/forward'
 )
 HELP = "prune a trained LM (magnitude or whole units) with fine-tuning between rounds; optionally its lottery ticket"
 DESCRIPTION = (
@@ -46,7 +46,7 @@ def implicit_inputs(args: argparse.Namespace) -> dict:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from elmoc.config_section import add_section_argument
 
-    parser.add_argument("--model", required=True, help="the trained LM's model.pt (results/lm/<variant>/<run>/)")
+    parser.add_argument("--model", required=True, help="the trained LM's model.pt (results/demo/lm/<variant>/<run>/)")
     parser.add_argument("--direction", choices=RUNS, required=True, help="the run --model is (as `elmoc train`)")
     add_output(parser, DIR, "where round1/ ... , ticket/, control/ and prune.json go")
     add_section_argument(parser, "prune")

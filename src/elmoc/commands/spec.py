@@ -7,7 +7,7 @@ from elmoc.commands._options import FILE, add_output
 
 NAME = "spec"
 GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
-EXAMPLE = 'elmoc spec --config config/config.yaml --variant elmo-c --output results/lm/elmo-c/spec.yaml'
+EXAMPLE = 'elmoc spec --config config/config.yaml --variant elmo-c --output results/demo/lm/elmo-c/spec.yaml'
 HELP = "resolve an LM variant (preset + overrides) into a spec YAML file"
 DESCRIPTION = (
     "Write the complete LM spec of one variant. Either give --config and --variant "

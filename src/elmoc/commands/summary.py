@@ -7,7 +7,7 @@ from elmoc.commands._options import FILE, add_output
 
 NAME = "summary"
 GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
-EXAMPLE = 'elmoc summary --heldout results/lm/*/*/heldout.json --tasks results/tasks/*/*/seed*.json'
+EXAMPLE = 'elmoc summary --heldout results/demo/lm/*/*/heldout.json --tasks results/demo/tasks/*/*/seed*.json'
 HELP = "print params and training tokens/s per variant (ratios to ELMo-C), heldout metric, downstream vs baselines"
 DESCRIPTION = (
     "Reads heldout.json (+ train_log.jsonl beside it) of every LM direction, the downstream metrics JSONs "
@@ -19,9 +19,9 @@ INPUTS = ('heldout', 'tasks', 'majority')  # args naming files read; an output a
 OUTPUTS = ('output',)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--heldout", nargs="*", default=[], help="results/lm/*/*/heldout.json")
-    parser.add_argument("--tasks", nargs="*", default=[], help="results/tasks/*/*/seed*.json")
-    parser.add_argument("--majority", nargs="*", default=[], help="results/baselines/*/majority.json")
+    parser.add_argument("--heldout", nargs="*", default=[], help="results/demo/lm/*/*/heldout.json")
+    parser.add_argument("--tasks", nargs="*", default=[], help="results/demo/tasks/*/*/seed*.json")
+    parser.add_argument("--majority", nargs="*", default=[], help="results/demo/baselines/*/majority.json")
     add_output(parser, FILE, "also write the summary to this text file", required=False)
 
 

@@ -5,7 +5,7 @@ import argparse
 
 NAME = "tables"
 GROUP = "internals"  # its heading in `elmoc --help` (cli.GROUPS)
-EXAMPLE = 'elmoc tables pretrain --inputs results/lm/elmo-c/forward/heldout.json --output pretrain.md'
+EXAMPLE = 'elmoc tables pretrain --inputs results/demo/lm/elmo-c/forward/heldout.json --output pretrain.md'
 HELP = ("run paper-tables, beyond-table, figures, pretrain-table, downstream-table, majority-baseline or "
         "config-dump by kind")
 DESCRIPTION = (

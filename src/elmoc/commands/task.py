@@ -7,7 +7,7 @@ NAME = "task"
 GROUP = "evaluate"  # its heading in `elmoc --help` (cli.GROUPS)
 EXAMPLE = (
     'elmoc task --task sst5 --config config/config.yaml --variant elmo-c --features '
-    'results/features/elmo-c/sst5.hdf5 --output results/tasks/sst5/elmo-c/seed1.json'
+    'results/demo/features/elmo-c/sst5.hdf5 --output results/demo/tasks/sst5/elmo-c/seed1.json'
 )
 HELP = "train a downstream task model on LM features and/or FastText vectors; write the metrics JSON"
 DESCRIPTION = (
@@ -21,7 +21,7 @@ DESCRIPTION = (
     'data paths are not configured gets '
     '"status": "no data: set tasks.<task>.<key>" instead of an error. --device cuda (or cuda:N, or auto '
     'when a GPU is visible) trains on the GPU; the code path is the CPU one plus .to(device). '
-    "The run keeps its state in <output without .json>.run/ (results/tasks/<task>/<variant>/seed<N>.run/): "
+    "The run keeps its state in <output without .json>.run/ (results/demo/tasks/<task>/<variant>/seed<N>.run/): "
     "checkpoint.pt, written atomically at every epoch's end, every trainer.checkpoint_minutes (default 30) "
     "and on a stop, holds the model, optimizer, learning-rate schedules, early-stopping state, every random "
     "generator and the position in the epoch's shuffled batches; a rerun of the same command resumes from it "
@@ -68,12 +68,12 @@ def add_arguments(parser) -> None:
     add_task_section_arguments(parser, config_help="workflow config (uses tasks.<task> and scale) or a single task section YAML")
     parser.add_argument("--variant", required=True, help="name recorded in the metrics JSON (LM variant, or 'fasttext')")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    add_output(parser, FILE, "metrics JSON to write (e.g. results/tasks/sst5/elmo-c/seed1.json)")
-    parser.add_argument("--features", help="HDF5 features of the task's sentences (results/features/{variant}/{task}.hdf5)")
+    add_output(parser, FILE, "metrics JSON to write (e.g. results/demo/tasks/sst5/elmo-c/seed1.json)")
+    parser.add_argument("--features", help="HDF5 features of the task's sentences (results/demo/features/{variant}/{task}.hdf5)")
     parser.add_argument("--fasttext", help="static word vectors: fastText .bin model or .npy table (with --vocab)")
     parser.add_argument("--lm", metavar="DIR", help="encoder: fine_tune: the bi-LM's model directory "
-                        "(`elmoc export`, results/models/{variant}); not with --features")
-    parser.add_argument("--vocab", help="vocabulary file the .npy table follows (results/vocab/vocab.txt)")
+                        "(`elmoc export`, results/demo/models/{variant}); not with --features")
+    parser.add_argument("--vocab", help="vocabulary file the .npy table follows (results/demo/vocab/vocab.txt)")
     parser.add_argument("--scale", choices=["demo", "cpu", "full"], help="label of the run (default: the config's `scale`, else demo)")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
     add_device(parser)
@@ -89,7 +89,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--save-model", metavar="DIR", help="also write the trained task model as a directory "
                         "(weights, section, vocabularies, lm/) that `elmoc predict --task-model DIR` reads")
     parser.add_argument("--lm-model", metavar="DIR", help="with --save-model and --features: the model directory "
-                        "(`elmoc export`, results/models/<variant>) the features came from; copied into DIR/lm")
+                        "(`elmoc export`, results/demo/models/<variant>) the features came from; copied into DIR/lm")
 
 
 def run(args) -> int:

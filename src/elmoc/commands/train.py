@@ -8,8 +8,8 @@ from elmoc.commands._options import add_training_arguments
 NAME = "train"
 GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
 EXAMPLE = (
-    'elmoc train --spec results/lm/elmo-c/spec.yaml --direction forward --output-dir '
-    'results/lm/elmo-c/forward --device auto'
+    'elmoc train --spec results/demo/lm/elmo-c/spec.yaml --direction forward --output-dir '
+    'results/demo/lm/elmo-c/forward --device auto'
 )
 HELP = "pretrain one direction (forward or backward) of an LM variant, or its joint bi-LM, from its spec"
 DESCRIPTION = (

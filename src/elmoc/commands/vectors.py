@@ -6,8 +6,8 @@ from elmoc.commands._options import FILE, add_output
 NAME = "vectors"
 GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
 EXAMPLE = (
-    'elmoc vectors --vocab results/vocab/vocab.txt --model results/fasttext/cc.bin --output '
-    'results/vectors/cc.npy'
+    'elmoc vectors --vocab results/demo/vocab/vocab.txt --model results/demo/fasttext/cc.bin --output '
+    'results/demo/vectors/cc.npy'
 )
 HELP = "write a float32 [vocab, dim] .npy table from a fastText .bin (or N(0,1) random)"
 DESCRIPTION = (
@@ -26,14 +26,14 @@ OUTPUTS = ('output',)
 def add_arguments(parser) -> None:
     from elmoc.config_section import add_section_argument
 
-    parser.add_argument("--vocab", required=True, help="vocabulary file (results/vocab/vocab.txt)")
+    parser.add_argument("--vocab", required=True, help="vocabulary file (results/demo/vocab/vocab.txt)")
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", help="fastText .bin model")
     src.add_argument("--random", action="store_true", help="N(0,1) random table instead")
     parser.add_argument("--dim", type=int, default=None, help="dimension of the --random table (default 300)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the --random table (default 1)")
     add_section_argument(parser, "fasttext.random section (with --random)")
-    add_output(parser, FILE, "output .npy, e.g. results/vectors/cc.npy", old=("--out",))
+    add_output(parser, FILE, "output .npy, e.g. results/demo/vectors/cc.npy", old=("--out",))
 
 
 def run(args) -> int:

@@ -5,7 +5,7 @@ from elmoc.commands._options import FILE, add_output
 
 NAME = "vocab"
 GROUP = "train"  # its heading in `elmoc --help` (cli.GROUPS)
-EXAMPLE = 'elmoc vocab --corpus results/corpus/train --output results/vocab/vocab.txt'
+EXAMPLE = 'elmoc vocab --corpus results/demo/corpus/train --output results/demo/vocab/vocab.txt'
 HELP = "build the frequency-sorted vocabulary from train shards, or load an external list"
 DESCRIPTION = (
     "Write OUTPUT as 'token<TAB>count' lines in id order: <pad> <s> </s> <unk> (ids 0-3), then "
@@ -27,9 +27,9 @@ def add_arguments(parser) -> None:
 
     add_section_argument(parser, "vocab section")
     src = parser.add_mutually_exclusive_group()
-    src.add_argument("--corpus", metavar="TRAIN_DIR", help="directory of shard_*.txt (results/corpus/train)")
+    src.add_argument("--corpus", metavar="TRAIN_DIR", help="directory of shard_*.txt (results/demo/corpus/train)")
     src.add_argument("--from-file", metavar="PATH", help="external vocabulary list, one token per line")
-    add_output(parser, FILE, "output vocabulary, e.g. results/vocab/vocab.txt", old=("--out",))
+    add_output(parser, FILE, "output vocabulary, e.g. results/demo/vocab/vocab.txt", old=("--out",))
     parser.add_argument("--max-size", type=int, default=None, help="cap on the size incl. specials (default: none)")
     parser.add_argument("--min-count", type=int, default=None, help="minimum corpus count (default 1; --corpus only)")
 
