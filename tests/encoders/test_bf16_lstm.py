@@ -120,6 +120,9 @@ def test_bf16_casts_per_step_do_not_grow_with_bptt_and_products_are_bf16(monkeyp
     assert rows[0]["casts"] == rows[1]["casts"] > 0
     directions = 1 if model == "ELMo-C" else 2  # ELMo-A and ELMo are joint bi-LMs
     assert rows[1]["mm_bf16"] - rows[0]["mm_bf16"] == 5 * 4 * 2 * directions  # 5 more steps, 4 products, 2 layers
+    # no compiled region on the Python loop: every operator is a host dispatch, so they grow with bptt
+    assert rows[0]["regions"] == 0 and [r["host"] for r in rows] == [r["ops"] for r in rows]
+    assert rows[1]["host"] > rows[0]["host"]
 
 
 @pytest.mark.gpu
@@ -173,4 +176,83 @@ def test_a_profile_without_dtypes_counts_no_casts_rather_than_zero():
     assert lstm_profile.classify(without)["dtypes_unrecorded"] == 1
     row = {"model": "ELMo-C", "precision": "bf16", "path": "new", "bptt": 5, "ops": 2.0, "casts": None,
            "cpu_temps": None, "mm_bf16": None, "mm_fp32": None, "cuda_launches": 10.0}
-    assert lstm_profile.format_row(row).split()[5:9] == ["n/r"] * 4
+    assert lstm_profile.format_row(row).split()[6:10] == ["n/r"] * 4  # after model, precision, path, bptt, ops, host
+
+
+def _event(name, parent=None, dtypes=()):
+    from types import SimpleNamespace
+
+    e = SimpleNamespace(name=name, input_dtypes=list(dtypes), input_shapes=[[2, 2]] * len(dtypes), cpu_parent=parent,
+                        cpu_children=[])
+    if parent is not None:
+        parent.cpu_children.append(e)
+    return e
+
+
+def test_host_dispatches_count_a_compiled_region_once_and_nothing_inside_it():
+    """``host``: the operators outside ``torch.compile``'s regions plus one per region call (on CUDA one graph
+    launch); the generated code's extern products inside a region (``aten::mm`` on the CPU) are in ``ops`` only.
+    The region's name is the profiler's (read in a CPU profile): "Torch-Compiled Region: <frame>/<variant>"."""
+    events = [_event("aten::linear", dtypes=["float"])]
+    events.append(_event("aten::addmm", events[0], ["float"]))
+    for _ in range(2):  # two calls of a compiled loop, three products each
+        region = _event("Torch-Compiled Region: 0/1")
+        call = _event("## Call CompiledFxGraph abc ##", region)
+        events += [region, call] + [_event("aten::mm", call, ["float", "float"]) for _ in range(3)]
+        events.append(_event("Torch-Compiled Region: 1/0", call))  # a nested region: part of its caller's call
+    events.append(_event("aten::add", dtypes=["float"]))
+    counts = lstm_profile.classify(events)
+    assert counts["ops"] == 2 + 2 * 3 and counts["regions"] == 2 and counts["host"] == 2 + 2
+    assert counts["mm_fp32"] == 1 + 6  # linear's addmm and the region's products
+
+
+def test_launch_counts_tell_kernel_launches_from_graph_launches():
+    names = ["cudaLaunchKernel", "cudaLaunchKernelExC_v11060", "cuLaunchKernel", "cudaGraphLaunch",
+             "cudaGraphLaunch_v10000", "cudaMemcpyAsync", "cudaStreamBeginCapture", "aten::mm", "cudaLaunchHostFunc"]
+    assert lstm_profile.launch_counts(names) == {"kernels": 3, "graphs": 2}
+
+
+def test_cudagraph_log_captures_the_trees_messages_and_counters(recwarn):
+    """The CUDA-graph trees' log (recordings at DEBUG, re-recordings with their reason, skips) and the
+    ``cudagraph*`` counters over a block, as the fused rows and the GPU check's fused step report them; other
+    warnings pass through."""
+    import logging
+    import warnings
+
+    from torch._dynamo.utils import counters
+
+    trees = logging.getLogger("torch._inductor.cudagraph_trees.__cudagraphs")
+    utils = logging.getLogger("torch._inductor.cudagraph_utils.__cudagraphs")
+    level = trees.level
+    with lstm_profile.CudagraphLog() as log:
+        trees.debug("[%s] Recording function=%s, mode=%s, cuda_graph_id=%d, inputs: %s", "0/1", "forward_loop",
+                    "INFERENCE", 3, "[...]")
+        trees.debug("[%s] Running warmup function=%s, mode=%s", "0/1", "forward_loop", "INFERENCE")
+        trees.debug("[%s] Re-recording function=%s, mode=%s, reason=%s", "0/1", "reverse_loop", "INFERENCE",
+                    "static input data pointer changed")
+        utils.warning("skipping cudagraphs due to mutated inputs (1 instances)")
+        counters["inductor"]["cudagraph_skips"] += 1
+        warnings.warn("Unable to hit fast path of CUDAGraphs because outputs from a previous step ...")
+        warnings.warn("an unrelated warning")
+    summary = log.summary()
+    assert (summary["recordings"], summary["rerecordings"], summary["skips"]) == (1, 1, 1)
+    assert summary["counters"]["cudagraph_skips"] == 1
+    assert any("static input data pointer changed" in m for m in summary["messages"])
+    assert any("Unable to hit fast path" in m for m in summary["messages"])
+    assert not any("Recording function" in m or "warmup" in m for m in summary["messages"])
+    assert [str(w.message) for w in recwarn] == ["an unrelated warning"]
+    assert trees.level == level and not trees.handlers  # the loggers as they were
+
+
+@pytest.mark.slow
+def test_host_dispatches_do_not_grow_with_bptt_on_the_fused_path(monkeypatch, tmp_path):
+    """Issue 44's "launches per step no longer grow with bptt", on the CPU: with the fused cell (the time loops
+    compiled; on CUDA one graph launch per call) the host's dispatches per training step are the same at two
+    window lengths, while the products inside the compiled loops (in ``ops``) still grow by 4 per time step and
+    layer; the Python loop's grow with every time step (test above).  Compiles two window lengths (slow)."""
+    monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")
+    rows = [lstm_profile.profile_steps("ELMo-C", "fp32", bptt, steps=1, scratch=tmp_path, fused=True) for bptt in (3, 6)]
+    assert rows[0]["warmup"] == lstm_profile.FUSED_WARMUP
+    assert rows[0]["regions"] == rows[1]["regions"] == 4  # 2 layers x (forward loop, reverse loop)
+    assert rows[0]["host"] == rows[1]["host"] > 0
+    assert rows[1]["ops"] - rows[0]["ops"] == 3 * 4 * 2
