@@ -636,8 +636,13 @@ def step_fused(args, out: Path, log) -> dict:
     launch counts of the tiny ELMo-C with it at bptt 10 and 20 (with --tiny at its bptt only)."""
     m = throughput_models(args.tiny)[0]  # ELMo-C
     m["spec"]["encoder"]["fused_cell"] = True
-    result = throughput_rows(args, out, log, [m], ("fused",))
     lp = lstm_profile()
+    # the CUDA graph trees' log (recordings, re-recordings and why, skips) and counters over the timed rows, so
+    # that a GPU run says why its graphs do not replay if they do not; each count row carries its own
+    with lp.CudagraphLog() as graphs:
+        result = throughput_rows(args, out, log, [m], ("fused",))
+    result["cudagraphs"] = graphs.summary()
+    log.write(f"CUDA graphs over the timed rows: {json.dumps(result['cudagraphs'])}\n")
     log.write(lp.HEADER + "\n")
     # each window length compiles anew: the CPU rehearsal counts only at its own bptt (compiled above)
     bptts = (m["bptt"],) if args.tiny else (10, 20)
@@ -1035,12 +1040,19 @@ def summary_markdown(results: dict, status: dict) -> str:
 
     def _counts(counts):
         lines = ["Operators, casts and products per step (`benchmarks/lstm_profile.py`, tiny models; "
-                 "`cpu_temps`: casts the CPU backend makes inside mixed-dtype operators):", "",
-                 "| model | precision | LSTM path | bptt | ops | casts | cpu_temps | bf16 products "
-                 "| fp32 products | CUDA launches |", "|---|---|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {c['model']} | {c['precision']} | {c['path']} | {c['bptt']} | {c['ops']:g} | {fmt(c['casts'], 'g', 'n/r')} "
+                 "`cpu_temps`: casts the CPU backend makes inside mixed-dtype operators; `host`: operators outside "
+                 "compiled regions + one per compiled call; kernel and graph launches on CUDA; `records`: CUDA "
+                 "graphs recorded during the profiled step, 0 when it replays):", "",
+                 "| model | precision | LSTM path | bptt | ops | host | casts | cpu_temps | bf16 products "
+                 "| fp32 products | kernel launches | graph launches | records | skips |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {c['model']} | {c['precision']} | {c['path']} | {c['bptt']} | {c['ops']:g} "
+                  f"| {fmt(c.get('host'), 'g')} | {fmt(c['casts'], 'g', 'n/r')} "
                   f"| {fmt(c['cpu_temps'], 'g', 'n/r')} | {fmt(c['mm_bf16'], 'g', 'n/r')} "
-                  f"| {fmt(c['mm_fp32'], 'g', 'n/r')} | {fmt(c['cuda_launches'], '.0f')} |"
+                  f"| {fmt(c['mm_fp32'], 'g', 'n/r')} | {fmt(c.get('kernel_launches'), '.0f')} "
+                  f"| {fmt(c.get('graph_launches'), '.0f')} "
+                  f"| {fmt(c.get('graph_records') if c.get('kernel_launches') is not None else None, 'g')} "
+                  f"| {fmt(c.get('cudagraph_skips') if c.get('kernel_launches') is not None else None, 'g')} |"
                   for c in counts]
         if any(c["casts"] is None for c in counts):
             lines += ["", "n/r: not recorded; this torch's profiler gives no input dtypes, so casts and products "
@@ -1054,6 +1066,12 @@ def summary_markdown(results: dict, status: dict) -> str:
         tests = fu.get("tests", {})
         lines += ["Its gpu test (`tests/encoders/test_fused_lstm.py`): " + ", ".join(
             f"{c['test'].rsplit('::', 1)[-1]} {c['outcome']}" for c in tests.get("cases", [])), ""]
+        graphs = fu.get("cudagraphs")
+        if graphs:
+            lines += [f"CUDA graphs over the timed rows: {graphs['recordings']} recordings, {graphs['rerecordings']} "
+                      f"re-recordings, {graphs['skips']} skips; counters {graphs['counters']}"]
+            lines += [f"- `{m}`" for m in graphs["messages"][:5]]
+            lines.append("")
         return lines + _counts(fu["counts"])
 
     def _profile(pr):

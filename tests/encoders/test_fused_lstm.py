@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from benchmark_scripts import load_benchmark
 
 from elmoc.registry import build
 
@@ -91,6 +92,27 @@ def test_fused_cell_on_cuda_equals_the_python_loop_over_replayed_steps():
                 assert (a - b).abs().max() <= 1e-5 * max(1.0, float(b.abs().max()))
     finally:
         torch.backends.cuda.matmul.fp32_precision = before
+
+
+@pytest.mark.gpu
+def test_fused_training_step_on_cuda_replays_graphs_and_launches_do_not_grow_with_bptt(tmp_path):
+    """On a GPU, after lstm_profile's warm-up (FUSED_WARMUP steps: CUDA graph trees warm a function up eagerly,
+    then record one graph per layer's static inputs): a fused training step of the tiny ELMo-C in float32
+    launches the same kernels and CUDA graphs at bptt 10 and 20 (the time loops replay as one graph launch per
+    call), records no graph and skips none.  The first GPU check counted a step that still recorded (its launches
+    grew ~15 per time step).  Run by gpu_check.sh's fused step, whose counts compiled these shapes just before."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    lstm_profile = load_benchmark("lstm_profile")
+    rows = [lstm_profile.profile_steps("ELMo-C", "fp32", bptt, steps=1, device="cuda", scratch=tmp_path, fused=True)
+            for bptt in (10, 20)]
+    why = [r["cudagraph_log"] for r in rows]  # the trees' log: recordings, re-recordings and their reasons, skips
+    for r in rows:
+        assert r["cudagraph_skips"] == 0 and r["graph_records"] == 0, why
+        assert r["graph_launches"] == r["regions"] == 4, why  # 2 layers x (forward, reverse): every call replayed
+    assert rows[0]["host"] == rows[1]["host"]
+    assert (rows[0]["kernel_launches"] + rows[0]["graph_launches"]
+            == rows[1]["kernel_launches"] + rows[1]["graph_launches"]), rows
 
 
 def test_cuda_wrapper_copies_outputs_out_of_the_graphs_memory(monkeypatch):
