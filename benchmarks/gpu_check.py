@@ -33,7 +33,9 @@ after every step:
               layer; CONT and FIXED again host-resident)
   fused       ELMo-C's step with the encoder's `fused_cell: true` (issue 44: the LSTM's time
               loops compiled by torch.compile, CUDA graphs on CUDA) in fp32, TF32 and bf16,
-              its warm-up (compiling) time apart, and lstm_profile.py's counts with it
+              its warm-up (compiling) time apart, and lstm_profile.py's counts with it (after
+              its warm-up to replay: kernel and graph launches, graphs recorded, skips) and
+              the CUDA graph trees' log (recordings, re-recordings and why, skips)
   embed       `elmoc embed --device cuda` against AllenNLP's `_ElmoBiLm` on the same GPU
               and random original-size weights (`benchmarks/elmo_vs_allennlp.py
               --device`; only with a Python that imports AllenNLP, --allennlp-python),
@@ -633,7 +635,8 @@ def step_throughput(args, out: Path, log) -> dict:
 def step_fused(args, out: Path, log) -> dict:
     """ELMo-C's training step with the encoder's fused cell (torch.compile of the LSTM's time loops; CUDA
     graphs on CUDA) in every precision, its first (compiling) steps timed apart, and the operator, cast and
-    launch counts of the tiny ELMo-C with it at bptt 10 and 20 (with --tiny at its bptt only)."""
+    launch counts of the tiny ELMo-C with it at bptt 10 and 20 (with --tiny at its bptt only); the CUDA graph
+    trees' log and ``cudagraph*`` counters over the timed rows (``cudagraphs``) and per count row."""
     m = throughput_models(args.tiny)[0]  # ELMo-C
     m["spec"]["encoder"]["fused_cell"] = True
     lp = lstm_profile()
