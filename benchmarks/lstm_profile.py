@@ -68,8 +68,9 @@ GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
 # nn.Parameter passed in, e.g. each layer's LayerNorm weight to the forward loop, its state and projection
 # weights to the reverse loop in float32, is a static input, and another layer's differs:
 # StaticInputIdxMismatch, a new recording).  With fused_lstm.compiled's cudagraph_mark_step_begin before
-# every call, each call is a root of the tree, so in step 1 the first layer's call of each loop warms up and
-# every other layer's records, in step 2 the first layer's records, and from step 3 on every call replays.
+# every call, each call is a root of the tree, so in step 1 each loop's first call (layer 1's forward, the
+# last layer's reverse) warms it up and the other layers' record, in step 2 that first caller's records, and
+# from step 3 on every call replays.
 # The first GPU check profiled step 2 after one warm-up step: its counts were recordings (every kernel
 # launched under stream capture), not replays.  3: the two steps that record, and one that replays all
 # before the profile (the row's graph_records says whether the profiled steps still recorded).
@@ -233,8 +234,8 @@ class CudagraphLog:
             return sum(1 for _, m in self.messages if re.search(pattern, m))
 
         notable = [f"{level}: {m[:400]}" for level, m in self.messages
-                   if not re.search(r"\] (Recording function|Running warmup function|Running eager function)", m)]
-        return {"recordings": n(r"\] Recording function"), "rerecordings": n(r"Re-recording function"),
+                   if not re.search(r"(?<!-)Recording function|Running warmup function|Running eager function", m)]
+        return {"recordings": n(r"(?<!-)Recording function"), "rerecordings": n(r"Re-recording function"),
                 "skips": n(r"(?i)skipping cudagraph"), "counters": self.counters, "messages": notable[:20]}
 
 
@@ -287,7 +288,7 @@ def profile_steps(model_name: str, precision: str, bptt: int, steps: int = 2, de
                cuda_launches=(launches["kernels"] + launches["graphs"]) / steps if cuda else None,
                # CUDA graphs' diagnostics: skips over the row's warm-up and profiled steps (0 unless graphs were
                # abandoned), graphs recorded during the profiled steps (0 in steady state)
-               cudagraph_skips=warm["counters"].get("cudagraph_skips", 0) + profiled["counters"].get("cudagraph_skips", 0),
+               cudagraph_skips=sum(log["counters"].get("cudagraph_skips", 0) for log in (warm, profiled)),
                cudagraph_recorded_non_static_inputs=profiled["counters"].get("cudagraph_recorded_non_static_inputs", 0),
                graph_records=profiled["recordings"] + profiled["rerecordings"],
                cudagraph_log={"warmup": warm, "profiled": profiled})

@@ -251,7 +251,8 @@ def test_host_dispatches_do_not_grow_with_bptt_on_the_fused_path(monkeypatch, tm
     window lengths, while the products inside the compiled loops (in ``ops``) still grow by 4 per time step and
     layer; the Python loop's grow with every time step (test above).  Compiles two window lengths (slow)."""
     monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")
-    rows = [lstm_profile.profile_steps("ELMo-C", "fp32", bptt, steps=1, scratch=tmp_path, fused=True) for bptt in (3, 6)]
+    rows = [lstm_profile.profile_steps("ELMo-C", "fp32", bptt, steps=1, scratch=tmp_path, fused=True)
+            for bptt in (3, 6)]
     assert rows[0]["warmup"] == lstm_profile.FUSED_WARMUP
     assert rows[0]["regions"] == rows[1]["regions"] == 4  # 2 layers x (forward loop, reverse loop)
     assert rows[0]["host"] == rows[1]["host"] > 0
