@@ -239,6 +239,8 @@ def test_settings_errors_name_the_key():
                      ({"band_by": "freq"}, "train.notes.band_by"), ({"counts": [500, 100]}, "train.notes.counts"),
                      ({"counts": [0, 5]}, "train.notes.counts"), ({"scale": "paper"}, "train.notes.scale"),
                      ({"update": "batch"}, "train.notes.update"),
+                     ({"band_by": "cuont"}, r"train.notes.band_by must be one of .* \(did you mean 'count'\?\)"),
+                     ({"place": "inputs"}, r"train.notes.place .* \(did you mean 'input'\?\)"),
                      ({"match_norm": "yes"}, "train.notes.match_norm")):
         with pytest.raises(ConfigError, match=key):
             TrainSettings.from_config({"notes": bad})

@@ -21,6 +21,7 @@ import torch
 from elmoc.bench.measure import (TrainStep, elmo_step_flops, matmul_peak_flops, max_batch_under_budget,
                                  peak_step_bytes, robust_seconds, synchronize, synthetic_batch, time_calls)
 from elmoc.bench.scenarios import ENCODERS, OUTPUT_LAYERS, TABLE4_ROWS, BenchModel, Scale, build_spec
+from elmoc.config import check_choice
 from elmoc.errors import ConfigError
 from elmoc.lm import LanguageModel
 from elmoc.params import count_parameters
@@ -86,9 +87,7 @@ class BenchSettings:
         bad = [x for x in self.scenarios if x not in SCENARIOS]
         if bad or not self.scenarios:
             raise ConfigError(f"bench: scenarios take a non-empty subset of {', '.join(SCENARIOS)}; got {self.scenarios!r}")
-        if self.table5_protocol not in TABLE5_PROTOCOLS:
-            raise ConfigError(f"bench: table5_protocol must be one of {', '.join(TABLE5_PROTOCOLS)}, "
-                              f"got {self.table5_protocol!r}")
+        check_choice(self.table5_protocol, TABLE5_PROTOCOLS, "bench: table5_protocol")
         if self.table5_encoders is not None and (not self.table5_encoders
                                                  or any(e not in ENCODERS for e in self.table5_encoders)):
             raise ConfigError(f"bench: table5_encoders take a non-empty subset of {', '.join(ENCODERS)}; "

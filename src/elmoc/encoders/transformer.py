@@ -24,6 +24,7 @@ from torch import nn
 
 from elmoc.encoders.base import Encoder, EncoderOutput
 from elmoc.encoders.tupe import UntiedPositions, untie_block
+from elmoc.config import check_choice
 from elmoc.errors import ConfigError
 from elmoc.nn.host_copy import to_host
 from elmoc.registry import register
@@ -87,9 +88,7 @@ class TransformerEncoder(Encoder):
             raise ConfigError(f"encoder 'transformer': dropout must be in [0, 1), got {dropout!r}")
         if not isinstance(causal, bool):
             raise ConfigError(f"encoder 'transformer': causal must be true or false, got {causal!r}")
-        if positions not in POSITIONS:
-            raise ConfigError(f"encoder 'transformer': positions must be one of {', '.join(POSITIONS)}, "
-                              f"got {positions!r}")
+        check_choice(positions, POSITIONS, "encoder 'transformer': positions")
         self.positions = positions
         self.causal = causal
         self.input_dim = input_dim

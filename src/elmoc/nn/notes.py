@@ -49,7 +49,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from elmoc.config import check_range
+from elmoc.config import check_choice, check_range
 from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError
 
@@ -117,16 +117,14 @@ class RareBand:
     def from_config(cls, config: dict[str, Any]) -> "RareBand":
         """The band of ``train.notes`` (a mapping; the other keys are :class:`NoteSettings`')."""
         by = config.get("band_by", cls.by)
-        if by not in BANDS:
-            raise ConfigError(f"train.notes.band_by must be one of {', '.join(BANDS)}, got {by!r}")
+        check_choice(by, BANDS, "train.notes.band_by")
         for kind, keys in BAND_KEYS.items():
             for key in keys:
                 if kind != by and key in config:
                     raise ConfigError(f"train.notes.{key} is for band_by: {kind}, this band is band_by: {by}; "
                                       f"set band_by: {kind} or remove {key}")
         scale = config.get("scale", cls.scale)
-        if scale not in SCALES:
-            raise ConfigError(f"train.notes.scale must be one of {', '.join(SCALES)}, got {scale!r}")
+        check_choice(scale, SCALES, "train.notes.scale")
         counts = _pair(config.get("counts", list(cls.counts)), "counts", "0 < lo <= hi (occurrences)",
                        lambda lo, hi: 0 < lo <= hi)
         ranks = _pair(config.get("band", list(cls.ranks)), "band", "0 <= lo < hi <= 1 (frequency-rank quantiles)",
@@ -205,10 +203,8 @@ class NoteSettings:
         if not isinstance(match_norm, bool):
             raise ConfigError(f"train.notes.match_norm must be true or false, got {match_norm!r}")
         update, place = config.get("update", cls.update), config.get("place", cls.place)
-        if update not in UPDATES:
-            raise ConfigError(f"train.notes.update must be one of {', '.join(UPDATES)}, got {update!r}")
-        if place not in PLACES:
-            raise ConfigError(f"train.notes.place must be one of {', '.join(PLACES)}, got {place!r}")
+        check_choice(update, UPDATES, "train.notes.update")
+        check_choice(place, PLACES, "train.notes.place")
         for key, rule in cls.OPTION_RANGES.items():
             if key in config:
                 check_range(config[key], rule, f"train.notes.{key}")

@@ -31,7 +31,7 @@ import torch
 import torch.utils.checkpoint
 from torch import nn
 
-from elmoc.config import registered, typed_options
+from elmoc.config import check_choice, registered, typed_options
 from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError
 from elmoc.features.bilm import BiLM
@@ -130,8 +130,7 @@ def _option_names(recipe: str) -> set[str]:
 def encoder_mode(section: dict[str, Any], name: str) -> str:
     """A task section's ``encoder`` (default ``features``), checked."""
     value = section.get("encoder") or "features"
-    if value not in ENCODERS:
-        raise ConfigError(f"config {name}.encoder must be one of {', '.join(ENCODERS)}, got {value!r}")
+    check_choice(value, ENCODERS, f"{name}.encoder")
     return value
 
 

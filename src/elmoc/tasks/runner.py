@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable, Sequence
 
 import torch
+from elmoc.config import check_choice
 from elmoc.config_section import check_keys
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.io.console import ConsoleProgress, eta_text
@@ -131,8 +132,7 @@ class TrainerConfig:
         merged = {**defaults, **values}
         check_keys(merged, names, "trainer")
         config = cls(**merged)
-        if config.optimizer not in OPTIMIZER_LR:
-            raise ConfigError(f"trainer.optimizer must be one of {', '.join(OPTIMIZER_LR)}, got {config.optimizer!r}")
+        check_choice(config.optimizer, OPTIMIZER_LR, "trainer.optimizer")
         if config.lr is None:
             config.lr = OPTIMIZER_LR[config.optimizer]
         if not isinstance(config.lr, (int, float)) or isinstance(config.lr, bool):

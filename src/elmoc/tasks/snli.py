@@ -37,6 +37,7 @@ from typing import Any, Iterable, Sequence
 import torch
 from torch import nn
 
+from elmoc.config import check_choice
 from elmoc.errors import ConfigError, InputFileError
 from elmoc.metrics.accuracy import Accuracy
 from elmoc.registry import register
@@ -198,8 +199,7 @@ class SnliTask(Task):
                  model: dict[str, Any] | None = None, dev_every: int | None = None,
                  tokenizer: str = "binary_parse"):
         super().__init__(train, dev, test, model)
-        if tokenizer not in TOKENIZERS:
-            raise ConfigError(f"task snli: tokenizer must be one of {', '.join(TOKENIZERS)}, got {tokenizer!r}")
+        check_choice(tokenizer, TOKENIZERS, "task snli: tokenizer")
         if tokenizer == "spacy":
             spacy_english()  # a missing spaCy is one line now, not after reading the data
         self.tokenizer = tokenizer

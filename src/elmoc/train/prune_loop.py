@@ -61,7 +61,7 @@ from elmoc.io.atomic import atomic_file
 from elmoc.layouts import CONTROL, TICKET, prune_control, prune_round
 from elmoc.lm import BidirectionalLM, LanguageModel
 from elmoc.masked_lm import MaskedLM
-from elmoc.config import registered, typed_options
+from elmoc.config import check_choice, registered, typed_options
 from elmoc.model_file import load_checkpoint
 from elmoc.nn.pruning import MaskConstraint, Masks, sparsity_of
 from elmoc.registry import by_name
@@ -128,9 +128,7 @@ class PruneSettings:
                        section.get("ticket", bool, cls.ticket), section.get("ticket_steps", int, None),
                        section.get("control_seed", int, cls.control_seed),
                        section.get("ticket_procedure", str, cls.ticket_procedure), options)
-        if settings.ticket_procedure not in TICKET_PROCEDURES:
-            raise ConfigError(f"config {section.name}.ticket_procedure must be one of "
-                              f"{', '.join(TICKET_PROCEDURES)}, got {settings.ticket_procedure!r}")
+        check_choice(settings.ticket_procedure, TICKET_PROCEDURES, f"{section.name}.ticket_procedure")
         for key in ("finetune_steps", "ticket_steps"):
             value = getattr(settings, key)
             if value is not None and value < 1:
