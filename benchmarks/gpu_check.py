@@ -1155,7 +1155,9 @@ def summary_markdown(results: dict, status: dict) -> str:
                   + ("synchronized wall time, model + its batch's copy, collate on the host" if measured else
                      "CPU seconds of the process (the rehearsal)")
                   + f"; GPU hours per seed {'measured' if measured else 'derived'}, low-high bound)", "",
-                  "| task | batch | step ms (collate + model) | kernels/step | eval ms (collate + model) | first step s "
+                  "| task | batch | step ms (collate + model) | kernels/step" + (" (GPU: launches, kernels run)" if measured else
+                                                                     " (CPU: aten ops)")
+                  + " | eval ms (collate + model) | first step s "
                   "| collate share (built ahead) | GPU h per seed | 24 h jobs |", "|---|---|---|---|---|---|---|---|---|"]
         rows = {**d["tasks"], **{(k if k != "srl" else "srl, beside its loops"): v
                                  for k, v in ta["srl_loops"]["tasks"].items()}}
@@ -1163,7 +1165,8 @@ def summary_markdown(results: dict, status: dict) -> str:
             first = max(t.get("train_warmup_s") or 0, t.get("eval_warmup_s") or 0) or None
             lines.append(
                 f"| {label} | {t['batch_size']} | {1e3 * (t['train_collate_s'] + t['train_model_s']):.1f} "
-                f"({1e3 * t['train_collate_s']:.1f} + {1e3 * t['train_model_s']:.1f}) | {t['train_kernels']} "
+                f"({1e3 * t['train_collate_s']:.1f} + {1e3 * t['train_model_s']:.1f}) | {t['train_kernels']}"
+                + (f", {t['train_gpu_kernels']}" if "train_gpu_kernels" in t else "") + " "
                 f"| {1e3 * (t['eval_collate_s'] + t['eval_model_s']):.1f} ({1e3 * t['eval_collate_s']:.1f} + "
                 f"{1e3 * t['eval_model_s']:.1f}) | {fmt(first, '.1f')} | {t['high']['train_collate_share']:.0%} "
                 f"({t['high']['train_collate_exposed']:.0%}) | {t['low']['seed_h']:.2f}-{t['high']['seed_h']:.1f} "

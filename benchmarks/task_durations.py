@@ -51,8 +51,9 @@ and as the runner's prefetch thread leaves it (only what exceeds the rest of the
 (``to_device``, as the runner moves them) on it, the model part of each step in wall seconds
 with ``torch.cuda.synchronize`` before and after (collate stays on the host and is timed as on
 the CPU), the kernels of one step counted by ``torch.profiler`` as the CUDA kernel launches it
-records (runtime and driver launch calls, a CUDA graph replay counted once; not item 3's dispatch
-count, which Dynamo's compiled cells would dodge), and the GPU-hour columns then MEASURED from those
+records (runtime and driver launch calls, a CUDA graph replay counted once; the kernels the device
+ran are kept beside them as ``*_gpu_kernels``; not item 3's dispatch count, which Dynamo's compiled
+cells would dodge), and the GPU-hour columns then MEASURED from those
 step times (no factor, no assumed launch time): the low bound a step of max(collate, model) (the
 runner's prefetch thread builds the next batch during the step) for the fewest epochs, the high
 bound collate + model for the maximum. ``--compare-python-loop`` on CUDA compares what differs
@@ -311,14 +312,20 @@ LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cu
                 "cudaLaunchCooperativeKernel", "cudaGraphLaunch")
 
 
-def cuda_launches(fn, device: torch.device) -> int:
-    """CUDA kernel launches of ``fn()`` as ``torch.profiler`` records them (a graph replay counts one)."""
+def cuda_launches(fn, device: torch.device) -> tuple[int, int]:
+    """(kernel launch calls, kernels run on the GPU) of ``fn()`` as ``torch.profiler`` records them: the
+    host's launch calls (a graph replay counts one) and the device's kernel records (copies and fills not
+    counted; a graph's kernels each)."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize(device)
-    return sum(1 for e in prof.events() if e.name in LAUNCH_CALLS)
+    events = prof.events()
+    launches = sum(1 for e in events if e.name in LAUNCH_CALLS)
+    kernels = sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA
+                  and not e.name.startswith(("Memcpy", "Memset")))
+    return launches, kernels
 
 
 # -- the time loops a comparison measures beside the default one -----------------------------
@@ -471,7 +478,7 @@ def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path
             result[f"{key}_model_cpu_s"] = result[f"{key}_model_s"]
             result[f"{key}_model_s"] = result[f"{key}_model_wall_s"]
             result[f"{key}_warmup_s"] = timings[0][3]
-            result[f"{key}_kernels"] = cuda_launches(lambda: run(b), dev)
+            result[f"{key}_kernels"], result[f"{key}_gpu_kernels"] = cuda_launches(lambda: run(b), dev)
         else:  # (not on CUDA: Dynamo steps aside under a dispatch mode, so compiled cells would count eagerly)
             counter = KernelCounter()
             with counter:

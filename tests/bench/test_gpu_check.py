@@ -205,7 +205,7 @@ def test_the_tasks_summary_of_a_gpu_run(tmp_path):
         return {**m, **durations.estimate(m, durations.DATASETS["srl"], None)}
 
     tasks = {"durations": {"command": "python benchmarks/task_durations.py --device cuda", "steps": 3, "device": "cuda",
-                           "tasks": {"srl": row(0.040, 1500)}},
+                           "tasks": {"srl": {**row(0.040, 1500), "train_gpu_kernels": 1480}}},
              "srl_loops": {"command": "python benchmarks/task_durations.py --compare-python-loop", "device": "cuda",
                            "tasks": {"srl": row(0.041, 1500), "srl (eager cells)": row(0.100, 11000),
                                      "srl (Python loop)": row(0.160, 15819)}},
@@ -218,7 +218,8 @@ def test_the_tasks_summary_of_a_gpu_run(tmp_path):
     gpu_check.write_summary(tmp_path, {"tasks": {"status": "ok", "seconds": 150.0, "limit_s": 480}})
     md = (tmp_path / "summary.md").read_text()
     assert "GPU hours per seed measured" in md and "synchronized wall time" in md
-    assert "| srl | 80 | 44.0 (4.0 + 40.0) | 1500 | 22.0 (2.0 + 20.0) | 31.0 | 9% (0%) |" in md
+    assert "| srl | 80 | 44.0 (4.0 + 40.0) | 1500, 1480 | 22.0 (2.0 + 20.0) | 31.0 | 9% (0%) |" in md
+    assert "kernels/step (GPU: launches, kernels run)" in md
     assert "| srl, beside its loops | 80 | 45.0 (4.0 + 41.0) |" in md
     assert "| srl (Python loop) | 80 | 164.0 (4.0 + 160.0) | 15819 |" in md
     assert "| srl (eager cells) | 80 | 104.0 (4.0 + 100.0) | 11000 |" in md
