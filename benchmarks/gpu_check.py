@@ -942,31 +942,35 @@ TASK_NAMES = ("sst5", "snli", "ner", "srl", "coref")
 
 def step_tasks(args, out: Path, log) -> dict:
     """The task stage on the device (issue 45): every paper task model's step, SRL's time loops compared,
-    and SRL's encoder beside AllenNLP's."""
+    and SRL's encoder beside AllenNLP's.  Three commands, each writing its own JSON into ``out``; one that
+    fails is recorded (``error``, its output in the log) and the next still runs."""
     tiny = ["--tiny"] if args.tiny else []
     steps = ["--steps", "1" if args.tiny else "3"]
-    result = {}
     durations = [sys.executable, str(HERE / "task_durations.py"), "--device", args.device, "--features-layout",
                  "contiguous", "--features-dtype", "float16", *steps, *tiny]
-    for key, extra in (("durations", ["--tasks", *TASK_NAMES]), ("srl_loops", ["--tasks", "srl", "--compare-python-loop"])):
-        cmd = durations + extra + ["--json", str(out / f"tasks_{key}.json")]
-        seconds = run(cmd, log)
-        result[key] = {"command": shown(cmd).replace(str(out) + "/", ""), "seconds": seconds,
-                       **json.loads((out / f"tasks_{key}.json").read_text())}
     highway = [sys.executable, str(HERE / "highway_lstm_vs_allennlp.py"), "--device", args.device,
                "--rounds", "3" if args.tiny else "5"]
     if args.tiny:
         highway += ["--batch", "4", "--length", "5", "--input-dim", "16", "--hidden", "8", "--layers", "2"]
     python = allennlp_python(args)
     highway += ["--allennlp-python", python] if python else []
-    highway += ["--json", str(out / "tasks_highway.json")]
-    seconds = run(highway, log)
-    result["highway"] = {"command": shown(highway).replace(str(out) + "/", ""), "seconds": seconds,
-                         **json.loads((out / "tasks_highway.json").read_text())}
+    result = {}
+    for key, cmd in (("durations", durations + ["--tasks", *TASK_NAMES]),
+                     ("srl_loops", durations + ["--tasks", "srl", "--compare-python-loop"]), ("highway", highway)):
+        path = out / f"tasks_{key}.json"
+        cmd = cmd + ["--json", str(path)]
+        result[key] = {"command": shown(cmd).replace(str(out) + "/", "")}
+        try:
+            result[key]["seconds"] = run(cmd, log)
+        except RuntimeError as e:
+            result[key]["error"] = str(e).split(":", 1)[0]  # "exit N"; the output is in the step's log
+            continue
+        result[key].update(json.loads(path.read_text()))
     if not python:
         result["highway"]["allennlp_skipped"] = (
             "no Python with AllenNLP here (--allennlp-python, .bench-venv/bin/python or this python); AllenNLP 2.10.1 "
             "cannot travel to the device as a small bundle: see docs/full-run.md, 'On a GPU'")
+    result["ok"] = not any("error" in part for part in result.values() if isinstance(part, dict))
     return result
 
 
@@ -1148,7 +1152,11 @@ def summary_markdown(results: dict, status: dict) -> str:
         return lines
 
     def _tasks(ta):
-        lines = []
+        failed = [f"`{part['command']}` failed ({part['error']}; see tasks.log)" for part in
+                  (ta["durations"], ta["srl_loops"], ta["highway"]) if "error" in part]
+        lines = [f"**Task stage on the device**: {'; '.join(failed)}.", ""] if failed else []
+        if "error" in ta["durations"]:
+            return lines
         d = ta["durations"]
         measured = d["device"].startswith("cuda")
         lines += [f"**Task stage on the device** (`{d['command']}`; timed steps {d['steps']} after one warm-up; step ms "
@@ -1160,7 +1168,7 @@ def summary_markdown(results: dict, status: dict) -> str:
                   + " | eval ms (collate + model) | first step s "
                   "| collate share (built ahead) | GPU h per seed | 24 h jobs |", "|---|---|---|---|---|---|---|---|---|"]
         rows = {**d["tasks"], **{(k if k != "srl" else "srl, beside its loops"): v
-                                 for k, v in ta["srl_loops"]["tasks"].items()}}
+                                 for k, v in ta["srl_loops"].get("tasks", {}).items()}}
         for label, t in rows.items():
             first = max(t.get("train_warmup_s") or 0, t.get("eval_warmup_s") or 0) or None
             lines.append(
@@ -1173,6 +1181,8 @@ def summary_markdown(results: dict, status: dict) -> str:
                 f"| {t['jobs']} |")
         lines += ["", f"SRL's loops (one process, the first row its default loop again): `{ta['srl_loops']['command']}`."]
         hw = ta["highway"]
+        if "error" in hw:
+            return lines + [""]
         sides = hw["sides"]
         text = "; ".join(f"{side} {v['best']['wall_s'] * 1e3:.1f} ms (warm-up {v['warmup_s']:.1f} s; {v['ready']})"
                          for side, v in sides.items())

@@ -224,3 +224,28 @@ def test_the_tasks_summary_of_a_gpu_run(tmp_path):
     assert "| srl (Python loop) | 80 | 164.0 (4.0 + 160.0) | 15819 |" in md
     assert "| srl (eager cells) | 80 | 104.0 (4.0 + 100.0) | 11000 |" in md
     assert "AllenNLP / elmoc 3.00x wall" in md and "elmoc 20.0 ms (warm-up 20.0 s" in md
+
+
+def test_a_failing_tasks_command_is_recorded_and_the_next_ones_still_run(tmp_path, monkeypatch):
+    """GPU minutes are scarce: when task_durations.py fails on the device, SRL's loops and the encoder
+    comparison still run, the step is marked failed and the summary names the command that failed."""
+    ran = []
+
+    def fake_run(cmd, log, **_):
+        ran.append(cmd)
+        if "--compare-python-loop" not in cmd and "task_durations.py" in cmd[1]:
+            raise RuntimeError("exit 1: " + " ".join(cmd))
+        Path(cmd[cmd.index("--json") + 1]).write_text(json.dumps({"tasks": {}, "sides": {}}))
+        return 1.0
+
+    monkeypatch.setattr(gpu_check, "run", fake_run)
+    monkeypatch.setattr(gpu_check, "allennlp_python", lambda args: None)
+    args = gpu_check.parse_args(["--device", "cpu", "--tiny", "--steps", "tasks"])
+    result = gpu_check.step_tasks(args, tmp_path, log=None)
+    assert len(ran) == 3 and result["durations"]["error"] == "exit 1" and not result["ok"]
+    assert result["srl_loops"]["seconds"] == 1.0 and result["highway"]["allennlp_skipped"]
+    (tmp_path / "tasks.json").write_text(json.dumps(result))
+    gpu_check.write_summary(tmp_path, {"tasks": {"status": "failed (checks)", "seconds": 3.0, "limit_s": 300}})
+    md = (tmp_path / "summary.md").read_text()
+    assert "**Task stage on the device**: `python benchmarks/task_durations.py --device cpu" in md
+    assert "failed (exit 1; see tasks.log)" in md and "its result could not be rendered" not in md
