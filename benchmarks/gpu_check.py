@@ -41,6 +41,14 @@ after every step:
               --device`; only with a Python that imports AllenNLP, --allennlp-python),
               the GPU output against the CPU's, and the float16 / bfloat16 copies
               (`elmoc compress`) embedded on the GPU
+  tasks       (issue 45) the five paper task models on the device at paper size, features in the
+              contiguous float16 layout: `benchmarks/task_durations.py --device` (synchronized step
+              times, collate's share, CUDA launches per step, GPU hours per seed measured), SRL
+              once more with its highway LSTM's cells eager and with the reference autograd loop
+              (`--compare-python-loop`), and SRL's encoder alone, forward and backward, against
+              AllenNLP's `StackedAlternatingLstm` on the same device
+              (`benchmarks/highway_lstm_vs_allennlp.py --device`; AllenNLP's side only with a
+              Python that imports AllenNLP, as the embed step)
 
 `--device cpu --tiny` runs every step at tiny sizes on a CPU (the rehearsal), with the LSTM's
 Python time loop (ELMOC_NATIVE_LSTM=0 unless set), the one CUDA tensors take; the CUDA-only parts
@@ -79,22 +87,23 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-STEPS = ("device", "tests", "resume", "table4", "table5", "throughput", "profile", "embed", "fused")
+STEPS = ("device", "tests", "resume", "table4", "table5", "throughput", "profile", "embed", "fused", "tasks")
 # hard limits (seconds) per step: the default CUDA plan / the tiny CPU rehearsal
 LIMITS = {"device": (40, 120), "tests": (120, 300), "resume": (130, 420), "table4": (530, 300),
           "table5": (200, 300), "throughput": (120, 400), "profile": (130, 450), "embed": (330, 400),
-          "fused": (400, 600)}
+          "fused": (400, 600), "tasks": (480, 300)}
 # estimated seconds of each step of the default CUDA plan on one H100/H200 (derivation in docs/full-run.md,
 # "On a GPU"; table4's S1 as measured on an H200 on 2026-11-26, table4's S2 from its 8 of 9 rows done in 211 s;
 # device, tests (9 CUDA tests, 83 s), resume, throughput (12 rows) and profile as measured on an H100 on
 # 2026-11-27; fused stopped there after 202 s, in its operator counts (Dynamo's recompile limit, since raised),
-# its three paper-size rows done (91 s of it compiling), so 240 stays derived; table5 and embed still derived)
+# its three paper-size rows done (91 s of it compiling), so 240 stays derived; table5 and embed still derived;
+# tasks (issue 45, group E) derived from its FLOPs, launches and compiles, docs/full-run.md)
 ESTIMATES = {"device": 10, "tests": 85, "resume": 100, "table4": 430, "table5": 120, "throughput": 55,
-             "profile": 100, "embed": 200, "fused": 240}
+             "profile": 100, "embed": 200, "fused": 240, "tasks": 150}
 # the three device commands of docs/full-run.md, each within the tool's 10-minute limit (limits' sums 580,
 # 570 and 570 s)
 GROUPS = {"A": ("device", "tests", "resume", "throughput", "profile"), "B": ("device", "table4"),
-          "C": ("device", "table5", "embed"), "D": ("device", "fused")}
+          "C": ("device", "table5", "embed"), "D": ("device", "fused"), "E": ("device", "tasks")}
 PAPER_VOCAB = 793_471  # bilm-tf's vocab-2016-09-10.txt, the paper's 793K words
 PRECISIONS = ("fp32", "tf32", "bf16")
 # Table 4 and 5 of the paper (seconds; ratios to CONT), for the Markdown beside ours
@@ -934,9 +943,48 @@ def step_embed(args, out: Path, log) -> dict:
     return result
 
 
+# --------------------------------------------------------------------------- step: tasks
+
+TASK_NAMES = ("sst5", "snli", "ner", "srl", "coref")
+
+
+def step_tasks(args, out: Path, log) -> dict:
+    """The task stage on the device (issue 45): every paper task model's step, SRL's time loops compared,
+    and SRL's encoder beside AllenNLP's.  Three commands, each writing its own JSON into ``out``; one that
+    fails is recorded (``error``, its output in the log) and the next still runs."""
+    tiny = ["--tiny"] if args.tiny else []
+    steps = ["--steps", "1" if args.tiny else "3"]
+    durations = [sys.executable, str(HERE / "task_durations.py"), "--device", args.device, "--features-layout",
+                 "contiguous", "--features-dtype", "float16", *steps, *tiny]
+    highway = [sys.executable, str(HERE / "highway_lstm_vs_allennlp.py"), "--device", args.device,
+               "--rounds", "3" if args.tiny else "5"]
+    if args.tiny:
+        highway += ["--batch", "4", "--length", "5", "--input-dim", "16", "--hidden", "8", "--layers", "2"]
+    python = allennlp_python(args)
+    highway += ["--allennlp-python", python] if python else []
+    result = {}
+    for key, cmd in (("durations", durations + ["--tasks", *TASK_NAMES]),
+                     ("srl_loops", durations + ["--tasks", "srl", "--compare-python-loop"]), ("highway", highway)):
+        path = out / f"tasks_{key}.json"
+        cmd = cmd + ["--json", str(path)]
+        result[key] = {"command": shown(cmd).replace(str(out) + "/", "")}
+        try:
+            result[key]["seconds"] = run(cmd, log)
+        except RuntimeError as e:
+            result[key]["error"] = str(e).split(":", 1)[0]  # "exit N"; the output is in the step's log
+            continue
+        result[key].update(json.loads(path.read_text()))
+    if not python:
+        result["highway"]["allennlp_skipped"] = (
+            "no Python with AllenNLP here (--allennlp-python, .bench-venv/bin/python or this python); AllenNLP 2.10.1 "
+            "cannot travel to the device as a small bundle: see docs/full-run.md, 'On a GPU'")
+    result["ok"] = not any("error" in part for part in result.values() if isinstance(part, dict))
+    return result
+
+
 WORKERS = {"device": step_device, "tests": step_tests, "resume": step_resume, "table4": step_table4,
            "table5": step_table5, "throughput": step_throughput, "profile": step_profile, "embed": step_embed,
-           "fused": step_fused}
+           "fused": step_fused, "tasks": step_tasks}
 
 
 # --------------------------------------------------------------------------- summary
@@ -1124,8 +1172,51 @@ def summary_markdown(results: dict, status: dict) -> str:
         lines.append("")
         return lines
 
+    def _tasks(ta):
+        failed = [f"`{part['command']}` failed ({part['error']}; see tasks.log)" for part in
+                  (ta["durations"], ta["srl_loops"], ta["highway"]) if "error" in part]
+        lines = [f"**Task stage on the device**: {'; '.join(failed)}.", ""] if failed else []
+        if "error" in ta["durations"]:
+            return lines
+        d = ta["durations"]
+        measured = d["device"].startswith("cuda")
+        lines += [f"**Task stage on the device** (`{d['command']}`; timed steps {d['steps']} after one warm-up; step ms "
+                  + ("synchronized wall time, model + its batch's copy, collate on the host" if measured else
+                     "CPU seconds of the process (the rehearsal)")
+                  + f"; GPU hours per seed {'measured' if measured else 'derived'}, low-high bound)", "",
+                  "| task | batch | step ms (collate + model) | kernels/step" + (" (GPU: launches, kernels run)" if measured else
+                                                                     " (CPU: aten ops)")
+                  + " | eval ms (collate + model) | first step s "
+                  "| collate share (built ahead) | GPU h per seed | 24 h jobs |", "|---|---|---|---|---|---|---|---|---|"]
+        rows = {**d["tasks"], **{(k if k != "srl" else "srl, beside its loops"): v
+                                 for k, v in ta["srl_loops"].get("tasks", {}).items()}}
+        for label, t in rows.items():
+            first = max(t.get("train_warmup_s") or 0, t.get("eval_warmup_s") or 0) or None
+            lines.append(
+                f"| {label} | {t['batch_size']} | {1e3 * (t['train_collate_s'] + t['train_model_s']):.1f} "
+                f"({1e3 * t['train_collate_s']:.1f} + {1e3 * t['train_model_s']:.1f}) | {t['train_kernels']}"
+                + (f", {t['train_gpu_kernels']}" if "train_gpu_kernels" in t else "") + " "
+                f"| {1e3 * (t['eval_collate_s'] + t['eval_model_s']):.1f} ({1e3 * t['eval_collate_s']:.1f} + "
+                f"{1e3 * t['eval_model_s']:.1f}) | {fmt(first, '.1f')} | {t['high']['train_collate_share']:.0%} "
+                f"({t['high']['train_collate_exposed']:.0%}) | {t['low']['seed_h']:.2f}-{t['high']['seed_h']:.1f} "
+                f"| {t['jobs']} |")
+        lines += ["", f"SRL's loops (one process, the first row its default loop again): `{ta['srl_loops']['command']}`."]
+        hw = ta["highway"]
+        if "error" in hw:
+            return lines + [""]
+        sides = hw["sides"]
+        text = "; ".join(f"{side} {v['best']['wall_s'] * 1e3:.1f} ms (warm-up {v['warmup_s']:.1f} s; {v['ready']})"
+                         for side, v in sides.items())
+        ratio = hw.get("allennlp_over_elmoc")
+        lines += ["", f"SRL's encoder alone, forward + backward, best of {hw['sizes']['rounds']} "
+                  f"(batch {hw['sizes']['batch']} x {hw['sizes']['length']}, {hw['sizes']['layers']} x "
+                  f"{hw['sizes']['hidden']}; `{hw['command']}`): {text}; "
+                  + (f"AllenNLP / elmoc {ratio['wall_s']:.2f}x wall." if ratio else
+                     f"AllenNLP not run ({hw.get('allennlp_skipped', 'no --allennlp-python')})."), ""]
+        return lines
+
     renderers = {"tests": _tests, "resume": _resume, "table4": _table4, "table5": _table5,
-                 "throughput": _throughput, "profile": _profile, "embed": _embed, "fused": _fused}
+                 "throughput": _throughput, "profile": _profile, "embed": _embed, "fused": _fused, "tasks": _tasks}
     for step, render in renderers.items():
         if results.get(step):
             try:

@@ -15,11 +15,19 @@ sequences of ``--length`` tokens, or lengths drawn in ``length +- spread``; the 
 from the same NumPy seed), run one warm-up step, then time one step per request: forward, a
 weighted sum of the outputs, backward to the input and every parameter. The driver asks each
 worker in turn, alternating which goes first, for ``--rounds`` rounds and reports the best
-(least) wall and CPU seconds of each side and their ratios.
+(least) wall and CPU seconds of each side and their ratios. Without ``--allennlp-python`` only
+elmoc's side runs (its times, no ratio).
+
+``--device cuda`` (or ``cuda:N``) puts both sides' encoders and batches on that GPU: elmoc's
+CUDA path is the Python time loop with ``torch.compile``'d cells (compiled in the warm-up step),
+AllenNLP's its own ``AugmentedLstm`` loop; each step is then timed in wall seconds between two
+``torch.cuda.synchronize`` calls (the CPU seconds are the host's share). The two workers
+alternate, so they never share the GPU within a step.
 
 Usage:
     PYTHONPATH=src .venv/bin/python benchmarks/highway_lstm_vs_allennlp.py \
-        --allennlp-python /tmp/allennlp-venv/bin/python [--threads 1] [--rounds 5] [--batch 80] [--length 26]
+        [--allennlp-python /tmp/allennlp-venv/bin/python] [--threads 1] [--rounds 5] [--batch 80] [--length 26]
+        [--device cpu|cuda]
 """
 from __future__ import annotations
 
@@ -35,7 +43,8 @@ HERE = Path(__file__).resolve().parent
 
 
 def _batch(args):
-    """(inputs (B, T, D) float32, mask (B, T) bool, output weights (B, T, H)) from ``args.seed``."""
+    """(inputs (B, T, D) float32, mask (B, T) bool, output weights (B, T, H)) from ``args.seed``,
+    on the CPU (the worker moves them to its device)."""
     import numpy as np
     import torch
 
@@ -75,22 +84,36 @@ def worker(args) -> int:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    device = torch.device(args.device)
     encoder, what = _encoder(args)
-    encoder.train()
-    x, mask, weights = _batch(args)
+    encoder.to(device).train()
+    x, mask, weights = (t.to(device) for t in _batch(args))
+    x = x.detach().requires_grad_()
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
 
     def step():
         encoder.zero_grad(set_to_none=True)
         x.grad = None
         (encoder(x, mask) * weights).sum().backward()
 
-    step()
-    print(json.dumps({"ready": what, "torch": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
+    start = time.perf_counter()
+    step()  # the warm-up: on CUDA elmoc's cells compile here
+    sync()
+    ready = {"ready": what, "torch": torch.__version__, "threads": torch.get_num_threads(), "device": str(device),
+             "warmup_s": time.perf_counter() - start}
+    if device.type == "cuda":
+        ready["device_name"] = torch.cuda.get_device_name(device)
+    print(json.dumps(ready), flush=True)
     for line in sys.stdin:
         if line.strip() != "step":
             break
+        sync()
         cpu, wall = time.process_time(), time.perf_counter()
         step()
+        sync()
         print(json.dumps({"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}), flush=True)
     return 0
 
@@ -101,7 +124,8 @@ def _start(python: str, side: str, args) -> tuple[subprocess.Popen, dict]:
         env["PYTHONPATH"] = str(HERE.parent / "src") + os.pathsep + env.get("PYTHONPATH", "")
     sizes = ["--batch", str(args.batch), "--length", str(args.length), "--spread", str(args.spread),
              "--input-dim", str(args.input_dim), "--hidden", str(args.hidden), "--layers", str(args.layers),
-             "--dropout", str(args.dropout), "--threads", str(args.threads), "--seed", str(args.seed)]
+             "--dropout", str(args.dropout), "--threads", str(args.threads), "--seed", str(args.seed),
+             "--device", args.device]
     proc = subprocess.Popen([python, str(Path(__file__).resolve()), "--worker", side, *sizes], env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
@@ -119,7 +143,8 @@ def _step(proc: subprocess.Popen) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--allennlp-python", help="python of the AllenNLP 2.10.1 venv (benchmarks/allennlp-venv.txt)")
+    p.add_argument("--allennlp-python", help="python of the AllenNLP 2.10.1 venv (benchmarks/allennlp-venv.txt); "
+                   "without it only elmoc's side runs")
     p.add_argument("--worker", choices=("elmoc", "allennlp"), help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, default=80, help="sequences per batch (AllenNLP's SRL config: 80)")
     p.add_argument("--length", type=int, default=26, help="tokens per sequence (mean SRL length, default 26)")
@@ -131,19 +156,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=5, help="timed steps per side, alternating which goes first")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]: both sides on that device")
     p.add_argument("--json", type=Path, help="write the figures here")
     args = p.parse_args(argv)
     if args.worker:
         return worker(args)
-    if not args.allennlp_python:
-        p.error("--allennlp-python is required (the AllenNLP venv's python)")
+    if args.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            p.error(f"--device {args.device}: no CUDA GPU is visible here; use --device cpu")
+    pythons = {"elmoc": sys.executable}
+    if args.allennlp_python:
+        pythons["allennlp"] = args.allennlp_python
     sides = {}
     try:
-        for side, python in (("elmoc", sys.executable), ("allennlp", args.allennlp_python)):
+        for side, python in pythons.items():
             sides[side] = _start(python, side, args)
         times: dict[str, list[dict]] = {side: [] for side in sides}
         for r in range(args.rounds):
-            order = ("elmoc", "allennlp") if r % 2 == 0 else ("allennlp", "elmoc")
+            order = list(sides) if r % 2 == 0 else list(sides)[::-1]
             for side in order:
                 times[side].append(_step(sides[side][0]))
     finally:
@@ -153,15 +185,21 @@ def main(argv: list[str] | None = None) -> int:
                 proc.wait()
     best = {side: {k: min(t[k] for t in times[side]) for k in ("wall_s", "cpu_s")} for side in times}
     result = {"sizes": {k: getattr(args, k) for k in ("batch", "length", "spread", "input_dim", "hidden", "layers",
-                                                      "dropout", "threads", "rounds", "seed")},
+                                                      "dropout", "threads", "rounds", "seed", "device")},
               "sides": {side: {**sides[side][1], "best": best[side], "steps": times[side]} for side in sides},
-              "allennlp_over_elmoc": {k: best["allennlp"][k] / best["elmoc"][k] for k in ("wall_s", "cpu_s")}}
+              "allennlp_over_elmoc": ({k: best["allennlp"][k] / best["elmoc"][k] for k in ("wall_s", "cpu_s")}
+                                      if "allennlp" in best else None)}
+    on = f" on {sides['elmoc'][1].get('device_name', args.device)}" if args.device != "cpu" else ""
     for side in sides:
-        print(f"{side}: {sides[side][1]['ready']}; best of {args.rounds}: {best[side]['wall_s']:.3f} s wall, "
-              f"{best[side]['cpu_s']:.3f} s CPU per forward + backward")
+        print(f"{side}: {sides[side][1]['ready']}{on}; best of {args.rounds}: {best[side]['wall_s']:.3f} s wall"
+              f"{' (synchronized)' if on else ''}, {best[side]['cpu_s']:.3f} s CPU per forward + backward "
+              f"(warm-up step {sides[side][1]['warmup_s']:.1f} s)")
+    sizes = f"batch {args.batch}, length {args.length}, {args.layers} x {args.hidden}, threads {args.threads}{on}"
     ratio = result["allennlp_over_elmoc"]
-    print(f"AllenNLP / elmoc: {ratio['wall_s']:.2f}x wall, {ratio['cpu_s']:.2f}x CPU "
-          f"(batch {args.batch}, length {args.length}, {args.layers} x {args.hidden}, threads {args.threads})")
+    if ratio is None:
+        print(f"AllenNLP: not run (no --allennlp-python); {sizes}")
+    else:
+        print(f"AllenNLP / elmoc: {ratio['wall_s']:.2f}x wall, {ratio['cpu_s']:.2f}x CPU ({sizes})")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
     return 0

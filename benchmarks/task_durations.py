@@ -47,16 +47,32 @@ paper-size file of that layout is; a ``contiguous`` file is mapped into memory a
 it); collate's share of the derived GPU step is printed per task, as timed (on the step's path)
 and as the runner's prefetch thread leaves it (only what exceeds the rest of the step waits).
 
+``--device cuda`` (or ``cuda:N``) measures on a GPU instead: the task model and every batch
+(``to_device``, as the runner moves them) on it, the model part of each step in wall seconds
+with ``torch.cuda.synchronize`` before and after (collate stays on the host and is timed as on
+the CPU), the kernels of one step counted by ``torch.profiler`` as the CUDA kernel launches it
+records (runtime and driver launch calls, a CUDA graph replay counted once; the kernels the device
+ran are kept beside them as ``*_gpu_kernels``; not item 3's dispatch count, which Dynamo's compiled
+cells would dodge), and the GPU-hour columns then MEASURED from those
+step times (no factor, no assumed launch time): the low bound a step of max(collate, model) (the
+runner's prefetch thread builds the next batch during the step) for the fewest epochs, the high
+bound collate + model for the maximum. ``--compare-python-loop`` on CUDA compares what differs
+there: SRL's highway LSTM with its ``torch.compile``'d cells (the CUDA path), the same loop with
+the cells eager (``eager cells``), and the plain autograd loop (``Python loop``, the pre-issue-45
+path). The first step of each measurement (compiling the cells, cuBLAS handles) is timed apart
+(``*_warmup_s``).
+
 ``--tiny`` shrinks every size (models, features, batches, lengths) so that the tests run the
 whole script in seconds; its figures mean nothing.
 
 Usage: PYTHONPATH=src .venv/bin/python benchmarks/task_durations.py [--tasks sst5 snli ner srl coref]
     [--steps 3] [--threads 1] [--features-layout allennlp|contiguous] [--features-dtype float32|float16]
-    [--json out.json] [--tiny] [--compare-python-loop]
+    [--json out.json] [--tiny] [--compare-python-loop] [--device cpu|cuda]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -140,14 +156,21 @@ NER_TYPES = ("LOC", "MISC", "ORG", "PER")
 
 def task_sections(config: Path = PAPER_CONFIG) -> dict:
     """``tasks`` of ``config`` as the workflow passes each section: validated against the
-    workflow schema with its defaults filled, each task section completed by its task class."""
+    workflow schema with its defaults filled, each task section completed by its task class.
+    Where Snakemake is not installed (the GPU machine) the schema step is left out: each section
+    is still checked and completed by its task class, which for config/paper.yaml gives the
+    same task sections (the schema's defaults fill keys outside them)."""
     import yaml
-    from snakemake.utils import validate
 
     from elmoc.tasks.config import complete_sections
 
     data = yaml.safe_load(config.read_text(encoding="utf-8"))
-    validate(data, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    try:
+        from snakemake.utils import validate
+    except ImportError:
+        pass
+    else:
+        validate(data, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
     complete_sections(data["tasks"])
     return data["tasks"]
 
@@ -275,10 +298,79 @@ def dispatch_us(calls: int = 20000) -> float:
     return (time.process_time() - start) / calls * 1e6
 
 
-def clocks() -> tuple[float, float]:
+def clocks(device: torch.device | None = None) -> tuple[float, float]:
     """(CPU seconds of this process, wall seconds). The estimates use CPU seconds: the time-sharing
-    of a loaded machine stretches the wall time, not the CPU time of a one-thread process."""
+    of a loaded machine stretches the wall time, not the CPU time of a one-thread process. On a CUDA
+    ``device`` its queued work is waited for first (``torch.cuda.synchronize``)."""
+    if device is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
     return time.process_time(), time.perf_counter()
+
+
+# the profiler's names of the calls that launch work on a GPU (CUDA runtime and driver API)
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                "cudaLaunchCooperativeKernel", "cudaGraphLaunch")
+
+
+def cuda_launches(fn, device: torch.device) -> tuple[int, int]:
+    """(kernel launch calls, kernels run on the GPU) of ``fn()`` as ``torch.profiler`` records them: the
+    host's launch calls (a graph replay counts one) and the device's kernel records (copies and fills not
+    counted; a graph's kernels each)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize(device)
+    events = prof.events()
+    launches = sum(1 for e in events if e.name in LAUNCH_CALLS)
+    kernels = sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA
+                  and not e.name.startswith(("Memcpy", "Memset")))
+    return launches, kernels
+
+
+# -- the time loops a comparison measures beside the default one -----------------------------
+@contextlib.contextmanager
+def native_loops_off():
+    """``ELMOC_NATIVE_LSTM=0`` inside: the CPU runs the Python reference loops (restored after)."""
+    saved = os.environ.get("ELMOC_NATIVE_LSTM")
+    os.environ["ELMOC_NATIVE_LSTM"] = "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("ELMOC_NATIVE_LSTM", None)
+        else:
+            os.environ["ELMOC_NATIVE_LSTM"] = saved
+
+
+@contextlib.contextmanager
+def highway_loops(choose):
+    """SRL's highway LSTM takes the loops ``choose(tensor)`` returns inside (``None``: the reference
+    autograd loop); ``elmoc.nn.alternating_lstm.time_loops`` is restored after."""
+    from elmoc.nn import alternating_lstm
+
+    saved = alternating_lstm.time_loops
+    alternating_lstm.time_loops = choose
+    try:
+        yield
+    finally:
+        alternating_lstm.time_loops = saved
+
+
+def _eager_cells(_tensor, loops={}):  # noqa: B006 (one set of loops per process)
+    from elmoc.nn.alternating_lstm import PythonLoops
+
+    return loops.setdefault("eager", PythonLoops(compiled=False))
+
+
+# per device type: (row suffix, context manager) measured after the default loop by --compare-python-loop.
+# On a CPU the default is the C++ loop; on CUDA both are Python loops, so what differs is the cells:
+# compiled (the default), eager, or no hand-written backward at all (the reference autograd loop)
+COMPARED_LOOPS = {
+    "cpu": (("Python loop", native_loops_off),),
+    "cuda": (("eager cells", lambda: highway_loops(_eager_cells)),
+             ("Python loop", lambda: highway_loops(lambda _tensor: None))),
+}
 
 
 def _timed(fn) -> float:
@@ -288,12 +380,13 @@ def _timed(fn) -> float:
 
 
 def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path, seed: int = 1,
-                 layout: str = "allennlp", dtype: str = "float32") -> dict:
+                 layout: str = "allennlp", dtype: str = "float32", device: str = "cpu") -> dict:
     """CPU seconds of one training step and one dev-evaluation batch of task ``name`` (medians of
-    ``steps`` after a warm-up), their collate parts, and the kernels of each."""
+    ``steps`` after a warm-up), their collate parts, and the kernels of each. On a CUDA ``device``
+    the model parts are synchronized wall seconds and the kernels the profiler's launches."""
     from elmoc.tasks.config import build_task
     from elmoc.tasks.embedder import TaskInputs
-    from elmoc.tasks.runner import TrainerConfig, task_optimizer
+    from elmoc.tasks.runner import TrainerConfig, task_optimizer, to_device
     from elmoc.features.store import FeatureStore
 
     data = DATASETS[name]
@@ -329,7 +422,9 @@ def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path
             (len(vocab), TINY_SIZES["fasttext"] if tiny else FASTTEXT_DIM), dtype=np.float32)
     inputs = TaskInputs(vectors, vocab, store, lowercase=task.lowercase_words)
     torch.manual_seed(seed)
-    model = task.build_model(inputs)
+    dev = torch.device(device)
+    cuda = dev.type == "cuda"
+    model = task.build_model(inputs).to(dev)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = task_optimizer(params, trainer)
     decay = (torch.optim.lr_scheduler.StepLR(optimizer, trainer.lr_decay_steps, trainer.lr_decay)
@@ -337,6 +432,8 @@ def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path
 
     def update(b: dict) -> None:
         """The runner's training step on batch ``b``."""
+        if cuda:
+            b = to_device(b, dev)
         loss = model(b).loss
         if trainer.mix_l2:
             loss = loss + trainer.mix_l2 * model.mix_penalty()
@@ -353,6 +450,8 @@ def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path
 
     def evaluate(b: dict) -> None:
         """One dev batch as the runner's ``evaluate`` scores it (decoding included)."""
+        if cuda:
+            b = to_device(b, dev)
         metric = task.new_metric()
         metric.reset()
         with torch.no_grad():
@@ -361,24 +460,30 @@ def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path
     result = {"batch_size": batch, "eval_batch_size": eval_batch, "train_length": train_length,
               "dev_length": dev_length, "with_fasttext": bool(section.get("with_fasttext")),
               "input_dim": model.embedder.output_dim, "parameters": sum(p.numel() for p in params),
-              "epochs": trainer.epochs, "patience": trainer.patience}
+              "epochs": trainer.epochs, "patience": trainer.patience, "device": str(dev)}
     for key, pool, run in (("train", train_pool, update), ("eval", dev_pool, evaluate)):
         model.train(key == "train")
         timings = []
         for _ in range(1 + steps):  # a warm-up step, then the timed ones
-            t0 = clocks()
+            t0 = clocks(dev)
             b = task.collate(pool, inputs)
-            t1 = clocks()
+            t1 = clocks(dev)
             run(b)
-            t2 = clocks()
+            t2 = clocks(dev)
             timings.append([t1[0] - t0[0], t2[0] - t1[0], t1[1] - t0[1], t2[1] - t1[1]])
         for i, part in enumerate(("collate_s", "model_s", "collate_wall_s", "model_wall_s")):
             result[f"{key}_{part}"] = statistics.median(t[i] for t in timings[1:])
-        counter = KernelCounter()
         b = task.collate(pool, inputs)
-        with counter:
-            run(b)
-        result[f"{key}_kernels"] = counter.count
+        if cuda:  # the GPU's step is its wall time; its kernels are the launches the profiler records
+            result[f"{key}_model_cpu_s"] = result[f"{key}_model_s"]
+            result[f"{key}_model_s"] = result[f"{key}_model_wall_s"]
+            result[f"{key}_warmup_s"] = timings[0][3]
+            result[f"{key}_kernels"], result[f"{key}_gpu_kernels"] = cuda_launches(lambda: run(b), dev)
+        else:  # (not on CUDA: Dynamo steps aside under a dispatch mode, so compiled cells would count eagerly)
+            counter = KernelCounter()
+            with counter:
+                run(b)
+            result[f"{key}_kernels"] = counter.count
     store.close()
     features.unlink()
     return result
@@ -393,26 +498,38 @@ def gpu_seconds(collate_s: float, model_s: float, kernels: int, factor: float, l
     return collate_s + (max(compute, launches) if overlap else compute + launches)
 
 
-def estimate(m: dict, data: Dataset, factors: tuple[float, float]) -> dict:
+def estimate(m: dict, data: Dataset, factors: tuple[float, float] | None) -> dict:
     """Hours per seed on a GPU from the CPU measurements ``m``: the low bound (fast factor,
     short launches, overlapped, the fewest epochs: patience + 1) and the high bound (slow
-    factor, long launches, summed, the maximum epochs); and the jobs that need."""
+    factor, long launches, summed, the maximum epochs); and the jobs that need.
+
+    ``factors`` None: ``m`` was measured on the GPU (``--device cuda``), so its step times are
+    used as they are: the low bound a step of max(collate, model) (collate built ahead on the
+    runner's prefetch thread), the high bound collate + model."""
     steps = math.ceil(data.train / m["batch_size"])
     dev_batches = math.ceil(data.dev / m["eval_batch_size"])
-    out = {"train_steps": steps, "dev_batches": dev_batches}
-    for bound, factor, launch, overlap, epochs in (("low", factors[1], LAUNCH_US[0], True, m["patience"] + 1),
-                                                   ("high", factors[0], LAUNCH_US[1], False, m["epochs"])):
-        step = gpu_seconds(m["train_collate_s"], m["train_model_s"], m["train_kernels"], factor, launch, overlap)
-        evaluation = gpu_seconds(m["eval_collate_s"], m["eval_model_s"], m["eval_kernels"], factor, launch, overlap)
+    out = {"train_steps": steps, "dev_batches": dev_batches, "gpu_hours": "derived" if factors else "measured"}
+    for bound, epochs in (("low", m["patience"] + 1), ("high", m["epochs"])):
+        # the shares below are of a step that waits for its collate (built ahead: the *_exposed ones)
+        whole = (m["train_collate_s"] + m["train_model_s"], m["eval_collate_s"] + m["eval_model_s"])
+        if factors is None:
+            step, evaluation = ((max(m["train_collate_s"], m["train_model_s"]), max(m["eval_collate_s"], m["eval_model_s"]))
+                                if bound == "low" else whole)
+        else:
+            factor, launch, overlap = (factors[1], LAUNCH_US[0], True) if bound == "low" else (factors[0], LAUNCH_US[1], False)
+            step = gpu_seconds(m["train_collate_s"], m["train_model_s"], m["train_kernels"], factor, launch, overlap)
+            evaluation = gpu_seconds(m["eval_collate_s"], m["eval_model_s"], m["eval_kernels"], factor, launch,
+                                     overlap)
+            whole = (step, evaluation)
         epoch = steps * step + dev_batches * evaluation
         out[bound] = {"step_s": step, "eval_batch_s": evaluation, "epoch_h": epoch / 3600, "epochs": epochs,
                       "seed_h": (epochs * epoch + dev_batches * evaluation) / 3600,
-                      "train_collate_share": m["train_collate_s"] / step,
-                      "eval_collate_share": m["eval_collate_s"] / evaluation,
+                      "train_collate_share": m["train_collate_s"] / whole[0],
+                      "eval_collate_share": m["eval_collate_s"] / whole[1],
                       # the runner builds batches on a background thread (elmoc.tasks.prefetch): a step waits
                       # only for the collate time beyond the rest of the previous step (GIL contention ignored)
-                      "train_collate_exposed": exposed_share(m["train_collate_s"], step),
-                      "eval_collate_exposed": exposed_share(m["eval_collate_s"], evaluation)}
+                      "train_collate_exposed": exposed_share(m["train_collate_s"], whole[0]),
+                      "eval_collate_exposed": exposed_share(m["eval_collate_s"], whole[1])}
     return {**out, **plan_jobs(out["high"]["seed_h"])}
 
 
@@ -449,10 +566,27 @@ def main(argv: list[str] | None = None) -> int:
                    help="its stored precision (elmoc extract --dtype; default float32)")
     p.add_argument("--json", type=Path, help="write the figures here")
     p.add_argument("--compare-python-loop", action="store_true",
-                   help="measure each task twice, the second time with ELMOC_NATIVE_LSTM=0 (the Python time loops)")
+                   help="measure each task again with the other time loops: on a CPU with ELMOC_NATIVE_LSTM=0 (the "
+                   "Python time loops); on CUDA with SRL's cells eager, then with the reference autograd loop")
+    p.add_argument("--device", default="cpu",
+                   help="cpu (default: CPU seconds, GPU hours derived) or cuda[:N] (the model and batches on the GPU, "
+                   "synchronized wall seconds, the profiler's kernel launches, GPU hours measured)")
     args = p.parse_args(argv)
     if args.steps < 1:
         print("--steps must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        device = torch.device(args.device)
+    except RuntimeError as e:
+        print(f"--device {args.device}: {e}", file=sys.stderr)
+        return 2
+    cuda = device.type == "cuda"
+    if device.type not in COMPARED_LOOPS:
+        print(f"--device {args.device}: only cpu and cuda are measured", file=sys.stderr)
+        return 2
+    if cuda and not torch.cuda.is_available():
+        print(f"--device {args.device}: no CUDA GPU is visible here (torch {torch.__version__}); run on the CPU "
+              "with --device cpu", file=sys.stderr)
         return 2
     threads = torch.get_num_threads()
     torch.set_num_threads(args.threads)
@@ -467,54 +601,64 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.config}: no task section tasks.{missing[0]}", file=sys.stderr)
             return 2
         size = 256 if args.tiny else 1024
-        result = {"threads": args.threads, "steps": args.steps, "tiny": args.tiny,
+        result = {"threads": args.threads, "steps": args.steps, "tiny": args.tiny, "device": str(device),
                   "cpu_dispatch_us": dispatch_us(2000 if args.tiny else 20000), "launch_us": LAUNCH_US,
                   "h100_fp32_tflops": H100_FP32_TFLOPS, "gpu_efficiency": GPU_EFFICIENCY, "tasks": {}}
-        print(f"threads {args.threads}; CPU cost of one op {result['cpu_dispatch_us']:.1f} us; H100 FP32 "
-              f"{H100_FP32_TFLOPS[0]:.0f}-{H100_FP32_TFLOPS[1]:.0f} TFLOP/s x {GPU_EFFICIENCY[0]:.0%}-{GPU_EFFICIENCY[1]:.0%}; "
-              f"{LAUNCH_US[0]:.0f}-{LAUNCH_US[1]:.0f} us per kernel")
-        print("task | batch | CPU step ms (collate + model) | kernels/step | eval batch | CPU eval ms (collate + model) | "
-              "CPU GFLOP/s | factor | steps/epoch | dev batches | GPU h/epoch | epochs | GPU h per seed | 24 h jobs | "
-              "runtime | retries")
+        if cuda:
+            result.update(device_name=torch.cuda.get_device_name(device), cuda=torch.version.cuda,
+                          torch=torch.__version__,
+                          timing="wall seconds, torch.cuda.synchronize before and after each part; collate on the host")
+            print(f"device {result['device_name']} (torch {torch.__version__}, CUDA {torch.version.cuda}); threads "
+                  f"{args.threads}; times: wall seconds with torch.cuda.synchronize before and after each part, the "
+                  "batch's copy to the GPU in the model part (collate on the host, its CPU seconds); kernels/step: "
+                  "CUDA launches recorded by torch.profiler; GPU hours measured from these step times")
+            print("task | batch | GPU step ms (collate + model) | kernels/step | eval batch | GPU eval ms (collate + "
+                  "model) | first step s | steps/epoch | dev batches | GPU h/epoch (measured) | epochs | GPU h per seed "
+                  "(measured) | 24 h jobs | runtime | retries")
+        else:
+            print(f"threads {args.threads}; CPU cost of one op {result['cpu_dispatch_us']:.1f} us; H100 FP32 "
+                  f"{H100_FP32_TFLOPS[0]:.0f}-{H100_FP32_TFLOPS[1]:.0f} TFLOP/s x {GPU_EFFICIENCY[0]:.0%}-{GPU_EFFICIENCY[1]:.0%}; "
+                  f"{LAUNCH_US[0]:.0f}-{LAUNCH_US[1]:.0f} us per kernel")
+            print("task | batch | CPU step ms (collate + model) | kernels/step | eval batch | CPU eval ms (collate + model) | "
+                  "CPU GFLOP/s | factor | steps/epoch | dev batches | GPU h/epoch | epochs | GPU h per seed | 24 h jobs | "
+                  "runtime | retries")
         shares = []
         result.update(features_layout=args.features_layout, features_dtype=args.features_dtype)
-        runs = [(name, None) for name in args.tasks]
+        runs = [(name, contextlib.nullcontext) for name in args.tasks]
         if args.compare_python_loop:
-            runs = [run for name in args.tasks for run in ((name, None), (f"{name} (Python loop)", "0"))]
+            runs = [run for name in args.tasks for run in
+                    [(name, contextlib.nullcontext)]
+                    + [(f"{name} ({suffix})", switch) for suffix, switch in COMPARED_LOOPS[device.type]]]
         with tempfile.TemporaryDirectory(prefix="task-durations-") as tmp:
-            for label, native_switch in runs:
+            for label, switch in runs:
                 name = label.split()[0]
-                saved = os.environ.get("ELMOC_NATIVE_LSTM")
-                if native_switch is not None:
-                    os.environ["ELMOC_NATIVE_LSTM"] = native_switch
-                try:
+                with switch():
                     # the CPU's matmul rate just before and after the task's timings (the machine's load
                     # changes): the factor and the timings it divides see the same machine
-                    before = matmul_gflops(size)
+                    before = None if cuda else matmul_gflops(size)
                     m = measure_task(name, sections[name], args.steps, args.tiny, Path(tmp),
-                                     layout=args.features_layout, dtype=args.features_dtype)
-                    gflops = (before + matmul_gflops(size)) / 2
-                finally:
-                    if saved is None:
-                        os.environ.pop("ELMOC_NATIVE_LSTM", None)
-                    else:
-                        os.environ["ELMOC_NATIVE_LSTM"] = saved
-                factors = tuple(peak * 1e3 * eff / gflops for peak, eff in zip(H100_FP32_TFLOPS, GPU_EFFICIENCY))
+                                     layout=args.features_layout, dtype=args.features_dtype, device=str(device))
+                    gflops = None if cuda else (before + matmul_gflops(size)) / 2
+                factors = None if cuda else tuple(peak * 1e3 * eff / gflops
+                                                  for peak, eff in zip(H100_FP32_TFLOPS, GPU_EFFICIENCY))
                 e = estimate(m, DATASETS[name], factors)
                 result["tasks"][label] = {**m, **e, "cpu_matmul_gflops": gflops, "factors": factors,
                                           "dataset": DATASETS[name]._asdict()}
                 ms = {k: 1e3 * m[k] for k in ("train_collate_s", "train_model_s", "eval_collate_s", "eval_model_s")}
+                rate = (f"{max(m['train_warmup_s'], m['eval_warmup_s']):.1f}" if cuda else
+                        f"{gflops:.1f} | {factors[0]:.0f}-{factors[1]:.0f}")
                 print(f"{label} | {m['batch_size']} | {ms['train_collate_s'] + ms['train_model_s']:.0f} "
                       f"({ms['train_collate_s']:.0f} + {ms['train_model_s']:.0f}) | {m['train_kernels']} | "
                       f"{m['eval_batch_size']} | {ms['eval_collate_s'] + ms['eval_model_s']:.0f} "
-                      f"({ms['eval_collate_s']:.0f} + {ms['eval_model_s']:.0f}) | {gflops:.1f} | "
-                      f"{factors[0]:.0f}-{factors[1]:.0f} | {e['train_steps']} | {e['dev_batches']} | "
+                      f"({ms['eval_collate_s']:.0f} + {ms['eval_model_s']:.0f}) | {rate} | "
+                      f"{e['train_steps']} | {e['dev_batches']} | "
                       f"{e['low']['epoch_h']:.2f}-{e['high']['epoch_h']:.2f} | {e['low']['epochs']}-{e['high']['epochs']} | "
                       f"{e['low']['seed_h']:.1f}-{e['high']['seed_h']:.1f} | {e['jobs']} | {e['runtime']} | {e['retries']}",
                       flush=True)
                 shares.append(" | ".join([label] + [f"{e['low'][k]:.0%}-{e['high'][k]:.0%}" for k in (
                     "train_collate_share", "eval_collate_share", "train_collate_exposed", "eval_collate_exposed")]))
-            print(f"collate's share of a GPU step (derived), features {args.features_layout} {args.features_dtype}:\n"
+            print(f"collate's share of a GPU step ({'measured' if cuda else 'derived'}), features "
+                  f"{args.features_layout} {args.features_dtype}:\n"
                   "task | train step (low-high bound) | eval batch | train, built ahead | eval, built ahead\n"
                   + "\n".join(shares))
     finally:

@@ -132,8 +132,9 @@ def test_cpu_rehearsal_runs_every_step(tmp_path):
     """`gpu_check.sh --device cpu --tiny`: every step at tiny sizes (2 min 11 s on a quiet 2-core VM),
     as on the GPU except what needs CUDA: the suite's CUDA variants skip, the resume is exact, the
     tables, the three models' throughput in fp32/TF32/bf16 (and bf16 on the old LSTM path), the profile in
-    every precision with the operator and cast counts (host syncs need CUDA) and the
-    embedding with its 16-bit copies."""
+    every precision with the operator and cast counts (host syncs need CUDA), the
+    embedding with its 16-bit copies and the task stage (issue 45: the five task models, SRL's loops,
+    its encoder alone; AllenNLP is not here)."""
     out = tmp_path / "out"
     proc = run_check("--device", "cpu", "--tiny", "--out", str(out), "--scratch", str(tmp_path / "scratch"),
                      timeout=2400)
@@ -173,3 +174,78 @@ def test_cpu_rehearsal_runs_every_step(tmp_path):
     for heading in ("**Suite on the device**", "**Resume**", "**Table 4**", "**Table 5**", "**Training throughput**",
                     "**Profile of the ELMo-C step**", "**Embedding**", "**ELMo-C with the fused cell**"):
         assert heading in md
+    check_tasks_rehearsal(r["tasks"], md)
+
+
+def check_tasks_rehearsal(tasks: dict, md: str) -> None:
+    """The tasks step of a CPU rehearsal: every task model timed with the contiguous float16 features,
+    SRL again beside its Python loop, SRL's encoder alone without AllenNLP, and its summary lines."""
+    durations = tasks["durations"]
+    assert list(durations["tasks"]) == list(gpu_check.TASK_NAMES) and durations["device"] == "cpu"
+    assert (durations["features_layout"], durations["features_dtype"]) == ("contiguous", "float16")
+    assert all(t["train_model_s"] > 0 and t["train_kernels"] > 0 and t["high"]["seed_h"] > 0
+               for t in durations["tasks"].values())
+    assert list(tasks["srl_loops"]["tasks"]) == ["srl", "srl (Python loop)"]
+    highway = tasks["highway"]
+    assert list(highway["sides"]) == ["elmoc"] and highway["allennlp_over_elmoc"] is None
+    assert highway["allennlp_skipped"] and highway["sides"]["elmoc"]["best"]["wall_s"] > 0
+    assert "**Task stage on the device**" in md and "| srl (Python loop) | 4 |" in md
+    assert "SRL's encoder alone" in md and "AllenNLP not run (no Python with AllenNLP here" in md
+
+
+def test_the_tasks_summary_of_a_gpu_run(tmp_path):
+    """What the tasks step renders from a CUDA run: measured hours, the first (compiling) step, SRL's three
+    loops from one process, and the ratio to AllenNLP when it ran (figures made up for the test)."""
+    durations = load_benchmark("task_durations")
+
+    def row(model_s: float, kernels: int) -> dict:
+        m = {"batch_size": 80, "eval_batch_size": 80, "epochs": 500, "patience": 200, "train_collate_s": 0.004,
+             "train_model_s": model_s, "train_kernels": kernels, "eval_collate_s": 0.002, "eval_model_s": model_s / 2,
+             "eval_kernels": kernels // 2, "train_warmup_s": 31.0, "eval_warmup_s": 12.0}
+        return {**m, **durations.estimate(m, durations.DATASETS["srl"], None)}
+
+    tasks = {"durations": {"command": "python benchmarks/task_durations.py --device cuda", "steps": 3, "device": "cuda",
+                           "tasks": {"srl": {**row(0.040, 1500), "train_gpu_kernels": 1480}}},
+             "srl_loops": {"command": "python benchmarks/task_durations.py --compare-python-loop", "device": "cuda",
+                           "tasks": {"srl": row(0.041, 1500), "srl (eager cells)": row(0.100, 11000),
+                                     "srl (Python loop)": row(0.160, 15819)}},
+             "highway": {"command": "python benchmarks/highway_lstm_vs_allennlp.py --device cuda",
+                         "sizes": {"rounds": 5, "batch": 80, "length": 26, "layers": 8, "hidden": 300},
+                         "sides": {side: {"best": {"wall_s": wall}, "warmup_s": 20.0, "ready": side}
+                                   for side, wall in (("elmoc", 0.02), ("allennlp", 0.06))},
+                         "allennlp_over_elmoc": {"wall_s": 3.0, "cpu_s": 2.5}}}
+    (tmp_path / "tasks.json").write_text(json.dumps(tasks))
+    gpu_check.write_summary(tmp_path, {"tasks": {"status": "ok", "seconds": 150.0, "limit_s": 480}})
+    md = (tmp_path / "summary.md").read_text()
+    assert "GPU hours per seed measured" in md and "synchronized wall time" in md
+    assert "| srl | 80 | 44.0 (4.0 + 40.0) | 1500, 1480 | 22.0 (2.0 + 20.0) | 31.0 | 9% (0%) |" in md
+    assert "kernels/step (GPU: launches, kernels run)" in md
+    assert "| srl, beside its loops | 80 | 45.0 (4.0 + 41.0) |" in md
+    assert "| srl (Python loop) | 80 | 164.0 (4.0 + 160.0) | 15819 |" in md
+    assert "| srl (eager cells) | 80 | 104.0 (4.0 + 100.0) | 11000 |" in md
+    assert "AllenNLP / elmoc 3.00x wall" in md and "elmoc 20.0 ms (warm-up 20.0 s" in md
+
+
+def test_a_failing_tasks_command_is_recorded_and_the_next_ones_still_run(tmp_path, monkeypatch):
+    """GPU minutes are scarce: when task_durations.py fails on the device, SRL's loops and the encoder
+    comparison still run, the step is marked failed and the summary names the command that failed."""
+    ran = []
+
+    def fake_run(cmd, log, **_):
+        ran.append(cmd)
+        if "--compare-python-loop" not in cmd and "task_durations.py" in cmd[1]:
+            raise RuntimeError("exit 1: " + " ".join(cmd))
+        Path(cmd[cmd.index("--json") + 1]).write_text(json.dumps({"tasks": {}, "sides": {}}))
+        return 1.0
+
+    monkeypatch.setattr(gpu_check, "run", fake_run)
+    monkeypatch.setattr(gpu_check, "allennlp_python", lambda args: None)
+    args = gpu_check.parse_args(["--device", "cpu", "--tiny", "--steps", "tasks"])
+    result = gpu_check.step_tasks(args, tmp_path, log=None)
+    assert len(ran) == 3 and result["durations"]["error"] == "exit 1" and not result["ok"]
+    assert result["srl_loops"]["seconds"] == 1.0 and result["highway"]["allennlp_skipped"]
+    (tmp_path / "tasks.json").write_text(json.dumps(result))
+    gpu_check.write_summary(tmp_path, {"tasks": {"status": "failed (checks)", "seconds": 3.0, "limit_s": 300}})
+    md = (tmp_path / "summary.md").read_text()
+    assert "**Task stage on the device**: `python benchmarks/task_durations.py --device cpu" in md
+    assert "failed (exit 1; see tasks.log)" in md and "its result could not be rendered" not in md

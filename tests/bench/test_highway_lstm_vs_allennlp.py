@@ -17,7 +17,7 @@ def bench():
 
 def _args(**changes):
     values = dict(batch=3, length=5, spread=0, input_dim=4, hidden=6, layers=2, dropout=0.1, threads=1, seed=0,
-                  worker=None)
+                  worker=None, device="cpu")
     return argparse.Namespace(**{**values, **changes})
 
 
@@ -45,3 +45,26 @@ def test_the_elmoc_worker_times_steps_and_a_missing_allennlp_is_one_clear_line(b
     with pytest.raises(SystemExit, match="the allennlp worker .* exited with 1 before it was ready"):
         bench.main(["--allennlp-python", sys.executable, "--batch", "2", "--length", "3", "--input-dim", "4",
                     "--hidden", "4", "--layers", "1", "--rounds", "1"])
+
+
+@pytest.mark.slow  # starts a worker process
+def test_without_allennlp_only_elmoc_s_side_runs(bench, tmp_path, capsys):
+    out = tmp_path / "highway.json"
+    assert bench.main(["--batch", "2", "--length", "3", "--input-dim", "4", "--hidden", "4", "--layers", "1",
+                       "--rounds", "2", "--device", "cpu", "--json", str(out)]) == 0
+    import json
+
+    result = json.loads(out.read_text())
+    assert list(result["sides"]) == ["elmoc"] and result["allennlp_over_elmoc"] is None
+    elmoc = result["sides"]["elmoc"]
+    assert elmoc["device"] == "cpu" and elmoc["warmup_s"] > 0 and len(elmoc["steps"]) == 2
+    assert result["sizes"]["device"] == "cpu"
+    assert "AllenNLP: not run (no --allennlp-python)" in capsys.readouterr().out
+
+
+def test_a_cuda_request_without_a_gpu_is_refused(bench, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--device", "cuda"])
+    assert stop.value.code == 2 and "no CUDA GPU is visible here" in capsys.readouterr().err

@@ -98,3 +98,66 @@ def test_compare_python_loop_measures_each_task_with_both_time_loops(tmp_path, m
     # the native loop: a few operations per step; the Python loop: every pointwise op of every step
     assert rows["srl (Python loop)"]["train_kernels"] > 2 * rows["srl"]["train_kernels"]
     assert "ELMOC_NATIVE_LSTM" not in os.environ  # given back
+
+
+def test_measured_gpu_hours_take_the_step_times_as_they_are():
+    """--device cuda: no factor, no assumed launch time; the low bound a step of max(collate, model)
+    (collate built ahead) for patience + 1 epochs, the high bound their sum for the maximum epochs."""
+    m = {"batch_size": 10, "eval_batch_size": 20, "epochs": 7, "patience": 2,
+         "train_collate_s": 0.01, "train_model_s": 0.03, "train_kernels": 1000,
+         "eval_collate_s": 0.02, "eval_model_s": 0.01, "eval_kernels": 500}
+    data = durations.Dataset(train=95, dev=41, train_length=5, dev_length=5)
+    e = durations.estimate(m, data, factors=None)
+    assert e["gpu_hours"] == "measured" and durations.estimate(m, data, (1.0, 2.0))["gpu_hours"] == "derived"
+    assert e["low"]["step_s"] == pytest.approx(0.03) and e["low"]["eval_batch_s"] == pytest.approx(0.02)
+    assert e["high"]["step_s"] == pytest.approx(0.04) and e["high"]["eval_batch_s"] == pytest.approx(0.03)
+    assert e["high"]["seed_h"] == pytest.approx((7 * (10 * 0.04 + 3 * 0.03) + 3 * 0.03) / 3600)
+    assert e["low"]["seed_h"] == pytest.approx((3 * (10 * 0.03 + 3 * 0.02) + 3 * 0.02) / 3600)
+    for bound in ("low", "high"):  # collate's share: of the step that waits for it, and what prefetch leaves
+        assert e[bound]["train_collate_share"] == pytest.approx(0.25)
+        assert e[bound]["train_collate_exposed"] == 0.0  # 10 ms of collate hide behind 30 ms of model
+        assert e[bound]["eval_collate_exposed"] == pytest.approx(0.5)  # 20 ms behind 10: 10 ms exposed
+
+
+def test_the_cuda_comparison_measures_compiled_eager_and_reference_loops(tmp_path, monkeypatch):
+    """On CUDA --compare-python-loop measures SRL with its cells eager and with the reference autograd
+    loop (ELMOC_NATIVE_LSTM changes nothing there); the same switches run here on the CPU, where each
+    loop makes a different number of operations, and the loop choice is given back after."""
+    from elmoc.nn import alternating_lstm
+
+    if alternating_lstm.native_ops() is None:
+        pytest.fail(f"native highway LSTM kernel did not build: {alternating_lstm.native_status()}")
+    monkeypatch.delenv("ELMOC_NATIVE_LSTM", raising=False)
+    monkeypatch.setitem(durations.COMPARED_LOOPS, "cpu", durations.COMPARED_LOOPS["cuda"])
+    chosen = alternating_lstm.time_loops
+    out = tmp_path / "durations.json"
+    assert durations.main(["--tiny", "--steps", "1", "--tasks", "srl", "--compare-python-loop",
+                           "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["tasks"]
+    assert list(rows) == ["srl", "srl (eager cells)", "srl (Python loop)"]
+    counts = [rows[k]["train_kernels"] for k in rows]
+    assert len(set(counts)) == 3 and min(counts[1:]) > 2 * counts[0], counts  # C++ loop; two Python loops
+    assert alternating_lstm.time_loops is chosen
+
+
+def test_a_cuda_request_without_a_gpu_or_an_unknown_device_is_one_line(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert durations.main(["--tiny", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no CUDA GPU is visible here" in err and "--device cpu" in err
+    assert durations.main(["--tiny", "--device", "meta"]) == 2
+    assert "only cpu and cuda" in capsys.readouterr().err
+
+
+def test_task_sections_without_snakemake_are_the_workflow_s(monkeypatch):
+    """The GPU machine has no Snakemake: each section is then checked and completed by its task class
+    alone, which gives config/paper.yaml's task sections as the workflow's schema validation does."""
+    import sys
+
+    validated = durations.task_sections()
+    monkeypatch.setitem(sys.modules, "snakemake.utils", None)  # `from snakemake.utils import ...` fails
+    alone = durations.task_sections()
+    assert {k: v for k, v in alone.items() if isinstance(v, dict) and "type" in v} == {
+        k: v for k, v in validated.items() if isinstance(v, dict) and "type" in v}
+    assert set(durations.TASKS) <= set(alone)
