@@ -3,7 +3,8 @@
 For each model (ELMo-C, ELMo), precision (fp32, tf32, bf16), LSTM path (``--paths``: ``new``,
 the default, and ``old``, the float32 recurrence under bf16 autocast of commit c97a351, selected
 with ``ELMOC_LSTM_BF16_RECURRENCE=0``; and, with ``--paths fused``, the encoder option
-``fused_cell``) and window length (``--bptt``), it profiles ``--steps`` training
+``fused_cell: true``, the compiled time loops; with ``--paths layer``, ``fused_cell: layer``, each layer
+compiled whole with its autograd-derived backward) and window length (``--bptt``), it profiles ``--steps`` training
 steps (``elmoc.train.loop.train_step``: forward under the precision context, backward,
 clipping, optimizer) after warm-up steps (below) and prints, per step:
 
@@ -49,7 +50,9 @@ from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PATHS = ("new", "old", "fused")
+PATHS = ("new", "old", "fused", "layer")
+# the encoder option fused_cell of the compiled paths (the others run the Python loop: fused_cell false)
+FUSED_CELL = {"fused": True, "layer": "layer"}
 ENV = "ELMOC_LSTM_BF16_RECURRENCE"  # "0": the old float32 recurrence under bf16 autocast
 CASTS = ("aten::to", "aten::_to_copy", "aten::copy_")
 PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::addmm_", "aten::baddbmm")
@@ -240,10 +243,11 @@ class CudagraphLog:
 
 
 def profile_steps(model_name: str, precision: str, bptt: int, steps: int = 2, device: str = "cpu",
-                  seed: int = 0, scratch: Path | None = None, fused: bool = False) -> dict:
+                  seed: int = 0, scratch: Path | None = None, fused: bool | str = False) -> dict:
     """Per-step counts for ``steps`` profiled training steps of one tiny model (its random vector
     table is written under ``scratch``, default a folder of this process under $TMPDIR), after one
-    warm-up step, or ``FUSED_WARMUP`` with the fused cell."""
+    warm-up step, or ``FUSED_WARMUP`` with the fused cell (``fused``: the encoder's ``fused_cell``, true
+    or ``"layer"``)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -251,7 +255,7 @@ def profile_steps(model_name: str, precision: str, bptt: int, steps: int = 2, de
     m = next(x for x in gc.throughput_models(tiny=True) if x["name"] == model_name)
     m["bptt"] = bptt
     if fused:  # (an encoder before issue 44 has no such option)
-        m["spec"]["encoder"]["fused_cell"] = True
+        m["spec"]["encoder"]["fused_cell"] = fused
     dev = torch.device(device)
     scratch = scratch or Path(os.environ.get("TMPDIR", "/tmp")) / f"elmoc-lstm-profile-{os.getpid()}"
     scratch.mkdir(parents=True, exist_ok=True)
@@ -296,8 +300,8 @@ def profile_steps(model_name: str, precision: str, bptt: int, steps: int = 2, de
 
 
 class lstm_path:
-    """Context manager: run the LSTM's ``new`` bf16 recurrence (the default; also under ``fused``, the
-    encoder option ``fused_cell`` that :func:`profile_steps` sets) or the ``old`` float32 one
+    """Context manager: run the LSTM's ``new`` bf16 recurrence (the default; also under ``fused`` and
+    ``layer``, the encoder option ``fused_cell`` that :func:`profile_steps` sets) or the ``old`` float32 one
     (``ELMOC_LSTM_BF16_RECURRENCE=0``) inside it; the variable is restored after."""
 
     def __init__(self, path: str):
@@ -321,7 +325,7 @@ class lstm_path:
 
 
 def runs(models, precisions, paths) -> list[tuple[str, str, str]]:
-    """(model, precision, path) to measure: every precision on the new and fused paths, the old path only
+    """(model, precision, path) to measure: every precision on the new and compiled paths, the old path only
     under bf16 (the only precision it changes)."""
     return [(m, p, path) for m in models for p in precisions for path in paths if path != "old" or p == "bf16"]
 
@@ -332,7 +336,7 @@ def profile_table(models, precisions, paths, bptts, steps: int = 1, device: str 
     for model, precision, path in runs(models, precisions, paths):
         with lstm_path(path):
             for bptt in bptts:
-                row = profile_steps(model, precision, bptt, steps, device, fused=path == "fused")
+                row = profile_steps(model, precision, bptt, steps, device, fused=FUSED_CELL.get(path, False))
                 row["path"] = path
                 rows.append(row)
                 if log is not None:
@@ -364,7 +368,8 @@ def main(argv=None) -> int:
     parser.add_argument("--precisions", nargs="+", default=["fp32", "tf32", "bf16"])
     parser.add_argument("--paths", nargs="+", default=["new", "old"], choices=PATHS,
                         help="new: the default bf16 recurrence; old: ELMOC_LSTM_BF16_RECURRENCE=0 (bf16 only); "
-                             "fused: the encoder's fused_cell (torch.compile; compiles per shape)")
+                             "fused: the encoder's fused_cell: true (torch.compile of the time loops; compiles per "
+                             "shape); layer: fused_cell: layer (each layer compiled whole, backward by autograd)")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--native", action="store_true",
                         help="keep the C++ CPU time loop (default: ELMOC_NATIVE_LSTM=0, the Python loop a GPU runs)")
