@@ -77,6 +77,9 @@ GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
 # The first GPU check profiled step 2 after one warm-up step: its counts were recordings (every kernel
 # launched under stream capture), not replays.  3: the two steps that record, and one that replays all
 # before the profile (the row's graph_records says whether the profiled steps still recorded).
+# The whole-layer graph (fused_cell: layer) needs no more: in step 1 every call warms up (after a warm-up the
+# trees keep warming up until the generation ends), in step 2 the forward and backward graphs record, one per
+# layer (their parameters are static inputs), and from step 3 on they replay.
 FUSED_WARMUP = 3
 # the loggers of torch's CUDA graph trees (the "cudagraphs" logging artifact: recordings, re-recordings with
 # their reasons at DEBUG, skips at WARNING)
