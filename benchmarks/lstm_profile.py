@@ -19,7 +19,8 @@ clipping, optimizer) after warm-up steps (below) and prints, per step:
 * ``mm_bf16`` / ``mm_fp32``: matrix products (mm, addmm, bmm) by input dtype;
 * ``host``: host dispatches a CUDA run with CUDA graphs issues per step: the ``ops`` outside
   ``torch.compile``'s regions (profiler events ``Torch-Compiled Region: ...``, one per call of a
-  compiled function) plus one per region call (on CUDA, with ``mode="reduce-overhead"``, one
+  compiled function, and ``## Call CompiledFxGraph ...`` outside them, one per call of a compiled
+  backward graph) plus one per region call (on CUDA, with ``mode="reduce-overhead"``, one
   ``cudaGraphLaunch`` replays the region's kernels).  On the CPU, where the region's generated code
   runs its products as ``aten::mm`` (counted in ``ops``), it is the stand-in for "launches per step
   do not grow with bptt" (issue 44); without compiled regions it equals ``ops``;
@@ -61,6 +62,11 @@ AUTOCAST_OPS = ("aten::linear", "aten::matmul", "aten::conv1d", "aten::conv2d", 
 # torch.compile's profiler range around each call of a compiled function ("Torch-Compiled Region: 0/3",
 # read in a CPU profile of torch 2.13: the generated code's aten operators, its extern products, below it)
 COMPILED_REGION = "Torch-Compiled Region"
+# the profiler's range around a call of one compiled graph ("## Call CompiledFxGraph <hash> ##"): inside a
+# region for a forward, and on its own (under autograd's "CompiledFunctionBackward") for the backward graph that
+# AOTAutograd compiled for a differentiable compiled function (fused_cell: layer), which is one more region call
+# (on CUDA one graph launch)
+COMPILED_CALL = "## Call CompiledFxGraph"
 # CUDA runtime / driver calls that launch work, as the profiler names them (a "_v<version>" suffix dropped)
 KERNEL_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
                    "cudaLaunchCooperativeKernel")
@@ -104,11 +110,17 @@ def _aten_ancestor(event, names=None):
     return None
 
 
+def _is_region(name: str) -> bool:
+    """Whether a profiler event is a call of compiled code: a ``torch.compile``'d function's region or a
+    compiled graph called on its own (a compiled backward)."""
+    return name.startswith(COMPILED_REGION) or name.startswith(COMPILED_CALL)
+
+
 def _in_compiled_region(event) -> bool:
-    """Whether a profiler event runs inside a call of a ``torch.compile``'d function."""
+    """Whether a profiler event runs inside a call of a ``torch.compile``'d function or compiled graph."""
     parent = event.cpu_parent
     while parent is not None:
-        if parent.name.startswith(COMPILED_REGION):
+        if _is_region(parent.name):
             return True
         parent = parent.cpu_parent
     return False
@@ -157,7 +169,7 @@ def classify(events) -> Counter:
     recorded = False
     for e in events:
         name = e.name
-        if name.startswith(COMPILED_REGION):
+        if _is_region(name):
             if not _in_compiled_region(e):
                 counts["regions"] += 1  # one call of a compiled function: one graph launch under CUDA graphs
                 counts["host"] += 1

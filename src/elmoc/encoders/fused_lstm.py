@@ -171,7 +171,9 @@ def layer_forward(inputs, mask, h0, c0, input_weight, state_weight, state_bias, 
                                             proj_weight.to(low).t(), ln_weight, ln_bias, dropout, cell_clip,
                                             proj_clip, all_valid)
     out = h_all[1:] if all_valid else h_all[1:] * mask_t.to(low).unsqueeze(-1)
-    return out.transpose(0, 1), h_all[steps].to(c0.dtype), c_all[steps]
+    # batch-major and contiguous, as the first layer's input is: the next layer's call then matches the same
+    # compiled graph (a transposed view's strides would compile a second one per shape and precision)
+    return out.transpose(0, 1).contiguous(), h_all[steps].to(c0.dtype), c_all[steps]
 
 
 @functools.lru_cache(maxsize=None)
