@@ -3,7 +3,8 @@
 For each model (ELMo-C, ELMo), precision (fp32, tf32, bf16), LSTM path (``--paths``: ``new``,
 the default, and ``old``, the float32 recurrence under bf16 autocast of commit c97a351, selected
 with ``ELMOC_LSTM_BF16_RECURRENCE=0``; and, with ``--paths fused``, the encoder option
-``fused_cell``) and window length (``--bptt``), it profiles ``--steps`` training
+``fused_cell: true``, the compiled time loops; with ``--paths layer``, ``fused_cell: layer``, each layer
+compiled whole with its autograd-derived backward) and window length (``--bptt``), it profiles ``--steps`` training
 steps (``elmoc.train.loop.train_step``: forward under the precision context, backward,
 clipping, optimizer) after warm-up steps (below) and prints, per step:
 
@@ -18,7 +19,8 @@ clipping, optimizer) after warm-up steps (below) and prints, per step:
 * ``mm_bf16`` / ``mm_fp32``: matrix products (mm, addmm, bmm) by input dtype;
 * ``host``: host dispatches a CUDA run with CUDA graphs issues per step: the ``ops`` outside
   ``torch.compile``'s regions (profiler events ``Torch-Compiled Region: ...``, one per call of a
-  compiled function) plus one per region call (on CUDA, with ``mode="reduce-overhead"``, one
+  compiled function, and ``## Call CompiledFxGraph ...`` outside them, one per call of a compiled
+  backward graph) plus one per region call (on CUDA, with ``mode="reduce-overhead"``, one
   ``cudaGraphLaunch`` replays the region's kernels).  On the CPU, where the region's generated code
   runs its products as ``aten::mm`` (counted in ``ops``), it is the stand-in for "launches per step
   do not grow with bptt" (issue 44); without compiled regions it equals ``ops``;
@@ -49,7 +51,9 @@ from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PATHS = ("new", "old", "fused")
+PATHS = ("new", "old", "fused", "layer")
+# the encoder option fused_cell of the compiled paths (the others run the Python loop: fused_cell false)
+FUSED_CELL = {"fused": True, "layer": "layer"}
 ENV = "ELMOC_LSTM_BF16_RECURRENCE"  # "0": the old float32 recurrence under bf16 autocast
 CASTS = ("aten::to", "aten::_to_copy", "aten::copy_")
 PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::addmm_", "aten::baddbmm")
@@ -58,6 +62,11 @@ AUTOCAST_OPS = ("aten::linear", "aten::matmul", "aten::conv1d", "aten::conv2d", 
 # torch.compile's profiler range around each call of a compiled function ("Torch-Compiled Region: 0/3",
 # read in a CPU profile of torch 2.13: the generated code's aten operators, its extern products, below it)
 COMPILED_REGION = "Torch-Compiled Region"
+# the profiler's range around a call of one compiled graph ("## Call CompiledFxGraph <hash> ##"): inside a
+# region for a forward, and on its own (under autograd's "CompiledFunctionBackward") for the backward graph that
+# AOTAutograd compiled for a differentiable compiled function (fused_cell: layer), which is one more region call
+# (on CUDA one graph launch)
+COMPILED_CALL = "## Call CompiledFxGraph"
 # CUDA runtime / driver calls that launch work, as the profiler names them (a "_v<version>" suffix dropped)
 KERNEL_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
                    "cudaLaunchCooperativeKernel")
@@ -74,6 +83,9 @@ GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
 # The first GPU check profiled step 2 after one warm-up step: its counts were recordings (every kernel
 # launched under stream capture), not replays.  3: the two steps that record, and one that replays all
 # before the profile (the row's graph_records says whether the profiled steps still recorded).
+# The whole-layer graph (fused_cell: layer) needs no more: in step 1 every call warms up (after a warm-up the
+# trees keep warming up until the generation ends), in step 2 the forward and backward graphs record, one per
+# layer (their parameters are static inputs), and from step 3 on they replay.
 FUSED_WARMUP = 3
 # the loggers of torch's CUDA graph trees (the "cudagraphs" logging artifact: recordings, re-recordings with
 # their reasons at DEBUG, skips at WARNING)
@@ -98,11 +110,17 @@ def _aten_ancestor(event, names=None):
     return None
 
 
+def _is_region(name: str) -> bool:
+    """Whether a profiler event is a call of compiled code: a ``torch.compile``'d function's region or a
+    compiled graph called on its own (a compiled backward)."""
+    return name.startswith(COMPILED_REGION) or name.startswith(COMPILED_CALL)
+
+
 def _in_compiled_region(event) -> bool:
-    """Whether a profiler event runs inside a call of a ``torch.compile``'d function."""
+    """Whether a profiler event runs inside a call of a ``torch.compile``'d function or compiled graph."""
     parent = event.cpu_parent
     while parent is not None:
-        if parent.name.startswith(COMPILED_REGION):
+        if _is_region(parent.name):
             return True
         parent = parent.cpu_parent
     return False
@@ -151,7 +169,7 @@ def classify(events) -> Counter:
     recorded = False
     for e in events:
         name = e.name
-        if name.startswith(COMPILED_REGION):
+        if _is_region(name):
             if not _in_compiled_region(e):
                 counts["regions"] += 1  # one call of a compiled function: one graph launch under CUDA graphs
                 counts["host"] += 1
@@ -240,10 +258,11 @@ class CudagraphLog:
 
 
 def profile_steps(model_name: str, precision: str, bptt: int, steps: int = 2, device: str = "cpu",
-                  seed: int = 0, scratch: Path | None = None, fused: bool = False) -> dict:
+                  seed: int = 0, scratch: Path | None = None, fused: bool | str = False) -> dict:
     """Per-step counts for ``steps`` profiled training steps of one tiny model (its random vector
     table is written under ``scratch``, default a folder of this process under $TMPDIR), after one
-    warm-up step, or ``FUSED_WARMUP`` with the fused cell."""
+    warm-up step, or ``FUSED_WARMUP`` with the fused cell (``fused``: the encoder's ``fused_cell``, true
+    or ``"layer"``)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -251,7 +270,7 @@ def profile_steps(model_name: str, precision: str, bptt: int, steps: int = 2, de
     m = next(x for x in gc.throughput_models(tiny=True) if x["name"] == model_name)
     m["bptt"] = bptt
     if fused:  # (an encoder before issue 44 has no such option)
-        m["spec"]["encoder"]["fused_cell"] = True
+        m["spec"]["encoder"]["fused_cell"] = fused
     dev = torch.device(device)
     scratch = scratch or Path(os.environ.get("TMPDIR", "/tmp")) / f"elmoc-lstm-profile-{os.getpid()}"
     scratch.mkdir(parents=True, exist_ok=True)
@@ -296,8 +315,8 @@ def profile_steps(model_name: str, precision: str, bptt: int, steps: int = 2, de
 
 
 class lstm_path:
-    """Context manager: run the LSTM's ``new`` bf16 recurrence (the default; also under ``fused``, the
-    encoder option ``fused_cell`` that :func:`profile_steps` sets) or the ``old`` float32 one
+    """Context manager: run the LSTM's ``new`` bf16 recurrence (the default; also under ``fused`` and
+    ``layer``, the encoder option ``fused_cell`` that :func:`profile_steps` sets) or the ``old`` float32 one
     (``ELMOC_LSTM_BF16_RECURRENCE=0``) inside it; the variable is restored after."""
 
     def __init__(self, path: str):
@@ -321,7 +340,7 @@ class lstm_path:
 
 
 def runs(models, precisions, paths) -> list[tuple[str, str, str]]:
-    """(model, precision, path) to measure: every precision on the new and fused paths, the old path only
+    """(model, precision, path) to measure: every precision on the new and compiled paths, the old path only
     under bf16 (the only precision it changes)."""
     return [(m, p, path) for m in models for p in precisions for path in paths if path != "old" or p == "bf16"]
 
@@ -332,7 +351,7 @@ def profile_table(models, precisions, paths, bptts, steps: int = 1, device: str 
     for model, precision, path in runs(models, precisions, paths):
         with lstm_path(path):
             for bptt in bptts:
-                row = profile_steps(model, precision, bptt, steps, device, fused=path == "fused")
+                row = profile_steps(model, precision, bptt, steps, device, fused=FUSED_CELL.get(path, False))
                 row["path"] = path
                 rows.append(row)
                 if log is not None:
@@ -364,7 +383,8 @@ def main(argv=None) -> int:
     parser.add_argument("--precisions", nargs="+", default=["fp32", "tf32", "bf16"])
     parser.add_argument("--paths", nargs="+", default=["new", "old"], choices=PATHS,
                         help="new: the default bf16 recurrence; old: ELMOC_LSTM_BF16_RECURRENCE=0 (bf16 only); "
-                             "fused: the encoder's fused_cell (torch.compile; compiles per shape)")
+                             "fused: the encoder's fused_cell: true (torch.compile of the time loops; compiles per "
+                             "shape); layer: fused_cell: layer (each layer compiled whole, backward by autograd)")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--native", action="store_true",
                         help="keep the C++ CPU time loop (default: ELMOC_NATIVE_LSTM=0, the Python loop a GPU runs)")

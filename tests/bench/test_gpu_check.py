@@ -167,9 +167,10 @@ def test_cpu_rehearsal_runs_every_step(tmp_path):
     assert set(embed["copies"]) == {"float16", "bfloat16"}
     assert all(0 < c["max_abs_diff_vs_float32"] < 0.1 for c in embed["copies"].values())
     fused = r["fused"]  # the fused cell (torch.compile) in every precision, and its operator counts
-    assert [(x["precision"], x["path"]) for x in fused["rows"]] == [(p, "fused") for p in ("fp32", "tf32", "bf16")]
+    runs = [(p, "fused") for p in ("fp32", "tf32", "bf16")] + [("bf16", "layer")]  # the whole-layer graph: bf16 in --tiny
+    assert [(x["precision"], x["path"]) for x in fused["rows"]] == runs
     assert all(x["tokens_per_s"] > 0 for x in fused["rows"])
-    assert [c["precision"] for c in fused["counts"]] == ["fp32", "tf32", "bf16"] and all(c["ops"] > 0 for c in fused["counts"])
+    assert [(c["precision"], c["path"]) for c in fused["counts"]] == runs and all(c["ops"] > 0 for c in fused["counts"])
     md = (out / "summary.md").read_text()
     for heading in ("**Suite on the device**", "**Resume**", "**Table 4**", "**Table 5**", "**Training throughput**",
                     "**Profile of the ELMo-C step**", "**Embedding**", "**ELMo-C with the fused cell**"):

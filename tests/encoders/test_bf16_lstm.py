@@ -206,6 +206,21 @@ def test_host_dispatches_count_a_compiled_region_once_and_nothing_inside_it():
     assert counts["mm_fp32"] == 1 + 6  # linear's addmm and the region's products
 
 
+def test_host_dispatches_count_a_compiled_backward_graph_as_one_call():
+    """A differentiable compiled function (``fused_cell: layer``) runs its backward graph outside any
+    "Torch-Compiled Region", under autograd's CompiledFunctionBackward (read in a CPU profile); its call
+    ("## Call CompiledFxGraph <hash> ##") is one region call (on CUDA one graph launch), its products inside."""
+    events = []
+    for _ in range(2):  # two layers' backward graphs, four products each
+        node = _event("autograd::engine::evaluate_function: CompiledFunctionBackward")
+        backward = _event("CompiledFunctionBackward", node)
+        call = _event("## Call CompiledFxGraph f3unce ##", backward)
+        events += [node, backward, call] + [_event("aten::mm", call, ["float", "float"]) for _ in range(4)]
+    events.append(_event("aten::mul", dtypes=["float"]))
+    counts = lstm_profile.classify(events)
+    assert counts["ops"] == 1 + 8 and counts["regions"] == 2 and counts["host"] == 1 + 2
+
+
 def test_launch_counts_tell_kernel_launches_from_graph_launches():
     names = ["cudaLaunchKernel", "cudaLaunchKernelExC_v11060", "cuLaunchKernel", "cudaGraphLaunch",
              "cudaGraphLaunch_v10000", "cudaMemcpyAsync", "cudaStreamBeginCapture", "aten::mm", "cudaLaunchHostFunc"]
@@ -245,15 +260,18 @@ def test_cudagraph_log_captures_the_trees_messages_and_counters(recwarn):
 
 
 @pytest.mark.slow
-def test_host_dispatches_do_not_grow_with_bptt_on_the_fused_path(monkeypatch, tmp_path):
+@pytest.mark.parametrize("fused, products", [(True, 4), ("layer", 6)])
+def test_host_dispatches_do_not_grow_with_bptt_on_the_fused_path(monkeypatch, tmp_path, fused, products):
     """Issue 44's "launches per step no longer grow with bptt", on the CPU: with the fused cell (the time loops
-    compiled; on CUDA one graph launch per call) the host's dispatches per training step are the same at two
-    window lengths, while the products inside the compiled loops (in ``ops``) still grow by 4 per time step and
-    layer; the Python loop's grow with every time step (test above).  Compiles two window lengths (slow)."""
+    compiled, or each layer compiled whole with its backward graph; on CUDA one graph launch per call) the host's
+    dispatches per training step are the same at two window lengths, while the products inside the compiled code
+    (in ``ops``) still grow per time step and layer: 4 for the loops (forward's 2, reverse's 2), 6 for the layer
+    graph (autograd's backward takes each forward product's input and weight gradient per step); the Python
+    loop's grow with every time step (test above).  Compiles two window lengths (slow)."""
     monkeypatch.setenv("ELMOC_NATIVE_LSTM", "0")
-    rows = [lstm_profile.profile_steps("ELMo-C", "fp32", bptt, steps=1, scratch=tmp_path, fused=True)
+    rows = [lstm_profile.profile_steps("ELMo-C", "fp32", bptt, steps=1, scratch=tmp_path, fused=fused)
             for bptt in (3, 6)]
     assert rows[0]["warmup"] == lstm_profile.FUSED_WARMUP
-    assert rows[0]["regions"] == rows[1]["regions"] == 4  # 2 layers x (forward loop, reverse loop)
+    assert rows[0]["regions"] == rows[1]["regions"] == 4  # 2 layers x (forward, reverse loop or backward graph)
     assert rows[0]["host"] == rows[1]["host"] > 0
-    assert rows[1]["ops"] - rows[0]["ops"] == 3 * 4 * 2
+    assert rows[1]["ops"] - rows[0]["ops"] == 3 * products * 2

@@ -24,7 +24,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from elmoc.config import check_choice
 from elmoc.encoders.base import Encoder, EncoderOutput
+from elmoc.encoders.fused_lstm import FUSED_CELL
 from elmoc.encoders.projected_lstm import projected_lstm_layer
 from elmoc.errors import ConfigError
 from elmoc.nn.host_copy import to_host
@@ -70,10 +72,10 @@ class ProjectedLstmLayer(nn.Module):
         cell_clip: float | None,
         proj_clip: float | None,
         layer_norm: bool,
-        fused_cell: bool = False,
+        fused_cell: str | None = None,
     ):
         super().__init__()
-        self.fused_cell = fused_cell
+        self.fused_cell = fused_cell  # a value of fused_lstm.FUSED_CELL: None, "loops" or "layer"
         self.input_size = input_size
         self.cell_size = cell_size
         self.projection_size = projection_size
@@ -137,7 +139,7 @@ class ProjectedLstmLayer(nn.Module):
             self.cell_clip,
             self.proj_clip,
             all_valid,
-            self.fused_cell,
+            self.fused_cell or False,
         )
 
     def extra_repr(self) -> str:
@@ -165,10 +167,14 @@ class ElmoLstmEncoder(Encoder):
         input_projection: add ``Linear(input_dim -> projection_size)`` (+ LayerNorm);
             None means "exactly when input_dim != projection_size" (the paper).
         residual: add each layer's input to its output from layer 1 upward.
-        fused_cell: run each layer's time loops compiled by ``torch.compile`` (issue 44:
+        fused_cell: ``true``: run each layer's time loops compiled by ``torch.compile`` (issue 44:
             one generated kernel for the pointwise part of a step, forward and backward; on
-            CUDA, CUDA graphs over the window).  Off by default: the first window of each
-            shape compiles (tens of seconds), and it needs a C++ compiler (CPU) or Triton (CUDA).
+            CUDA, CUDA graphs over the window) inside the hand-written autograd function;
+            ``layer``: compile each layer whole (input product and time loop) with the backward
+            autograd derives, which on CUDA keeps the graphs' saved tensors and the next layer's
+            input in the graph pool instead of copying them (``encoders/fused_lstm.py``).
+            ``false`` by default: the first window of each shape compiles (tens of seconds), and
+            it needs a C++ compiler (CPU) or Triton (CUDA).
 
     Shape:
         inputs: (batch, time, input_dim); mask: (batch, time) bool, True = real token.
@@ -193,7 +199,7 @@ class ElmoLstmEncoder(Encoder):
         recurrent_dropout: float = 0.1,
         input_projection: bool | None = None,
         residual: bool = True,
-        fused_cell: bool = False,
+        fused_cell: bool | str = False,
     ):
         super().__init__()
         for name, value in (("input_dim", input_dim), ("num_layers", num_layers), ("cell_size", cell_size),
@@ -205,8 +211,10 @@ class ElmoLstmEncoder(Encoder):
                 raise ConfigError(
                     f"encoder 'elmo_lstm': {name} must be a positive number or null (no clipping), got {value!r}"
                 )
-        if not isinstance(fused_cell, bool):
-            raise ConfigError(f"encoder 'elmo_lstm': fused_cell must be true or false, got {fused_cell!r}")
+        # YAML's true/false as the names FUSED_CELL lists them; anything else (a typo, 1, "yes") refused in one line
+        choice = str(fused_cell).lower() if isinstance(fused_cell, bool) else fused_cell
+        check_choice(choice, FUSED_CELL, "encoder 'elmo_lstm' fused_cell")
+        fused_cell = FUSED_CELL[choice]
         if not isinstance(recurrent_dropout, (int, float)) or not 0.0 <= recurrent_dropout < 1.0:
             raise ConfigError(
                 f"encoder 'elmo_lstm': recurrent_dropout must be in [0, 1), got {recurrent_dropout!r}"

@@ -21,6 +21,20 @@ On CUDA the compiled loops use ``mode="reduce-overhead"``: CUDA graphs replay th
 launches at once, so the step's few hundred small kernels do not gap.  On the CPU the default
 mode (no graphs).  The fused cell is off by default (compiling takes tens of seconds per shape,
 and where no compiler is available it cannot run).
+
+Two ways to compile (the encoder option ``fused_cell``, :data:`FUSED_CELL`):
+
+* ``true``: the two time loops above (:func:`compiled`), called inside the hand-written autograd
+  function of :mod:`elmoc.encoders.projected_lstm`.  They are inference graphs, so on CUDA every call
+  is a new graph generation whose outputs are cloned out of the graph pool, and every input that is
+  not a parameter (the input gates, the reverse loop's factors) is copied into the graph's buffers at
+  each replay: some 11 GB per paper-size step (docs/benchmarks.md, derived).
+* ``layer``: the whole differentiable layer, the input product for all steps and the unrolled
+  forward loop (:func:`layer_forward`, :func:`compiled_layer`), called outside any custom autograd
+  function: AOTAutograd derives the backward and compiles it as a second graph.  On CUDA the graph
+  trees keep the saved activations in their pool until that backward runs, the next layer's input
+  (this layer's output) is a pool tensor they do not copy, and the parameters are static inputs;
+  only the first layer's input, the masks, the dropout mask and the carried state are copied in.
 """
 from __future__ import annotations
 
@@ -29,7 +43,15 @@ import functools
 import torch
 import torch.nn.functional as F
 
-__all__ = ["forward_loop", "reverse_loop", "compiled"]
+__all__ = ["forward_loop", "reverse_loop", "compiled", "layer_forward", "compiled_layer", "FUSED_CELL"]
+
+# The encoder option ``fused_cell``: its values (YAML's booleans as written) -> what runs
+# (None: the Python or C++ loop; "loops": :func:`compiled` loops in the autograd function;
+# "layer": :func:`compiled_layer`, the whole layer with its autograd-derived backward).
+FUSED_CELL = {"false": None, "true": "loops", "layer": "layer"}
+# device types whose compiled layer replays CUDA graphs (``mode="reduce-overhead"``); a test adds "cpu"
+# to run the graph wrapper of :func:`compiled_layer` over a fake compile
+GRAPHED_DEVICES = ("cuda",)
 
 LN_EPS = 1e-5  # torch.nn.LayerNorm's default, as spec 1.1 uses
 RECOMPILE_LIMIT = 64  # graphs per compiled loop (see compiled)
@@ -116,6 +138,79 @@ def reverse_loop(grad_out, dh, dc, maskf, k_cell, k_out, a_cell, f_next, scale_g
         dps.append(dp)
         drs.append(dr)
     return torch.stack(dzs[::-1]), torch.stack(dps[::-1]), torch.stack(drs[::-1]), dh, dc
+
+
+def layer_forward(inputs, mask, h0, c0, input_weight, state_weight, state_bias, proj_weight, ln_weight, ln_bias,
+                  dropout, cell_clip, proj_clip, all_valid: bool, in_dtype, mm_dtype):
+    """One layer over one window, differentiable (autograd derives its backward): the input product for
+    all steps and :func:`forward_loop`.  Batch-major like ``projected_lstm_layer``: ``inputs`` (B, T, I),
+    ``mask`` (B, T) bool; returns out (B, T, P), h_T (B, P), c_T (B, C).
+
+    ``in_dtype``: autocast's dtype when the caller runs under autocast (None: the inputs' own), the
+    dtype of the input product; ``mm_dtype``: bfloat16 for the mixed path (the recurrent and projection
+    products in bf16, the cell, gates and LayerNorm in float32, out in bf16, h_T and c_T float32), None
+    for the products in the states' dtype.  The same casts as ``projected_lstm_layer``'s autocast branch,
+    done here, inside the graph, so that the parameters reach the compiled function as themselves
+    (static inputs of CUDA graphs, never copied) and the casts are fused into the generated code."""
+    batch, steps, _ = inputs.shape
+    x = inputs.transpose(0, 1).reshape(steps * batch, -1)
+    if in_dtype is not None:  # under autocast: the input product in its dtype, the recurrence's states float32
+        gates = torch.addmm(state_bias.to(in_dtype), x.to(in_dtype), input_weight.to(in_dtype).t())
+        if mm_dtype is None:
+            gates = gates.float()  # the whole recurrence in float32
+        h0, c0 = h0.float(), c0.float()
+        state_weight, proj_weight = state_weight.float(), proj_weight.float()
+        ln_weight = None if ln_weight is None else ln_weight.float()
+        ln_bias = None if ln_bias is None else ln_bias.float()
+        dropout = None if dropout is None else dropout.float()
+    else:
+        gates = torch.addmm(state_bias, x, input_weight.t())
+    low = c0.dtype if mm_dtype is None else mm_dtype
+    mask_t = mask.t()
+    _, c_all, h_all, _, _, _ = forward_loop(gates.view(steps, batch, -1), mask_t, h0, c0, state_weight.to(low).t(),
+                                            proj_weight.to(low).t(), ln_weight, ln_bias, dropout, cell_clip,
+                                            proj_clip, all_valid)
+    out = h_all[1:] if all_valid else h_all[1:] * mask_t.to(low).unsqueeze(-1)
+    # batch-major and contiguous, as the first layer's input is: the next layer's call then matches the same
+    # compiled graph (a transposed view's strides would compile a second one per shape and precision)
+    return out.transpose(0, 1).contiguous(), h_all[steps].to(c0.dtype), c_all[steps]
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_layer(device_type: str):
+    """``torch.compile`` of :func:`layer_forward` for a device type (cached like :func:`compiled`): on the
+    CPU the default mode; on CUDA ``mode="reduce-overhead"`` (CUDA graph trees, forward and backward graph)
+    without a step mark per call, and only the outputs that must outlive the step cloned (see ``run``)."""
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+    if device_type not in GRAPHED_DEVICES:
+        return torch.compile(layer_forward, dynamic=False, fullgraph=True)
+    graphed = torch.compile(layer_forward, dynamic=False, mode="reduce-overhead", fullgraph=True)
+
+    @functools.wraps(layer_forward)
+    def run(*args):
+        # What outlives a graph generation (torch/_inductor/cudagraph_trees.py): every call of a compiled
+        # function is a new torch.compile invocation (Dynamo's GenerationTracker.generation += 1), and the
+        # tree manager starts a new generation at such a call unless forwards are still waiting for their
+        # backward (can_start_new_generation: not running_forwards_with_pending_backwards).  A new
+        # generation ends the current path (try_end_curr_execution / dealloc_current_path_weakrefs), and its
+        # replays write into the same pool memory the previous generation's outputs live in.
+        # * Training (``out`` requires grad): from the first layer's forward to the last backward graph the
+        #   forwards are pending, so both layers, both directions and the backward run in one generation: the
+        #   saved activations and the next layer's input (this output, a pool tensor the tree does not copy)
+        #   stay valid, and no step mark is set (cudagraph_mark_step_begin would start a generation at every
+        #   call and let the second layer's replay overwrite the first one's output that it saved).  The next
+        #   step's first forward starts the next generation, so what the next window reads must not be pool
+        #   memory: the carried state h_T, c_T (TBPTT: the trainer detaches it, a view of the same storage,
+        #   and hands it back as h0, c0) is cloned here, out of the pool (~B x (P + C) floats per layer).
+        # * Inference (no grad; ``elmoc embed``, heldout evaluation): a forward has no pending backward, so
+        #   each call starts a generation and the next layer's replay overwrites this one's output (the
+        #   encoder keeps every layer's output): everything is cloned, as the ``true`` loops do.
+        out, h_last, c_last = graphed(*args)
+        if out.requires_grad:
+            return out, h_last.clone(), c_last.clone()
+        return out.clone(), h_last.clone(), c_last.clone()
+
+    return run
 
 
 @functools.lru_cache(maxsize=None)

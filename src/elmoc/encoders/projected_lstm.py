@@ -32,12 +32,16 @@ cell (which accumulates over time), the projection's clip and LayerNorm stay flo
 ``ELMOC_LSTM_BF16_RECURRENCE=0`` restores the float32 recurrence of before (the old path,
 kept to measure the gain).  Other autocast dtypes keep the float32 recurrence.
 
-With ``fused=True`` (the encoder option ``fused_cell``) both time loops run compiled by
+With ``fused=True`` (the encoder option ``fused_cell: true``) both time loops run compiled by
 ``torch.compile`` (:mod:`elmoc.encoders.fused_lstm`: the same math with plain tanh, each step's
 pointwise work fused into generated kernels; on CUDA replayed as CUDA graphs), in any precision.
+With ``fused="layer"`` (``fused_cell: layer``) this autograd function is not used at all: the whole
+layer, input product included, is one compiled differentiable function whose backward autograd
+derives (``fused_lstm.compiled_layer``), with the same casts as the autocast branch below.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -391,7 +395,7 @@ def projected_lstm_layer(
     cell_clip: float | None,
     proj_clip: float | None,
     all_valid: bool | None = None,
-    fused: bool = False,
+    fused: bool | str = False,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Run one projected LSTM layer over a window (spec 1.1 math).
 
@@ -406,12 +410,17 @@ def projected_lstm_layer(
         all_valid: whether ``mask`` is all True, decided once per window by the caller
             (from the mask's CPU original); None reads it from ``mask``, which on a GPU
             makes the host wait for the device.
-        fused: run the time loops compiled by ``torch.compile`` (:mod:`elmoc.encoders.fused_lstm`)
-            instead of the Python or C++ loop.
+        fused: False: the Python or C++ loop; True (or ``"loops"``): the time loops compiled by
+            ``torch.compile`` (:mod:`elmoc.encoders.fused_lstm`) inside the autograd function;
+            ``"layer"``: the whole layer compiled, backward derived by autograd (``fused_lstm.compiled_layer``).
 
     Returns:
         outputs (batch, time, proj) and the final ``(h (batch, proj), c (batch, cell))``.
     """
+    if fused == "layer":
+        return _compiled_layer(inputs, mask, h0, c0, input_weight, state_weight, state_bias, proj_weight, ln_weight,
+                               ln_bias, dropout_mask, cell_clip, proj_clip, all_valid)
+    fused = bool(fused)  # True or "loops": the compiled time loops
     # (T, B, 4C): the input product for all time steps in one matrix multiply.
     input_gates = torch.addmm(state_bias, inputs.transpose(0, 1).reshape(-1, inputs.shape[-1]), input_weight.t())
     input_gates = input_gates.view(inputs.shape[1], inputs.shape[0], -1)
@@ -434,3 +443,24 @@ def projected_lstm_layer(
         dropout_mask, cell_clip, proj_clip, all_valid, None, fused,
     )
     return out.transpose(0, 1), (h_t, c_t)
+
+
+def _compiled_layer(inputs, mask, h0, c0, input_weight, state_weight, state_bias, proj_weight, ln_weight, ln_bias,
+                    dropout_mask, cell_clip, proj_clip, all_valid):
+    """``projected_lstm_layer`` with ``fused="layer"``: the dtypes of the autocast branch above (the input
+    product in autocast's dtype; the recurrent and projection products in bf16 under bf16 autocast unless
+    ``ELMOC_LSTM_BF16_RECURRENCE=0``; the cell, gates and LayerNorm in float32) decided here and applied
+    inside the compiled function, which runs with autocast off."""
+    device_type = inputs.device.type
+    in_dtype = mm_dtype = None
+    if torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type):
+        in_dtype = torch.get_autocast_dtype(device_type)
+        mm_dtype = in_dtype if in_dtype == torch.bfloat16 and bf16_recurrence_enabled() else None
+    if all_valid is None:
+        all_valid = bool(mask.all())  # without the caller's answer: a device read (host sync on a GPU)
+    clips = (None if cell_clip is None else float(cell_clip), None if proj_clip is None else float(proj_clip))
+    layer = fused_lstm.compiled_layer(device_type)
+    with torch.autocast(device_type, enabled=False) if in_dtype is not None else contextlib.nullcontext():
+        out, h_t, c_t = layer(inputs, mask, h0, c0, input_weight, state_weight, state_bias, proj_weight, ln_weight,
+                              ln_bias, dropout_mask, *clips, bool(all_valid), in_dtype, mm_dtype)
+    return out, (h_t, c_t)
