@@ -405,14 +405,11 @@ def projected_lstm_layer(
         h0, c0: (batch, proj), (batch, cell) initial state.
         input_weight: (4*cell, input); state_weight: (4*cell, proj); state_bias: (4*cell,);
             proj_weight: (proj, cell); ln_weight, ln_bias: (proj,) or None (no LayerNorm).
-        dropout_mask: (batch, proj) scaled keep mask or None.
-        cell_clip, proj_clip: clamp values or None.
-        all_valid: whether ``mask`` is all True, decided once per window by the caller
-            (from the mask's CPU original); None reads it from ``mask``, which on a GPU
-            makes the host wait for the device.
-        fused: False: the Python or C++ loop; True (or ``"loops"``): the time loops compiled by
-            ``torch.compile`` (:mod:`elmoc.encoders.fused_lstm`) inside the autograd function;
-            ``"layer"``: the whole layer compiled, backward derived by autograd (``fused_lstm.compiled_layer``).
+        dropout_mask: (batch, proj) scaled keep mask or None.  cell_clip, proj_clip: clamp values or None.
+        all_valid: whether ``mask`` is all True, decided once per window by the caller (from the mask's
+            CPU original); None reads it from ``mask`` (on a GPU the host then waits for the device).
+        fused: False: the Python or C++ loop; True or ``"loops"``: the time loops compiled
+            (:mod:`~elmoc.encoders.fused_lstm`) in the autograd function; ``"layer"``: the layer compiled whole.
 
     Returns:
         outputs (batch, time, proj) and the final ``(h (batch, proj), c (batch, cell))``.
