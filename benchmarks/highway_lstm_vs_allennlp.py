@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+import side_by_side
 
 HERE = Path(__file__).resolve().parent
 
@@ -99,46 +99,22 @@ def worker(args) -> int:
         x.grad = None
         (encoder(x, mask) * weights).sum().backward()
 
-    start = time.perf_counter()
-    step()  # the warm-up: on CUDA elmoc's cells compile here
-    sync()
-    ready = {"ready": what, "torch": torch.__version__, "threads": torch.get_num_threads(), "device": str(device),
-             "warmup_s": time.perf_counter() - start}
+    ready = {"ready": what, "torch": torch.__version__, "threads": torch.get_num_threads(), "device": str(device)}
     if device.type == "cuda":
         ready["device_name"] = torch.cuda.get_device_name(device)
-    print(json.dumps(ready), flush=True)
-    for line in sys.stdin:
-        if line.strip() != "step":
-            break
-        sync()
-        cpu, wall = time.process_time(), time.perf_counter()
-        step()
-        sync()
-        print(json.dumps({"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}), flush=True)
-    return 0
+    return side_by_side.serve(step, sync, ready)  # the warm-up step first: on CUDA elmoc's cells compile there
 
 
 def _start(python: str, side: str, args) -> tuple[subprocess.Popen, dict]:
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
-    if side == "elmoc":
-        env["PYTHONPATH"] = str(HERE.parent / "src") + os.pathsep + env.get("PYTHONPATH", "")
     sizes = ["--batch", str(args.batch), "--length", str(args.length), "--spread", str(args.spread),
              "--input-dim", str(args.input_dim), "--hidden", str(args.hidden), "--layers", str(args.layers),
              "--dropout", str(args.dropout), "--threads", str(args.threads), "--seed", str(args.seed),
              "--device", args.device]
-    proc = subprocess.Popen([python, str(Path(__file__).resolve()), "--worker", side, *sizes], env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    if not line:
-        raise SystemExit(f"highway_lstm_vs_allennlp: error: the {side} worker ({python}) exited "
-                         f"with {proc.wait()} before it was ready; see its messages above")
-    return proc, json.loads(line)
+    return side_by_side.start(__file__, python, side, sizes, args.threads,
+                              HERE.parent / "src" if side == "elmoc" else None)
 
 
-def _step(proc: subprocess.Popen) -> dict:
-    proc.stdin.write("step\n")
-    proc.stdin.flush()
-    return json.loads(proc.stdout.readline())
+_step = side_by_side.step
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,31 +145,17 @@ def main(argv: list[str] | None = None) -> int:
     pythons = {"elmoc": sys.executable}
     if args.allennlp_python:
         pythons["allennlp"] = args.allennlp_python
-    sides = {}
-    try:
-        for side, python in pythons.items():
-            sides[side] = _start(python, side, args)
-        times: dict[str, list[dict]] = {side: [] for side in sides}
-        for r in range(args.rounds):
-            order = list(sides) if r % 2 == 0 else list(sides)[::-1]
-            for side in order:
-                times[side].append(_step(sides[side][0]))
-    finally:
-        for proc, _ in sides.values():
-            if proc.poll() is None:
-                proc.stdin.close()
-                proc.wait()
-    best = {side: {k: min(t[k] for t in times[side]) for k in ("wall_s", "cpu_s")} for side in times}
+    sides = side_by_side.rounds({side: (lambda side=side, python=python: _start(python, side, args))
+                                 for side, python in pythons.items()}, args.rounds)
+    best = {side: sides[side]["best"] for side in sides}
     result = {"sizes": {k: getattr(args, k) for k in ("batch", "length", "spread", "input_dim", "hidden", "layers",
                                                       "dropout", "threads", "rounds", "seed", "device")},
-              "sides": {side: {**sides[side][1], "best": best[side], "steps": times[side]} for side in sides},
-              "allennlp_over_elmoc": ({k: best["allennlp"][k] / best["elmoc"][k] for k in ("wall_s", "cpu_s")}
-                                      if "allennlp" in best else None)}
-    on = f" on {sides['elmoc'][1].get('device_name', args.device)}" if args.device != "cpu" else ""
+              "sides": sides, "allennlp_over_elmoc": side_by_side.ratio(sides)}
+    on = f" on {sides['elmoc'].get('device_name', args.device)}" if args.device != "cpu" else ""
     for side in sides:
-        print(f"{side}: {sides[side][1]['ready']}{on}; best of {args.rounds}: {best[side]['wall_s']:.3f} s wall"
+        print(f"{side}: {sides[side]['ready']}{on}; best of {args.rounds}: {best[side]['wall_s']:.3f} s wall"
               f"{' (synchronized)' if on else ''}, {best[side]['cpu_s']:.3f} s CPU per forward + backward "
-              f"(warm-up step {sides[side][1]['warmup_s']:.1f} s)")
+              f"(warm-up step {sides[side]['warmup_s']:.1f} s)")
     sizes = f"batch {args.batch}, length {args.length}, {args.layers} x {args.hidden}, threads {args.threads}{on}"
     ratio = result["allennlp_over_elmoc"]
     if ratio is None:

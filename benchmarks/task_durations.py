@@ -379,14 +379,35 @@ def _timed(fn) -> float:
     return time.process_time() - start
 
 
-def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path, seed: int = 1,
-                 layout: str = "allennlp", dtype: str = "float32", device: str = "cpu") -> dict:
-    """CPU seconds of one training step and one dev-evaluation batch of task ``name`` (medians of
-    ``steps`` after a warm-up), their collate parts, and the kernels of each. On a CUDA ``device``
-    the model parts are synchronized wall seconds and the kernels the profiler's launches."""
+class TaskSetup(NamedTuple):
+    """A paper task model built as ``measure_task`` times it (:func:`build_task_model`)."""
+
+    task: object
+    trainer: object
+    model: torch.nn.Module
+    params: list
+    optimizer: torch.optim.Optimizer
+    decay: object
+    inputs: object
+    store: object
+    features: Path
+    train_pool: list
+    dev_pool: list
+    batch: int
+    eval_batch: int
+    train_length: int
+    dev_length: int
+    device: torch.device
+
+
+def build_task_model(name: str, section: dict, tiny: bool, workdir: Path, seed: int = 1,
+                     layout: str = "allennlp", dtype: str = "float32", device: str = "cpu") -> TaskSetup:
+    """Task ``name``'s model from its ``section`` at paper size (``tiny``: ``TINY_MODEL``), the
+    runner's optimizer, and a train and a dev pool of synthetic instances of the dataset's mean
+    lengths whose features are in a feature file under ``workdir`` (close ``store``, remove ``features``)."""
     from elmoc.tasks.config import build_task
     from elmoc.tasks.embedder import TaskInputs
-    from elmoc.tasks.runner import TrainerConfig, task_optimizer, to_device
+    from elmoc.tasks.runner import TrainerConfig, task_optimizer
     from elmoc.features.store import FeatureStore
 
     data = DATASETS[name]
@@ -423,17 +444,26 @@ def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path
     inputs = TaskInputs(vectors, vocab, store, lowercase=task.lowercase_words)
     torch.manual_seed(seed)
     dev = torch.device(device)
-    cuda = dev.type == "cuda"
     model = task.build_model(inputs).to(dev)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = task_optimizer(params, trainer)
     decay = (torch.optim.lr_scheduler.StepLR(optimizer, trainer.lr_decay_steps, trainer.lr_decay)
              if trainer.lr_decay else None)
+    return TaskSetup(task, trainer, model, params, optimizer, decay, inputs, store, features, train_pool, dev_pool,
+                     batch, eval_batch, train_length, dev_length, dev)
+
+
+def training_step(s: TaskSetup):
+    """The runner's training step of ``s``'s model on a collated batch ``b``: to the device, loss
+    + scalar-mix L2, backward, clipping, optimizer step (and learning-rate decay)."""
+    from elmoc.tasks.runner import to_device
+
+    model, trainer, params, optimizer, decay = s.model, s.trainer, s.params, s.optimizer, s.decay
+    cuda = s.device.type == "cuda"
 
     def update(b: dict) -> None:
-        """The runner's training step on batch ``b``."""
         if cuda:
-            b = to_device(b, dev)
+            b = to_device(b, s.device)
         loss = model(b).loss
         if trainer.mix_l2:
             loss = loss + trainer.mix_l2 * model.mix_penalty()
@@ -447,6 +477,24 @@ def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path
         if decay is not None:
             decay.step()
         loss.item()
+
+    return update
+
+
+def measure_task(name: str, section: dict, steps: int, tiny: bool, workdir: Path, seed: int = 1,
+                 layout: str = "allennlp", dtype: str = "float32", device: str = "cpu") -> dict:
+    """CPU seconds of one training step and one dev-evaluation batch of task ``name`` (medians of
+    ``steps`` after a warm-up), their collate parts, and the kernels of each. On a CUDA ``device``
+    the model parts are synchronized wall seconds and the kernels the profiler's launches."""
+    from elmoc.tasks.runner import to_device
+
+    s = build_task_model(name, section, tiny, workdir, seed, layout, dtype, device)
+    task, trainer, model, params, inputs, store, features = (s.task, s.trainer, s.model, s.params, s.inputs,
+                                                             s.store, s.features)
+    batch, eval_batch, train_length, dev_length = s.batch, s.eval_batch, s.train_length, s.dev_length
+    train_pool, dev_pool, dev = s.train_pool, s.dev_pool, s.device
+    cuda = dev.type == "cuda"
+    update = training_step(s)
 
     def evaluate(b: dict) -> None:
         """One dev batch as the runner's ``evaluate`` scores it (decoding included)."""
