@@ -32,7 +32,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -80,28 +79,17 @@ def _encoder(args):
 
 def worker(args) -> int:
     """Build, warm up, then time one step per line read from stdin ('step'); 'quit' ends."""
-    import torch
-
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    device = torch.device(args.device)
-    encoder, what = _encoder(args)
+    device, sync, ready = side_by_side.worker_device(args, "")
+    encoder, ready["ready"] = _encoder(args)
     encoder.to(device).train()
     x, mask, weights = (t.to(device) for t in _batch(args))
     x = x.detach().requires_grad_()
-
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
 
     def step():
         encoder.zero_grad(set_to_none=True)
         x.grad = None
         (encoder(x, mask) * weights).sum().backward()
 
-    ready = {"ready": what, "torch": torch.__version__, "threads": torch.get_num_threads(), "device": str(device)}
-    if device.type == "cuda":
-        ready["device_name"] = torch.cuda.get_device_name(device)
     return side_by_side.serve(step, sync, ready)  # the warm-up step first: on CUDA elmoc's cells compile there
 
 
@@ -121,7 +109,6 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--allennlp-python", help="python of the AllenNLP 2.10.1 venv (benchmarks/allennlp-venv.txt); "
                    "without it only elmoc's side runs")
-    p.add_argument("--worker", choices=("elmoc", "allennlp"), help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, default=80, help="sequences per batch (AllenNLP's SRL config: 80)")
     p.add_argument("--length", type=int, default=26, help="tokens per sequence (mean SRL length, default 26)")
     p.add_argument("--spread", type=int, default=0, help="lengths drawn in length +- spread (default 0: all equal)")
@@ -129,19 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hidden", type=int, default=300)
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--dropout", type=float, default=0.1, help="recurrent dropout (AllenNLP's SRL config: 0.1)")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--rounds", type=int, default=5, help="timed steps per side, alternating which goes first")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]: both sides on that device")
-    p.add_argument("--json", type=Path, help="write the figures here")
+    side_by_side.add_arguments(p, seed=0)
     args = p.parse_args(argv)
     if args.worker:
         return worker(args)
-    if args.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            p.error(f"--device {args.device}: no CUDA GPU is visible here; use --device cpu")
+    side_by_side.refuse_a_missing_gpu(p, args.device)
     pythons = {"elmoc": sys.executable}
     if args.allennlp_python:
         pythons["allennlp"] = args.allennlp_python
@@ -162,9 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"AllenNLP: not run (no --allennlp-python); {sizes}")
     else:
         print(f"AllenNLP / elmoc: {ratio['wall_s']:.2f}x wall, {ratio['cpu_s']:.2f}x CPU ({sizes})")
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
-    return 0
+    return side_by_side.finish(args, result)
 
 
 if __name__ == "__main__":

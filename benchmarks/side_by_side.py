@@ -11,6 +11,7 @@ keeps the best (least) wall and CPU seconds of each side.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -18,6 +19,45 @@ import sys
 import time
 from pathlib import Path
 from typing import Callable
+
+
+def add_arguments(p: argparse.ArgumentParser, seed: int) -> None:
+    """The options every side-by-side script has: the hidden ``--worker``, threads, rounds, seed,
+    device and the JSON output."""
+    p.add_argument("--worker", choices=("elmoc", "allennlp"), help=argparse.SUPPRESS)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=5, help="timed steps per side, alternating which goes first")
+    p.add_argument("--seed", type=int, default=seed)
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]: both sides on that device")
+    p.add_argument("--json", type=Path, help="write the figures here")
+
+
+def refuse_a_missing_gpu(p: argparse.ArgumentParser, device: str) -> None:
+    """A ``cuda`` device where none is visible: the parser's error (exit 2, one line)."""
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            p.error(f"--device {device}: no CUDA GPU is visible here; use --device cpu")
+
+
+def worker_device(args: argparse.Namespace, what: str) -> tuple[object, Callable[[], None], dict]:
+    """(torch device, its sync, the ready line's common part) of a worker: torch's threads and seed
+    set from ``args``; ``what`` names the side's model."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    device = torch.device(args.device)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    ready = {"ready": what, "torch": torch.__version__, "threads": torch.get_num_threads(), "device": str(device)}
+    if device.type == "cuda":
+        ready["device_name"] = torch.cuda.get_device_name(device)
+    return device, sync, ready
 
 
 def serve(step: Callable[[], None], sync: Callable[[], None], ready: dict) -> int:
@@ -86,3 +126,10 @@ def ratio(result: dict) -> dict | None:
     if "allennlp" not in result:
         return None
     return {k: result["allennlp"]["best"][k] / result["elmoc"]["best"][k] for k in ("wall_s", "cpu_s")}
+
+
+def finish(args: argparse.Namespace, result: dict) -> int:
+    """Write ``result`` to ``--json`` where given; the driver's exit status."""
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return 0
