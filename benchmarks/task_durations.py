@@ -307,11 +307,6 @@ def clocks(device: torch.device | None = None) -> tuple[float, float]:
     return time.process_time(), time.perf_counter()
 
 
-# the profiler's names of the calls that launch work on a GPU (CUDA runtime and driver API)
-LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
-                "cudaLaunchCooperativeKernel", "cudaGraphLaunch")
-
-
 def cuda_launches(fn, device: torch.device) -> tuple[int, int]:
     """(kernel launch calls, kernels run on the GPU) of ``fn()`` as ``torch.profiler`` records them: the
     host's launch calls (a graph replay counts one) and the device's kernel records (copies and fills not
@@ -322,7 +317,14 @@ def cuda_launches(fn, device: torch.device) -> tuple[int, int]:
         fn()
         torch.cuda.synchronize(device)
     events = prof.events()
-    launches = sum(1 for e in events if e.name in LAUNCH_CALLS)
+    # the launch calls as lstm_profile.py counts them (runtime and driver names, a version suffix ignored)
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from lstm_profile import launch_counts
+
+    counts = launch_counts(e.name for e in events)
+    launches = counts["kernels"] + counts["graphs"]
     kernels = sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA
                   and not e.name.startswith(("Memcpy", "Memset")))
     return launches, kernels
