@@ -25,6 +25,7 @@ from snakemake.utils import min_version, validate
 from elmoc.config import check_whole_config, check_workflow_config
 from elmoc.errors import ConfigError
 from elmoc.layouts import check_run_name, default_run_name, flat_layout_note, relocate, run_logs, run_root
+from elmoc.process_tree import ignore_stop_signal_in_slurm_job
 
 min_version("9.19")
 
@@ -33,6 +34,13 @@ min_version("9.19")
 # line every 30 s (elmoc.io.console).
 shell.prefix('set -euo pipefail; exec 3>&2; export ELMOC_PROGRESS_FD="3:$(stat -L -c %d:%i /dev/fd/3)"; ')
 
+
+# Inside a SLURM job (the Snakemake a cluster job step starts re-reads this file), SIGUSR1 is
+# ignored here and by the rule's shell: SLURM's --signal=USR1@N reaches every process of the
+# step, and without this it ends this Snakemake, failing a job that stops and saves, or one
+# that has just finished (whose output the submitting Snakemake then deletes). The trainers
+# and `elmoc with-gpus` handle it themselves (elmoc.process_tree).
+ignore_stop_signal_in_slurm_job()
 
 # The demo config is the default. A --configfile on the command line replaces it (rather
 # than being merged into it), so `--configfile config/paper.yaml` means exactly that file;

@@ -72,6 +72,29 @@ def die_with_parent(sig: signal.Signals = signal.SIGTERM) -> bool:
     return _prctl(_PR_SET_PDEATHSIG, int(sig))
 
 
+def ignore_stop_signal_in_slurm_job(environ: Mapping[str, str] | None = None) -> bool:
+    """In a SLURM job (``SLURM_JOB_ID`` set), ignore SIGUSR1 in this process; the commands
+    it starts inherit that. Returns whether it did so.
+
+    SLURM's ``--signal=USR1@N`` (and ``scancel --signal=USR1``) reaches every process of a
+    job step: the step's own Snakemake (the task ``srun`` started), the rule's shell,
+    ``elmoc with-gpus`` and the trainers. Snakemake and the shell have no handler for it,
+    and its default action ends them. The step then ends by the signal while the trainer
+    is still saving, and SLURM's process tracking may kill what is left of it (cgroup). A
+    job whose command had just finished is reported FAILED, and the Snakemake that
+    submitted it deletes the finished output and runs the whole job again. Ignored here,
+    the signal is left to the processes that handle it: ``with-gpus`` forwards it, a
+    trainer stops after its step, saves and exits 75. The rule's shell inherits the
+    ignore through ``exec`` and cannot undo it. A Python command resets it by installing
+    its own handler, as ``with-gpus`` and the trainers do.
+    """
+    environ = os.environ if environ is None else environ
+    if not environ.get("SLURM_JOB_ID"):
+        return False
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    return True
+
+
 def torchrun_options(processes: int, shutdown_timeout_s: int) -> list[str]:
     """``torch.distributed.run`` options for ``processes`` workers on this node.
 
