@@ -91,7 +91,12 @@ def _coref(tmp_path):
         {"batch_size": 1, "eval_batch_size": 1, "lr_decay": 0.5, "lr_decay_steps": 3}
 
 
-TASKS = {"sst5": _sst, "snli": _snli, "ner": _ner, "srl": _srl, "coref": _coref}
+def _snli_fused(tmp_path):  # the same run with Adam's fused update (trainer.fused_optimizer)
+    section, trainer = _snli(tmp_path)
+    return section, {**trainer, "fused_optimizer": True}
+
+
+TASKS = {"sst5": _sst, "snli": _snli, "ner": _ner, "srl": _srl, "coref": _coref, "snli-fused": _snli_fused}
 
 
 class StopAt(StopSignals):
@@ -285,6 +290,24 @@ def test_run_dir_and_trainer_options():
     with pytest.raises(ConfigError, match="stale_checkpoint"):
         TaskCheckpoint("x.pt", {}, stale="keep")
     assert torch.get_num_threads() == 1
+
+
+def test_fused_optimizer_option_and_the_checkpoints_written_before_it():
+    params = [torch.nn.Parameter(torch.ones(3))]
+    assert runner.task_optimizer(params, TrainerConfig.from_dict({"fused_optimizer": True})).defaults["fused"] is True
+    assert not runner.task_optimizer(params, TrainerConfig.from_dict({})).defaults["fused"]
+    with pytest.raises(ConfigError, match="trainer.fused_optimizer needs optimizer adam"):
+        TrainerConfig.from_dict({"optimizer": "adadelta", "fused_optimizer": True})
+    with pytest.raises(ConfigError, match="trainer.fused_optimizer must be true or false"):
+        TrainerConfig.from_dict({"fused_optimizer": "yes"})
+    # a spec made before the key existed (no fused_optimizer anywhere) is the spec of the default
+    trainer = asdict(TrainerConfig.from_dict({}))
+    before = run_spec("sst5", {"type": "sst", "trainer": {"lr": 0.1}}, {k: v for k, v in trainer.items()
+                                                                      if k != "fused_optimizer"}, 1, {})
+    section = {"type": "sst", "trainer": {"lr": 0.1, "fused_optimizer": False}}
+    assert run_spec("sst5", section, trainer, 1, {}) == before
+    fused = asdict(TrainerConfig.from_dict({"fused_optimizer": True}))
+    assert run_spec("sst5", {**section, "trainer": {"lr": 0.1, "fused_optimizer": True}}, fused, 1, {}) != before
 
 
 def _elmoc_task(tmp_path: Path, out: Path, wait: bool = True):

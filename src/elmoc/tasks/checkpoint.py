@@ -62,6 +62,9 @@ TASK_TEXT_LOG = "task.log"
 # trainer keys that may change between a checkpoint and the run resuming it: when to save and to
 # log, not what a step computes
 MUTABLE_TRAINER = ("checkpoint_minutes", "progress_seconds")
+# trainer keys added after task checkpoints existed, left out of the spec at their default value so
+# that a checkpoint written before the key existed still resumes (a run that changes one is a new run)
+ADDED_TRAINER_DEFAULTS = {"fused_optimizer": False}
 STALE_CHOICES = ("set-aside", "refuse")
 FIX = "delete it to start over, or rerun with --stale-checkpoint set-aside"
 
@@ -78,13 +81,18 @@ def run_spec(task: str, section: dict[str, Any], trainer: dict[str, Any], seed: 
     """What a checkpoint must have been made for to be resumed: the task's name and config
     section, the trainer settings (without :data:`MUTABLE_TRAINER`), the seed and the paths of
     the features / vectors / vocabulary (``inputs``); every existing file it names is
-    fingerprinted (:class:`elmoc.train.checkpoint.InputFingerprints`)."""
+    fingerprinted (:class:`elmoc.train.checkpoint.InputFingerprints`). Keys of
+    :data:`ADDED_TRAINER_DEFAULTS` at their default are left out."""
     section = copy.deepcopy(section)
     if isinstance(section.get("trainer"), dict):
         for key in MUTABLE_TRAINER:
             section["trainer"].pop(key, None)
+        for key, default in ADDED_TRAINER_DEFAULTS.items():
+            if key in section["trainer"] and section["trainer"][key] == default:
+                section["trainer"].pop(key)
     return {"task": task, "section": section,
-            "trainer": {k: v for k, v in trainer.items() if k not in MUTABLE_TRAINER},
+            "trainer": {k: v for k, v in trainer.items() if k not in MUTABLE_TRAINER
+                        and not (k in ADDED_TRAINER_DEFAULTS and v == ADDED_TRAINER_DEFAULTS[k])},
             "seed": seed, "inputs": {k: v for k, v in inputs.items() if v}}
 
 

@@ -97,6 +97,12 @@ class TrainerConfig:
         max_train: use only the first N training instances (None = all); for quick demos.
         deterministic: deterministic kernels on a GPU (see the module docstring); no effect
             on the numbers of a CPU run, which are reproducible anyway.
+        fused_optimizer: Adam's update of every parameter as one fused kernel
+            (``torch.optim.Adam(fused=True)``, CPU and CUDA) instead of torch's per-parameter
+            loop: the same update rounded differently, so a run's numbers change (its
+            checkpoints then belong to that setting); deterministic for a given thread count.
+            Adam only (torch has no fused Adadelta). Off by default; ``config/paper.yaml``
+            turns it on for the Adam tasks (docs/benchmarks.md: 10-18% off the BCN's CPU step).
         checkpoint_minutes: with a checkpoint (``elmoc task``), also save it when this many
             minutes of training passed since the last save (besides every epoch's end and a
             stop); None or 0: at epochs' ends and stops only.  May change on resume.
@@ -120,6 +126,7 @@ class TrainerConfig:
     lr_decay_steps: int = 100
     max_train: int | None = None
     deterministic: bool = False
+    fused_optimizer: bool = False
     checkpoint_minutes: float | None = 30.0
     progress_seconds: float | None = 60.0
 
@@ -144,8 +151,12 @@ class TrainerConfig:
             raise ConfigError(f"trainer.lr_decay must be in (0, 1) or null, got {config.lr_decay!r}")
         if not isinstance(config.lr_decay_steps, int) or config.lr_decay_steps < 1:
             raise ConfigError(f"trainer.lr_decay_steps must be a positive integer, got {config.lr_decay_steps!r}")
-        if not isinstance(config.deterministic, bool):
-            raise ConfigError(f"trainer.deterministic must be true or false, got {config.deterministic!r}")
+        for key in ("deterministic", "fused_optimizer"):
+            if not isinstance(getattr(config, key), bool):
+                raise ConfigError(f"trainer.{key} must be true or false, got {getattr(config, key)!r}")
+        if config.fused_optimizer and config.optimizer != "adam":
+            raise ConfigError(f"trainer.fused_optimizer needs optimizer adam (torch has no fused {config.optimizer}): "
+                              "set fused_optimizer: false")
         for key in ("batch_size", "eval_batch_size", "epochs"):
             if not isinstance(getattr(config, key), int) or getattr(config, key) < 1:
                 raise ConfigError(f"trainer.{key} must be a positive integer, got {getattr(config, key)!r}")
@@ -170,9 +181,11 @@ OPTIMIZER_LR = {"adam": 1e-3, "adadelta": 1.0}  # the optimizers and their defau
 
 
 def task_optimizer(params: Sequence[torch.nn.Parameter], trainer: TrainerConfig) -> torch.optim.Optimizer:
-    """The trainer's optimizer over ``params`` (Adam, or Adadelta with ``rho``)."""
+    """The trainer's optimizer over ``params`` (Adam, fused or not, or Adadelta with ``rho``)."""
     if trainer.optimizer == "adadelta":
         return torch.optim.Adadelta(params, lr=trainer.lr, rho=trainer.rho, weight_decay=trainer.weight_decay)
+    if trainer.fused_optimizer:
+        return torch.optim.Adam(params, lr=trainer.lr, weight_decay=trainer.weight_decay, fused=True)
     return torch.optim.Adam(params, lr=trainer.lr, weight_decay=trainer.weight_decay)
 
 
