@@ -4,6 +4,7 @@ naming the file and the space left, removes its temporary and leaves the old fil
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -86,3 +87,37 @@ def test_a_full_disk_elsewhere_is_one_line_too(monkeypatch, capsys, tmp_path):
     assert main(["vocab", "--corpus", str(tmp_path / "corpus"), "--output", str(tmp_path / "v.txt")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{tmp_path / 'v.txt'}: could not be written: no space left" in err[0], err
+
+
+@pytest.mark.parametrize("directory", [True, False], ids=["folder", "file"])
+def test_a_new_temporary_swept_by_another_process_before_it_is_held_is_replaced(tmp_path, monkeypatch, directory):
+    """Two fetches starting at once in one cache (CI, 2026-11-27): one creates ``.pip-*`` and,
+    before it holds it, the other's sweep of abandoned ``.pip-*`` removes it; the first then
+    failed with FileNotFoundError. held_temp tries a new name instead and holds that one."""
+    import os
+    import tempfile
+
+    from elmoc.io import atomic
+    from elmoc.io.output_paths import remove_stale_temps
+
+    real = {"mkdtemp": tempfile.mkdtemp, "mkstemp": tempfile.mkstemp}
+    swept = []
+
+    def create_then_sweep(name):
+        def create(*args, **kwargs):
+            made = real[name](*args, **kwargs)
+            if not swept:  # the other process's sweep, in the window before this one holds it
+                swept.extend(remove_stale_temps(tmp_path / "x", patterns=[".pip-*"]))
+            return made
+        return create
+
+    monkeypatch.setattr(tempfile, "mkdtemp", create_then_sweep("mkdtemp"))
+    monkeypatch.setattr(tempfile, "mkstemp", create_then_sweep("mkstemp"))
+    fd, path = atomic.held_temp(tmp_path, ".pip-", directory=directory)
+    try:
+        assert len(swept) == 1 and not swept[0].exists() and Path(path) != swept[0]
+        assert os.path.samestat(os.fstat(fd), os.stat(path))
+        assert remove_stale_temps(tmp_path / "x", patterns=[".pip-*"]) == [] and Path(path).exists()  # held
+    finally:
+        os.close(fd)
+    assert remove_stale_temps(tmp_path / "x", patterns=[".pip-*"]) == [Path(path)]  # abandoned once closed

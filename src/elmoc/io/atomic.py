@@ -108,6 +108,35 @@ def hold(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
+def held_temp(parent: str | Path, prefix: str, suffix: str = "", directory: bool = False) -> tuple[int, str]:
+    """A new temporary file (``mkstemp``) or folder (``mkdtemp``) in ``parent``, held
+    (:func:`hold`); returns the descriptor holding it (the file's own, read-write; the
+    folder's, read-only) and its path. The caller closes the descriptor.
+
+    Another process's :func:`elmoc.io.output_paths.remove_stale_temps` may find the new
+    name before it is held and remove it (under its own lock): then the path no longer
+    names what this process locked, or the lock is taken, and another name is tried. Two
+    jobs starting at once in one cache folder met that window (CI, 2026-11-27).
+    """
+    for _ in range(100):
+        if directory:
+            tmp = tempfile.mkdtemp(dir=parent, prefix=prefix, suffix=suffix)
+            try:
+                fd = os.open(tmp, os.O_RDONLY)
+            except FileNotFoundError:  # removed by a sweep before it was opened
+                continue
+        else:
+            fd, tmp = tempfile.mkstemp(dir=parent, prefix=prefix, suffix=suffix)
+        try:
+            hold(fd)
+            if os.path.samestat(os.fstat(fd), os.stat(tmp)):
+                return fd, tmp
+        except (BlockingIOError, FileNotFoundError):  # a sweep holds it, or removed it while unheld
+            pass
+        os.close(fd)
+    raise OSError(errno.EAGAIN, f"could not hold a new temporary in {parent}: another process kept removing them")
+
+
 # torch.save's messages when its writer's file write fails (a full disk gives the first)
 _TORCH_WRITE_FAILURES = ("unexpected pos", "PytorchStreamWriter failed", "file write failed")
 _SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$")
@@ -186,10 +215,9 @@ def atomic_path(path: str | Path, held: bool = True) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
+    name = {"prefix": f".{path.stem}.", "suffix": f".tmp{path.suffix}"}
+    fd, tmp = held_temp(path.parent, **name) if held else tempfile.mkstemp(dir=path.parent, **name)
     try:
-        if held:
-            hold(fd)
         public_mode(tmp)
         with disk_full_as_error(path):
             yield Path(tmp)
@@ -211,18 +239,17 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     """
     path = Path(os.path.abspath(path))  # "." or "dir/.." have no name to put beside them
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
-    held = [os.open(tmp, os.O_RDONLY)]
+    lock, tmp = held_temp(path.parent, f".{path.name}.", ".tmp", directory=True)
+    held, tmp = [lock], Path(tmp)
     try:
-        hold(held[0])
         with disk_full_as_error(path):
             public_mode(tmp, directory=True)
             yield tmp
         raise_if_terminated()
         if path.exists():
-            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
-            held.append(os.open(old, os.O_RDONLY))
-            hold(held[-1])
+            lock, old = held_temp(path.parent, f".{path.name}.", ".old", directory=True)
+            held.append(lock)
+            old = Path(old)
             os.replace(path, old / path.name)
             os.replace(tmp, path)
             shutil.rmtree(old, ignore_errors=True)

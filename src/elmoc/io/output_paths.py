@@ -213,19 +213,27 @@ def files_added(path: PathLike) -> list[str]:
 # ---------------------------------------------------------------- temporaries of killed runs
 
 
-def _abandoned(path: Path) -> bool:
-    """Whether no process holds ``path`` (file or folder); False when that cannot be told."""
+@contextlib.contextmanager
+def _claimed(path: Path) -> Iterator[bool]:
+    """Whether no process holds ``path`` (file or folder; False when that cannot be told);
+    when True, this process holds it until the block ends, so that a writer that created
+    it an instant ago cannot take it while it is removed (:func:`elmoc.io.atomic.held_temp`
+    then tries another name)."""
     if fcntl is None:
-        return False
+        yield False
+        return
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
-        return False
+        yield False
+        return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except OSError:
-        return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            free = True
+        except OSError:
+            free = False
+        yield free
     finally:
         os.close(fd)  # closing drops the lock
 
@@ -258,15 +266,18 @@ def remove_stale_temps(path: PathLike, directories: bool = False, companions: tu
     removed = []
     for pattern in (list(patterns) if patterns is not None else temp_patterns(path, directories)):
         for tmp in sorted(folder.glob(pattern)):
-            if tmp.is_symlink() or not _abandoned(tmp):
+            if tmp.is_symlink():
                 continue
-            if directories and tmp.name.endswith(".old") and (tmp / path.name).is_dir() and not path.exists():
-                os.replace(tmp / path.name, path)  # killed between atomic_directory's two renames: the
-                # previous output comes back (the new one, complete or not, is the .tmp folder beside it)
-            if tmp.is_dir():
-                shutil.rmtree(tmp, ignore_errors=True)
-            else:
-                tmp.unlink(missing_ok=True)
+            with _claimed(tmp) as free:
+                if not free:
+                    continue
+                if directories and tmp.name.endswith(".old") and (tmp / path.name).is_dir() and not path.exists():
+                    os.replace(tmp / path.name, path)  # killed between atomic_directory's two renames: the
+                    # previous output comes back (the new one, complete or not, is the .tmp folder beside it)
+                if tmp.is_dir():
+                    shutil.rmtree(tmp, ignore_errors=True)
+                else:
+                    tmp.unlink(missing_ok=True)
             removed.append(tmp)
             for suffix in companions:
                 companion = Path(f"{tmp}{suffix}")

@@ -47,7 +47,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import urllib.parse
 import urllib.request
 import zipfile
@@ -58,9 +57,8 @@ from typing import Iterator
 from elmoc.config_section import check_keys
 from elmoc.data.download.pins import Pin, PinsFile
 from elmoc.errors import ConfigError, InputFileError
-from elmoc.io.atomic import public_mode
+from elmoc.io.atomic import held_temp, public_mode
 from elmoc.io.output_paths import MANIFEST as OUTPUT_MANIFEST
-from elmoc.io.atomic import hold
 from elmoc.io.output_paths import check_output_directory, output_directory, remove_stale_temps
 
 log = logging.getLogger(__name__)
@@ -263,10 +261,8 @@ def _find_cached_wheel(cache: Path, spec: FetchSpec) -> Path | None:
 @contextlib.contextmanager
 def _held_temp_directory(parent: Path, prefix: str) -> Iterator[str]:
     """A temporary folder in ``parent``, held (flock) while it exists and removed after."""
-    tmp = tempfile.mkdtemp(dir=parent, prefix=prefix)
-    fd = os.open(tmp, os.O_RDONLY)
+    fd, tmp = held_temp(parent, prefix, directory=True)
     try:
-        hold(fd)
         yield tmp
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -324,12 +320,10 @@ def download_url(url: str, dest: Path, sha256: str | None, size: int | None = No
     dest.parent.mkdir(parents=True, exist_ok=True)
     for stale in remove_stale_temps(dest, patterns=[f".{dest.name}.*.part"]):
         log.warning("removed %s, left behind by an interrupted download", stale)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    lock = os.open(tmp, os.O_RDONLY)  # held until the .part is renamed or deleted, so that a
-    # concurrent fetch into this cache leaves it alone
+    # held until the .part is renamed or deleted, so that a concurrent fetch into this cache leaves it alone
+    lock, tmp = held_temp(dest.parent, f".{dest.name}.", ".part")
     try:
-        hold(lock)
-        with os.fdopen(fd, "wb") as out:
+        with open(tmp, "wb") as out:
             received, announced, actual = _stream(url, out, size, origin)
         _check_received(url, received, announced, size, origin)
         if sha256 is None:
