@@ -142,7 +142,8 @@ def elmoc_side(args, workdir: Path) -> ElmocSide:
         batch["label"] = torch.from_numpy(arrays["label"])
     update = td.training_step(s)
     params = sum(p.numel() for p in s.params)
-    what = f"elmoc {type(s.model).__name__} ({params:,} trainable parameters)"
+    adam = "fused Adam" if s.trainer.fused_optimizer else "Adam"  # config/paper.yaml's trainer.fused_optimizer
+    what = f"elmoc {type(s.model).__name__} ({params:,} trainable parameters, {adam})"
     return ElmocSide(lambda: update(batch), s.model, batch, shapes, what, checksum(arrays))
 
 
