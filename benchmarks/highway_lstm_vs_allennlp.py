@@ -102,9 +102,6 @@ def _start(python: str, side: str, args) -> tuple[subprocess.Popen, dict]:
                               HERE.parent / "src" if side == "elmoc" else None)
 
 
-_step = side_by_side.step
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--allennlp-python", help="python of the AllenNLP 2.10.1 venv (benchmarks/allennlp-venv.txt); "

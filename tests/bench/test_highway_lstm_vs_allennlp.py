@@ -36,7 +36,7 @@ def test_the_elmoc_worker_times_steps_and_a_missing_allennlp_is_one_clear_line(b
     proc, ready = bench._start(sys.executable, "elmoc", _args())
     try:
         assert "elmoc AlternatingHighwayLstm" in ready["ready"] and ready["threads"] == 1
-        steps = [bench._step(proc) for _ in range(2)]
+        steps = [bench.side_by_side.step(proc) for _ in range(2)]
         assert all(s["cpu_s"] > 0 and s["wall_s"] > 0 for s in steps)
     finally:
         proc.stdin.close()

@@ -295,7 +295,7 @@ def test_run_dir_and_trainer_options():
 def test_fused_optimizer_option_and_the_checkpoints_written_before_it():
     params = [torch.nn.Parameter(torch.ones(3))]
     assert runner.task_optimizer(params, TrainerConfig.from_dict({"fused_optimizer": True})).defaults["fused"] is True
-    assert not runner.task_optimizer(params, TrainerConfig.from_dict({})).defaults["fused"]
+    assert runner.task_optimizer(params, TrainerConfig.from_dict({})).defaults["fused"] is None  # torch's default
     with pytest.raises(ConfigError, match="trainer.fused_optimizer needs optimizer adam"):
         TrainerConfig.from_dict({"optimizer": "adadelta", "fused_optimizer": True})
     with pytest.raises(ConfigError, match="trainer.fused_optimizer must be true or false"):

@@ -28,8 +28,6 @@ import json
 import logging
 import os
 import shutil
-import signal
-import threading
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Union
 
@@ -292,6 +290,6 @@ def remove_stale_temps(path: PathLike, directories: bool = False, companions: tu
     return removed
 
 
-__all__ = ["MANIFEST", "RUN_FILES", "OutputError", "Terminated", "check_output_directory", "hold",
+__all__ = ["MANIFEST", "RUN_FILES", "OutputError", "Terminated", "check_output_directory",
            "output_directory", "output_owner", "refuse_foreign_output_folder", "refuse_outputs_among_inputs",
            "remove_stale_temps", "same_file", "sigterm_as_interrupt", "temp_patterns"]

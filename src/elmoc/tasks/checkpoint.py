@@ -83,16 +83,14 @@ def run_spec(task: str, section: dict[str, Any], trainer: dict[str, Any], seed: 
     the features / vectors / vocabulary (``inputs``); every existing file it names is
     fingerprinted (:class:`elmoc.train.checkpoint.InputFingerprints`). Keys of
     :data:`ADDED_TRAINER_DEFAULTS` at their default are left out."""
+    def computing(values: dict[str, Any]) -> dict[str, Any]:  # the settings that change what a step computes
+        return {k: v for k, v in values.items() if k not in MUTABLE_TRAINER
+                and not (k in ADDED_TRAINER_DEFAULTS and v == ADDED_TRAINER_DEFAULTS[k])}
+
     section = copy.deepcopy(section)
     if isinstance(section.get("trainer"), dict):
-        for key in MUTABLE_TRAINER:
-            section["trainer"].pop(key, None)
-        for key, default in ADDED_TRAINER_DEFAULTS.items():
-            if key in section["trainer"] and section["trainer"][key] == default:
-                section["trainer"].pop(key)
-    return {"task": task, "section": section,
-            "trainer": {k: v for k, v in trainer.items() if k not in MUTABLE_TRAINER
-                        and not (k in ADDED_TRAINER_DEFAULTS and v == ADDED_TRAINER_DEFAULTS[k])},
+        section["trainer"] = computing(section["trainer"])
+    return {"task": task, "section": section, "trainer": computing(trainer),
             "seed": seed, "inputs": {k: v for k, v in inputs.items() if v}}
 
 

@@ -102,7 +102,7 @@ class TrainerConfig:
             loop: the same update rounded differently, so a run's numbers change (its
             checkpoints then belong to that setting); deterministic for a given thread count.
             Adam only (torch has no fused Adadelta). Off by default; ``config/paper.yaml``
-            turns it on for the Adam tasks (docs/benchmarks.md: 10-18% off the BCN's CPU step).
+            turns it on for the Adam tasks (docs/benchmarks.md, "With fused Adam").
         checkpoint_minutes: with a checkpoint (``elmoc task``), also save it when this many
             minutes of training passed since the last save (besides every epoch's end and a
             stop); None or 0: at epochs' ends and stops only.  May change on resume.
@@ -184,9 +184,9 @@ def task_optimizer(params: Sequence[torch.nn.Parameter], trainer: TrainerConfig)
     """The trainer's optimizer over ``params`` (Adam, fused or not, or Adadelta with ``rho``)."""
     if trainer.optimizer == "adadelta":
         return torch.optim.Adadelta(params, lr=trainer.lr, rho=trainer.rho, weight_decay=trainer.weight_decay)
-    if trainer.fused_optimizer:
-        return torch.optim.Adam(params, lr=trainer.lr, weight_decay=trainer.weight_decay, fused=True)
-    return torch.optim.Adam(params, lr=trainer.lr, weight_decay=trainer.weight_decay)
+    # fused=None (not False) leaves torch its default implementation (foreach on CUDA)
+    return torch.optim.Adam(params, lr=trainer.lr, weight_decay=trainer.weight_decay,
+                            fused=True if trainer.fused_optimizer else None)
 
 
 @contextlib.contextmanager
