@@ -20,7 +20,8 @@
 #    3-minute SLURM time limit and the signal lead and stop margin shortened by config
 #    (resources.pretrain.signal_lead_s / stop_margin_s) must stop and save before SLURM
 #    kills it (exit 75), its retry must resume from that step, and the final model.pt must
-#    equal an uninterrupted local run's; prints the stop, save and resume log lines.
+#    equal an uninterrupted local run's; prints the stop, save and resume log lines. Its
+#    max_steps comes from a 400-step run of the same launch timed on the idle node first.
 #    The same snakemake run also covers a downstream task run (issue 29): sst5/fasttext
 #    seed 2 with its epochs sized from the local seed-1 run to need 2-4 jobs of 2 minutes
 #    (resources.task_run: runtime 2, signal_lead_s 30, stop_margin_s 15) must stop on SLURM's
@@ -243,9 +244,31 @@ print(f"OK: {len(submitted)} SLURM jobs, {len(files)} result files equal to the 
 EOF
 log "scancel case passed"
 
+# --- calibration: the time-limit job's own launch timed on the idle node ------------------
+# 2 gloo workers of 1 thread each, as resources.pretrain below, through the same rule, for 400
+# steps (about 20 s in all). Sizing from the scancel case's step time failed: that run shared
+# the 2 cores with the SLURM jobs and took 0.037 s per step in one process, while 2 workers
+# alone took 0.016 s, so 4,917 steps trained in 77 s, inside the first job (CI 2026-11-27).
+.venv/bin/python - "$WORK" <<'EOF'
+import json, sys, yaml
+work = sys.argv[1]
+cfg = yaml.safe_load(open(f"{work}/local/config/ci-slurm.yaml"))
+base = cfg["pretrain"]["variants"]["elmo-c"] or {}
+overrides = json.loads(json.dumps(base.get("overrides", {})))   # elmo-c-tl's spec below, but 400 steps
+overrides.setdefault("train", {}).update(max_steps=400, epochs=1000, checkpoint_every=0, eval_every=0)
+cfg["pretrain"]["variants"]["elmo-c-cal"] = {"preset": base.get("preset", "elmo-c"), "overrides": overrides}
+cfg.setdefault("resources", {})["pretrain"] = {"threads": 1, "gpus": 0, "processes": 2, "mem_mb": 3000}
+with open(f"{work}/local/config/ci-calibrate.yaml", "w") as f:
+    yaml.safe_dump(cfg, f, sort_keys=False)
+EOF
+( cd "$WORK/local" && exec .venv/bin/snakemake results/demo/lm/elmo-c-cal/forward/model.pt --cores 2 \
+    --workflow-profile profiles/verbose --configfile config/ci-calibrate.yaml > "$WORK/calibrate.log" 2>&1 ) \
+    || fail "the calibration run failed; see $WORK/calibrate.log"
+log "calibration run done"
+
 # --- time-limit case: a torchrun pretraining job stops and saves before SLURM's limit -----
-# elmo-c-tl is elmo-c's spec with max_steps sized from the step time measured above, so
-# that it needs 2-3 jobs of 3 minutes; each job runs torch.distributed.run with 2 gloo
+# elmo-c-tl is elmo-c's spec with max_steps sized from the step time calibrated above, so
+# that it needs 2-4 jobs of 3 minutes; each job runs torch.distributed.run with 2 gloo
 # workers; SIGUSR1 comes 60 s before the time limit (resources.pretrain.signal_lead_s:
 # SLURM sends it at its first limit check inside that lead, so 60-120 s before, never
 # later) and the trainer's own stop 40 s before it (stop_margin_s, the fallback if the
@@ -268,15 +291,14 @@ work = sys.argv[1]
 task = json.load(open(f"{work}/local/results/demo/tasks/sst5/fasttext/seed1.json"))
 per_epoch = task["cpu_seconds"] / len(task["history"])
 task_epochs = max(4, math.ceil(400 / max(per_epoch, 0.1)))
-records = [json.loads(line) for line in open(f"{work}/local/results/demo/lm/elmo-c/forward/train_log.jsonl")]
-steps = [r for r in records if r.get("event") == "train"]
+records = [json.loads(line) for line in open(f"{work}/local/results/demo/lm/elmo-c-cal/forward/train_log.jsonl")]
+steps = [r for r in records if r.get("event") == "train" and r["step"] >= 20]   # past the first steps' warm-up
 per_step = (steps[-1]["seconds"] - steps[0]["seconds"]) / max(1, steps[-1]["step"] - steps[0]["step"])
-window = 3 * 60 - 90 - 30  # one job's training time: 3 minutes less a typical signal time and start-up
-# 2 gloo workers take half the batch each, but their all-reduce and the local reference run
-# sharing the 2 cores made a step cost about 1.4 x per_step (CI 2026-11-26: 2,640 steps in the
-# first job at per_step 0.022 s, 4 jobs at 4 windows of work); 3 windows need about 3 jobs there,
-# and at 0.7 x per_step (idle node) still 126 s of training, more than one job's 90 s at most
-max_steps = max(60, math.ceil(3 * window / per_step))
+# A 3-minute job trains at most 110 s: SLURM sends SIGUSR1 60-120 s before its end and training
+# starts about 10 s in. per_step is the fastest a job can go (2 workers alone on the node); the
+# uninterrupted local run beside it (nice 5) slows it by up to 1.33 x. 150 s at per_step is
+# 1.36 x the longest first job, and 150-200 s of training, 2-4 jobs.
+max_steps = max(60, math.ceil(150 / per_step))
 for copy in ("local", "slurm"):
     cfg = yaml.safe_load(open(f"{work}/{copy}/config/ci-slurm.yaml"))
     base = cfg["pretrain"]["variants"]["elmo-c"] or {}
@@ -291,7 +313,7 @@ for copy in ("local", "slurm"):
     cfg["tasks"]["sst5"]["trainer"].update(epochs=task_epochs, patience=task_epochs)
     with open(f"{work}/{copy}/config/ci-timelimit.yaml", "w") as f:
         yaml.safe_dump(cfg, f, sort_keys=False)
-print(f"elmo-c-tl: max_steps {max_steps} ({per_step:.3f} s per step in one process above)")
+print(f"elmo-c-tl: max_steps {max_steps} ({per_step:.4f} s per step, calibrated with 2 workers)")
 print(f"sst5 seed 2: {task_epochs} epochs ({per_epoch:.2f} CPU s per epoch above, set-up included)")
 EOF
 ( cd "$WORK/local" && exec nice -n 5 .venv/bin/snakemake --workflow-profile profiles/verbose "$TL_TARGET" "$TASK_TARGET" --cores 2 \
