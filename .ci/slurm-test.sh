@@ -287,10 +287,12 @@ work = sys.argv[1]
 # after its start (training starts ~10 s in), so the first job must stop before it is done and
 # a retry (or two) finishes. The seed-1 run's 5 epochs are mostly set-up: CI 2026-11-27 sized
 # 150 s of it as 220 epochs, which trained in 75 s and finished as the signal came (an epoch
-# took 0.34 s, not 0.68 s); 400 s of it is about 200 s of training, 2-3 jobs.
+# took 0.34 s, not 0.68 s). 400 s of it needed 3-4 jobs, the first stopping at epoch 181-244
+# (CI and reruns 2026-11-27); 300 s is about 500 epochs, 170 s at 0.34 s, still twice the
+# longest first job (80 s, 235 epochs at that speed), and 2-3 jobs beside the local runs.
 task = json.load(open(f"{work}/local/results/demo/tasks/sst5/fasttext/seed1.json"))
 per_epoch = task["cpu_seconds"] / len(task["history"])
-task_epochs = max(4, math.ceil(400 / max(per_epoch, 0.1)))
+task_epochs = max(4, math.ceil(300 / max(per_epoch, 0.1)))
 records = [json.loads(line) for line in open(f"{work}/local/results/demo/lm/elmo-c-cal/forward/train_log.jsonl")]
 steps = [r for r in records if r.get("event") == "train" and r["step"] >= 20]   # past the first steps' warm-up
 per_step = (steps[-1]["seconds"] - steps[0]["seconds"]) / max(1, steps[-1]["step"] - steps[0]["step"])
