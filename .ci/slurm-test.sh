@@ -254,7 +254,7 @@ import json, sys, yaml
 work = sys.argv[1]
 cfg = yaml.safe_load(open(f"{work}/local/config/ci-slurm.yaml"))
 base = cfg["pretrain"]["variants"]["elmo-c"] or {}
-overrides = json.loads(json.dumps(base.get("overrides", {})))   # elmo-c-tl's spec below, but 400 steps
+overrides = json.loads(json.dumps(base.get("overrides", {})))   # elmo-c-tl below is this, longer
 overrides.setdefault("train", {}).update(max_steps=400, epochs=1000, checkpoint_every=0, eval_every=0)
 cfg["pretrain"]["variants"]["elmo-c-cal"] = {"preset": base.get("preset", "elmo-c"), "overrides": overrides}
 cfg.setdefault("resources", {})["pretrain"] = {"threads": 1, "gpus": 0, "processes": 2, "mem_mb": 3000}
@@ -301,15 +301,14 @@ per_step = (steps[-1]["seconds"] - steps[0]["seconds"]) / max(1, steps[-1]["step
 # uninterrupted local run beside it (nice 5) slows it by up to 1.33 x. 150 s at per_step is
 # 1.36 x the longest first job, and 150-200 s of training, 2-4 jobs.
 max_steps = max(60, math.ceil(150 / per_step))
+cal = yaml.safe_load(open(f"{work}/local/config/ci-calibrate.yaml"))
+tl = cal["pretrain"]["variants"]["elmo-c-cal"]   # the calibrated launch, made longer and time-limited
+tl["overrides"]["train"]["max_steps"] = max_steps
+tl_resources = {**cal["resources"]["pretrain"], "runtime": 3, "retries": 6, "signal_lead_s": 60, "stop_margin_s": 40}
 for copy in ("local", "slurm"):
     cfg = yaml.safe_load(open(f"{work}/{copy}/config/ci-slurm.yaml"))
-    base = cfg["pretrain"]["variants"]["elmo-c"] or {}
-    overrides = json.loads(json.dumps(base.get("overrides", {})))
-    overrides.setdefault("train", {}).update(max_steps=max_steps, epochs=1000, checkpoint_every=0, eval_every=0)
-    cfg["pretrain"]["variants"]["elmo-c-tl"] = {"preset": base.get("preset", "elmo-c"), "overrides": overrides}
-    cfg.setdefault("resources", {})["pretrain"] = {
-        "threads": 1, "gpus": 0, "processes": 2, "mem_mb": 3000, "runtime": 3, "retries": 6,
-        "signal_lead_s": 60, "stop_margin_s": 40}
+    cfg["pretrain"]["variants"]["elmo-c-tl"] = tl
+    cfg.setdefault("resources", {})["pretrain"] = tl_resources
     cfg["resources"]["task_run"] = {"threads": 1, "gpus": 0, "mem_mb": 2000, "runtime": 2, "retries": 5,
                                     "signal_lead_s": 30, "stop_margin_s": 15}
     cfg["tasks"]["sst5"]["trainer"].update(epochs=task_epochs, patience=task_epochs)
