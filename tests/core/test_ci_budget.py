@@ -3,6 +3,7 @@ printed and tabled; a run over ELMOC_CI_BUDGET_S fails with one line naming the 
 failing step stops the run with its status and the table so far; a step run beside others overlaps
 them, keeps its output apart, and its failure fails the run (after the other steps beside have ended)."""
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -57,17 +58,19 @@ def test_a_budget_that_is_not_a_number_is_refused():
 
 @pytest.mark.slow
 def test_a_step_beside_overlaps_the_next_step_and_prints_its_output_apart():
-    r = ci('step_beside "two-node" bash -c "echo from-beside; sleep 2"; step "rehearsal" bash -c "echo from-fg; sleep 2"; '
-           'step_join "two-node"; summary; check_budget', "3")
-    assert r.returncode == 0, r.stdout + r.stderr  # 2 s + 2 s side by side: within a 3 s budget
+    r = ci('step_beside "two-node" bash -c "echo from-beside; sleep 3"; step "rehearsal" bash -c "echo from-fg; sleep 3"; '
+           'step_join "two-node"; summary; check_budget', "5")
+    assert r.returncode == 0, r.stdout + r.stderr  # 3 s + 3 s side by side: within a 5 s budget (whole seconds)
     out = r.stdout
     assert out.index("from-fg") < out.index("=== ci: two-node (ran beside the steps above; its output)") \
-        < out.index("from-beside") < out.index("=== ci: two-node passed in 2 s"), out
+        < out.index("from-beside") < out.index("=== ci: two-node passed in "), out
     table = out.split("=== ci: step times\n")[1].splitlines()
     assert {row.split("s  ", 1)[1] for row in table[:2]} == {"two-node (beside)", "rehearsal"}, table
-    # a step beside that ends long before its join is timed to its own end
-    r = ci('step_beside "lint" bash -c "sleep 1"; step "make test" sleep 3; step_join "lint"', "100")
-    assert "=== ci: lint passed in 1 s" in r.stdout, r.stdout
+    # a step beside that ends long before its join is timed to its own end: the clock counts whole
+    # seconds, so a 1 s step reads 1 or 2 s (more on a loaded box), never the join's 5 s
+    r = ci('step_beside "lint" bash -c "sleep 1"; step "make test" sleep 5; step_join "lint"', "100")
+    took = re.search(r"=== ci: lint passed in (\d+) s", r.stdout)
+    assert took and 1 <= int(took.group(1)) <= 3, r.stdout
 
 
 @pytest.mark.slow
